@@ -1,0 +1,12 @@
+// FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models.
+#pragma once
+
+#include "flashindexer/formats.h"
+#include "flashindexer/indexer.h"
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/quantize.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+#include "flashindexer/topk.h"
+#include "flashindexer/version.h"

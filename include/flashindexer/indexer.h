@@ -1,0 +1,32 @@
+// The indexer: scoring and selection in one call, without the [rows, keys] logits in memory.
+//
+// indexer_prefill == topk_per_row(mqa_logits(...)) and indexer_decode ==
+// topk_per_row(paged_mqa_logits(...)) exactly (same set; same order when sorted), on every
+// backend: the scores are computed with the arithmetic of the backend's logits op.
+#pragma once
+
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+#include "flashindexer/topk.h"
+
+namespace flashindexer {
+
+// out: [M, >= k] i32 (out); the other arguments as mqa_logits.
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights,
+                       const TensorView& ks, const TensorView& ke, int k,
+                       const TopKOptions& topk_options = {}, const RunOptions& options = {});
+
+// out: [B * next_n, >= k] i32 (out); the other arguments as paged_mqa_logits.
+Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, int k, const TopKOptions& topk_options = {},
+                      const RunOptions& options = {});
+
+// Bytes of caller workspace indexer_prefill / indexer_decode use on the CPU for `rows` rows
+// at `k` with `threads` CPU threads (0 = the OpenMP default).
+size_t indexer_cpu_workspace_size(int k, int threads = 0);
+
+}  // namespace flashindexer

@@ -1,0 +1,56 @@
+// Selection: the k best visible keys of every row.
+//
+// The total order (the same on every backend, so every path returns exactly the same set):
+//   1. larger score first; -0.0 and +0.0 are equal;
+//   2. NaN ranks below -inf, and all NaNs are equal;
+//   3. equal scores: the smaller key index first.
+// Output values are relative to the row start (s - ks[t]; the context position in the decode
+// form). A row with n visible keys fills min(n, k) leading slots and writes -1 into the rest of
+// its k slots; columns k and beyond of a wider output row are not touched.
+#pragma once
+
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+
+namespace flashindexer {
+
+inline constexpr int kMaxTopK = 4096;
+
+// Which columns of a row are visible.
+struct RowRanges {
+  // Prefill form: row t sees columns ks[t] <= s < ke[t]; both [rows] i32.
+  TensorView ks;
+  TensorView ke;
+  // Decode form: lengths [rows] i32 (row r sees s < lengths[r]), or [B] i32 with next_n
+  // rows per request (row r sees s < lengths[r / next_n] - next_n + r % next_n + 1).
+  // A negative visible length counts as 0.
+  TensorView lengths;
+  int next_n = 1;
+
+  static RowRanges prefill(const TensorView& ks, const TensorView& ke) {
+    RowRanges r;
+    r.ks = ks;
+    r.ke = ke;
+    return r;
+  }
+  static RowRanges decode(const TensorView& lengths, int next_n = 1) {
+    RowRanges r;
+    r.lengths = lengths;
+    r.next_n = next_n;
+    return r;
+  }
+  bool is_prefill() const { return ks.defined(); }
+};
+
+struct TopKOptions {
+  // Emit the selected keys in the total order (best first). When false the order inside the
+  // valid prefix is unspecified but still deterministic.
+  bool sorted = false;
+};
+
+// out: [rows, >= k] i32 (out); logits: [rows, width] f32 or bf16 (row stride >= width);
+// 1 <= k <= 4096. Visible columns must lie inside [0, width).
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
+                    int k, const TopKOptions& topk_options = {}, const RunOptions& options = {});
+
+}  // namespace flashindexer
