@@ -25,8 +25,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const TensorView& block_table, int k, const TopKOptions& topk_options = {},
                       const RunOptions& options = {});
 
-// Bytes of caller workspace indexer_prefill / indexer_decode use on the CPU for `rows` rows
-// at `k` with `threads` CPU threads (0 = the OpenMP default).
+// Bytes of caller workspace (RunOptions::workspace) indexer_prefill / indexer_decode use on the
+// CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
 }  // namespace flashindexer

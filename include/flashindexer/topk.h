@@ -23,7 +23,7 @@ struct RowRanges {
   TensorView ke;
   // Decode form: lengths [rows] i32 (row r sees s < lengths[r]), or [B] i32 with next_n
   // rows per request (row r sees s < lengths[r / next_n] - next_n + r % next_n + 1).
-  // A negative visible length counts as 0.
+  // Lengths must be non-negative; a row whose formula gives a negative length sees no key.
   TensorView lengths;
   int next_n = 1;
 

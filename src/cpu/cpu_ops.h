@@ -1,0 +1,58 @@
+// The CPU backend. Arguments arrive validated by src/ops; these functions only compute.
+#pragma once
+
+#include "flashindexer/indexer.h"
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+#include "flashindexer/topk.h"
+
+namespace flashindexer::cpu {
+
+void quantize_k_fp8(const TensorView& values, const TensorView& scales, const TensorView& input,
+                    int threads);
+void dequantize_k_fp8(const TensorView& out, const TensorView& values, const TensorView& scales,
+                      int threads);
+void quantize_mxfp4(const TensorView& values, const TensorView& scales, const TensorView& input,
+                    int threads);
+void dequantize_mxfp4(const TensorView& out, const TensorView& values, const TensorView& scales,
+                      int threads);
+
+void insert_k_cache(const PagedKCache& cache, const TensorView& keys,
+                    const TensorView& slot_mapping, int threads);
+void gather_k_workspace(const TensorView& values, const TensorView& scales,
+                        const PagedKCache& cache, const TensorView& block_table,
+                        const TensorView& cu_seq_lens, int threads);
+
+void mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
+                const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
+                int threads);
+void paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, bool clean, int threads);
+
+void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                  bool sorted, int threads);
+
+// Scratch of one CPU thread of the indexer, and of all of them.
+size_t indexer_thread_workspace_bytes(int k);
+int resolve_threads(int requested);
+
+void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                     const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
+                     bool sorted, void* workspace, int threads);
+void indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                    const TensorView& weights, const TensorView& context_lens,
+                    const TensorView& block_table, int k, bool sorted, void* workspace,
+                    int threads);
+
+}  // namespace flashindexer::cpu
+
+namespace flashindexer::cpu {
+
+// One row of spec §3.2 / §3.3 quantization, shared by the quantizers and the cache writer.
+void quantize_k_fp8_row(uint8_t* values, float* scale, const float* x, int head_dim);
+void quantize_mxfp4_row(uint8_t* values, uint8_t* scales, const float* x, int head_dim);
+
+}  // namespace flashindexer::cpu

@@ -1,0 +1,37 @@
+// Exact selection under the total order of topk.h, on 64-bit rank keys.
+//
+// A rank key packs (order-preserving score bits, inverted index) so that a larger key ranks
+// first: NaN maps to the lowest score bits, -0.0 to +0.0, and among equal scores the smaller
+// index has the larger inverted index. Keys of distinct indices are distinct, so the k largest
+// keys are a unique set and every selection algorithm returns the same one.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace flashindexer::cpu {
+
+inline uint32_t ordered_score_bits(float score) {
+  if (std::isnan(score)) return 0;
+  uint32_t bits;
+  std::memcpy(&bits, &score, sizeof bits);
+  if (bits == 0x80000000u) bits = 0;  // -0.0 ties with +0.0
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+inline uint64_t rank_key(float score, uint32_t index) {
+  return static_cast<uint64_t>(ordered_score_bits(score)) << 32 | static_cast<uint32_t>(~index);
+}
+
+inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
+
+// Moves the min(n, k) largest keys to keys[0, min(n, k)), in descending order when `sorted`.
+// Returns min(n, k).
+size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted);
+
+// Writes the indices of keys[0, count) to out[0, count) and -1 to out[count, k).
+void write_indices(int32_t* out, const uint64_t* keys, size_t count, int k);
+
+}  // namespace flashindexer::cpu
