@@ -5,6 +5,10 @@
 #include "ops/dispatch.h"
 #include "ops/topk_checks.h"
 
+#ifdef FLASHINDEXER_WITH_CUDA
+#include "cuda/cuda_ops.h"
+#endif
+
 namespace flashindexer {
 namespace {
 
@@ -75,9 +79,26 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   check.on_device("out", out, logits.device);
   check_row_ranges(check, ranges, rows, logits.shape[1], logits.device);
   if (!check.ok()) return check.status();
-  if (logits.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (logits.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::topk_per_row(out, logits, ranges, k, topk_options.sorted, options);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   cpu::topk_per_row(out, logits, ranges, k, topk_options.sorted, cpu_threads(options));
   return Status::Ok();
+}
+
+size_t topk_per_row_cuda_workspace_size(int64_t rows, int64_t width, int k) {
+#ifdef FLASHINDEXER_WITH_CUDA
+  return cuda::topk_per_row_workspace_size(rows, width, k);
+#else
+  (void)rows;
+  (void)width;
+  (void)k;
+  return 0;
+#endif
 }
 
 }  // namespace flashindexer

@@ -1,0 +1,44 @@
+# FlashIndexer: `make demo` and `make test` are the two set-up commands. Each installs what is
+# missing, configures, builds in build/ in parallel, and runs.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+# The CUDA backend is built whenever nvcc is found (on PATH or in the default toolkit folder).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev \
+	libhwy-dev libcli11-dev libfmt-dev
+
+.PHONY: all deps configure build demo test clean
+
+all: build
+
+deps:
+	@if command -v dpkg >/dev/null 2>&1; then \
+	  missing=""; \
+	  for package in $(APT_PACKAGES); do \
+	    dpkg -s $$package >/dev/null 2>&1 || missing="$$missing $$package"; \
+	  done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    $(SUDO) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	  fi; \
+	else \
+	  echo "no dpkg: install by hand: $(APT_PACKAGES)"; \
+	fi
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  $(if $(NVCC),-DCMAKE_CUDA_COMPILER=$(NVCC),-DFLASHINDEXER_CUDA=OFF)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/flashindexer run --device auto
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,52 @@
+// Compile-time tile sizes of the GPU top-k (src/cuda/topk/). Every number has its reason here.
+#pragma once
+
+#include <cstdint>
+
+namespace flashindexer::cuda::topk {
+
+// 512 threads per CTA and 2 CTAs per SM: 16 warps x 2 keep enough 16-byte loads in flight
+// (4 per thread -> 64 KiB per SM, about twice the bandwidth-latency product of one SM's share
+// of HBM), and __launch_bounds__(512, 2) leaves 64 registers per thread, which the streaming
+// loop needs without spilling.
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMinCtasPerSm = 2;
+
+// 16-byte vectors per thread per streaming step (4 fp32 or 8 bf16 values each): 16 fp32 values;
+// bf16 takes BF16_STEP vectors (VALUE values): more keys per register would spill at 64 registers.
+constexpr int kFloatVectorsPerStep = 4;
+constexpr int kBf16VectorsPerStep = 3;
+
+// Candidate buffer of the segment kernel, in 64-bit rank keys (score key << 32 | ~index):
+// 8192 x 8 B = 64 KiB. It holds (a) a whole segment of <= 8192 keys (direct path), or (b) the
+// survivors of the sampled threshold, which is sized to expect ~1.6-2.7 k survivors (<= ~6.7K
+// for k = 4096), or (c) the sample itself as 32-bit keys (<= 16384 of them). Two CTAs per SM
+// (2 x ~81-97 KiB with the selection array) fit in the 228 KiB of an H100/H200 SM.
+constexpr int kBufferCapacity = 8192;
+constexpr int kWarpSlice = kBufferCapacity / kWarps;  // each warp appends into its own slice
+
+// Sample: groups of 4 consecutive keys, evenly spaced over the segment; one group per 128 keys,
+// between 512 and 4096 groups (2K-16K sampled keys, ~3% extra sectors, mostly L2 hits later).
+constexpr int kSampleGroupKeys = 4;
+constexpr int kSampleStride = 128;
+constexpr int kMinSampleGroups = 512;
+constexpr int kMaxSampleGroups = kBufferCapacity * 2 / kSampleGroupKeys;  // 32-bit keys fill 64 KiB
+// The threshold is the sample's rank-r key with r = q + kSigmas * sqrt(q) + kRankSlack, where
+// q = sample * k / n is the expected rank of the true k-th key: survivors fall below k only for a
+// > ~4 sigma sample (then the exact fallback runs, never a truncation).
+constexpr float kSampleSigmas = 4.0f;
+constexpr float kRankSlack = 8.0f;
+
+// Radix select: 8-bit digits, 256 bins; one warp finds the boundary bin (8 bins per lane).
+constexpr int kRadixBits = 8;
+constexpr int kRadixBins = 1 << kRadixBits;
+
+// Splitting a row over several CTAs (rows too few to fill the GPU): aim at 2 CTAs per SM; each
+// split keeps its own exact top-k in the workspace and a merge kernel selects among
+// splits x k candidates, which it holds in shared memory: 16384 x 8 B = 128 KiB (1 CTA per SM).
+constexpr int kMergeCapacity = 16384;
+constexpr int kMaxSplits = 16;
+constexpr int kMinSegment = kBufferCapacity;  // shorter segments would not pay for the merge
+
+}  // namespace flashindexer::cuda::topk

@@ -1,0 +1,133 @@
+// Host side of the GPU top-k: plan the splits from shapes only, check the workspace, launch.
+//
+// Nothing here reads row lengths (they live on the device): the only host decision is how many
+// CTAs share a row, from rows, width, k and the SM count, so the op is graph-capturable, never
+// synchronizes and never allocates. Rows enough to fill the GPU (>= 2 CTAs per SM) get one CTA
+// each; fewer rows are cut into up to 16 segments (at least 8192 keys each, and splits x k <=
+// 16384 so the merge holds every candidate in shared memory), which needs the workspace.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/common/check.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/topk/config.h"
+#include "cuda/topk/launch.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+constexpr int kAssumedSms = 132;  // H100/H200 SXM, when no device can be asked
+constexpr size_t kWorkspaceAlignment = 256;
+
+int multiprocessor_count() {
+  int device = 0;
+  int sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();  // clear a sticky "no device" error
+    return kAssumedSms;
+  }
+  return sms;
+}
+
+int plan_splits(int64_t rows, int64_t width, int k, int sms) {
+  if (rows <= 0 || width <= topk::kMinSegment) return 1;
+  const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * sms;
+  int64_t splits = (target_ctas + rows - 1) / rows;
+  splits = std::min<int64_t>(splits, topk::kMaxSplits);
+  splits = std::min<int64_t>(splits, topk::kMergeCapacity / k);
+  splits = std::min<int64_t>(splits, (width + topk::kMinSegment - 1) / topk::kMinSegment);
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+size_t align_up(size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+size_t split_keys_bytes(int64_t rows, int splits, int k) {
+  return align_up(static_cast<size_t>(rows) * splits * k * sizeof(uint64_t));
+}
+
+size_t workspace_bytes(int64_t rows, int splits, int k) {
+  if (splits <= 1) return 0;
+  return split_keys_bytes(rows, splits, k) +
+         align_up(static_cast<size_t>(rows) * splits * sizeof(int32_t));
+}
+
+}  // namespace
+
+size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
+  if (rows <= 0 || width <= 0 || k < 1) return 0;
+  return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()), k);
+}
+
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
+                    int k, bool sorted, const RunOptions& options) {
+  const char* op = "topk_per_row";
+  const int64_t rows = logits.shape[0];
+  const int64_t width = logits.shape[1];
+  if (rows == 0) return Status::Ok();
+  const int splits = plan_splits(rows, width, k, multiprocessor_count());
+  const size_t needed = workspace_bytes(rows, splits, k);
+  if (needed > 0) {
+    if (options.workspace == nullptr || options.workspace_bytes < needed) {
+      return Status::WorkspaceTooSmall(concat(
+          op, ": CUDA logits with ", rows, " rows x ", width, " columns and k=", k,
+          " split rows across CTAs and need a workspace of ", needed,
+          " bytes (topk_per_row_cuda_workspace_size); RunOptions.workspace has ",
+          options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
+    }
+    if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
+      return Status::InvalidArgument(
+          concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+    }
+  }
+
+  topk::Params params{};
+  params.logits = logits.data;
+  params.logits_stride = logits.stride[0];
+  params.width = width;
+  params.out = out.ptr<int32_t>();
+  params.out_stride0 = out.stride[0];
+  params.out_stride1 = out.stride[1];
+  if (ranges.is_prefill()) {
+    params.ks = ranges.ks.ptr<int32_t>();
+    params.ks_stride = ranges.ks.stride[0];
+    params.ke = ranges.ke.ptr<int32_t>();
+    params.ke_stride = ranges.ke.stride[0];
+  } else {
+    params.lengths = ranges.lengths.ptr<int32_t>();
+    params.lengths_stride0 = ranges.lengths.stride[0];
+    if (ranges.lengths.rank == 2) {
+      params.lengths_stride1 = ranges.lengths.stride[1];
+      params.lengths_columns = static_cast<int>(ranges.lengths.shape[1]);
+    }
+  }
+  params.next_n = ranges.next_n;
+  params.k = k;
+  params.splits = splits;
+  params.sorted = sorted ? 1 : 0;
+  if (splits > 1) {
+    auto* base = static_cast<unsigned char*>(options.workspace);
+    params.split_keys = reinterpret_cast<uint64_t*>(base);
+    params.split_counts = reinterpret_cast<int32_t*>(base + split_keys_bytes(rows, splits, k));
+  }
+
+  auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
+  const cudaError_t launched = logits.dtype == DType::kBF16
+                                   ? topk::launch_segment_bf16(params, rows, stream)
+                                   : topk::launch_segment_f32(params, rows, stream);
+  if (Status status = to_status(launched, op, "segment kernel launch"); !status.ok()) {
+    return status;
+  }
+  if (splits > 1) {
+    return to_status(topk::launch_merge(params, rows, stream), op, "merge kernel launch");
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashindexer::cuda

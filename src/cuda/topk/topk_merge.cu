@@ -1,0 +1,60 @@
+// topk_merge_kernel: the exact top-k of a row from its splits' top-k (decode / few rows).
+//
+// One CTA per row. Loads the row's split results (<= splits x k <= 16384 rank keys, 128 KiB)
+// from the workspace into shared memory in split order, selects the k largest with the radix
+// select of select_core.cuh, compacts them in slot order (deterministic) and writes the row,
+// sorted best first when asked. 1 CTA per SM: the buffer takes 128 KiB + the selection array.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/topk/config.h"
+#include "cuda/topk/select_core.cuh"
+#include "flashindexer/topk.h"
+
+namespace flashindexer::cuda::topk {
+namespace {
+
+__global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_constant__ Params p) {
+  extern __shared__ uint64_t shared_keys[];
+  uint64_t* buffer = shared_keys;                      // [kMergeCapacity]
+  uint64_t* selection = shared_keys + kMergeCapacity;  // [selection_capacity(k)]
+  __shared__ uint32_t hist[2 * kRadixBins];
+  __shared__ uint32_t scan_scratch[kWarps + 1];
+  __shared__ SelectState state;
+
+  const int64_t row = blockIdx.x;
+  const int32_t* counts = p.split_counts + row * p.splits;
+  uint32_t offset = 0;
+  for (int split = 0; split < p.splits; ++split) {
+    const uint32_t count = static_cast<uint32_t>(counts[split]);
+    const uint64_t* keys = p.split_keys + (row * p.splits + split) * p.k;
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) buffer[offset + i] = keys[i];
+    offset += count;
+  }
+  __syncthreads();
+  const uint32_t valid = offset;
+  const uint32_t want = valid < static_cast<uint32_t>(p.k) ? valid : static_cast<uint32_t>(p.k);
+  auto get = [&](int64_t i, uint64_t& key) {
+    key = buffer[i];
+    return i < valid;
+  };
+  select_largest(get, kMergeCapacity, valid, want, hist, &state);
+  const uint32_t count = compact_selected(get, kMergeCapacity, &state, selection, scan_scratch);
+  write_row(p, row, selection, count);
+}
+
+}  // namespace
+
+cudaError_t launch_merge(const Params& params, int64_t rows, cudaStream_t stream) {
+  const size_t shared =
+      (kMergeCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
+  const int most = (kMergeCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
+  const cudaError_t configured =
+      cudaFuncSetAttribute(topk_merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  if (configured != cudaSuccess) return configured;
+  topk_merge_kernel<<<static_cast<unsigned>(rows), kThreads, shared, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace flashindexer::cuda::topk

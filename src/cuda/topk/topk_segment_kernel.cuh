@@ -1,0 +1,265 @@
+// topk_segment_kernel: the exact top-k of one segment of one row, per CTA.
+//
+// Serves every shape: grid (rows, splits). With splits == 1 a CTA owns a whole row and writes
+// the answer; with splits > 1 (few rows: decode) a row is cut into `splits` contiguous segments
+// on the device (from the row's real length), each CTA writes its segment's exact top-k rank
+// keys into the workspace, and topk_merge_kernel selects among them. The top-k of a row is
+// always inside the union of its segments' top-k, so the merge is exact.
+//
+// Per segment of n keys (k' = min(k, n) wanted):
+//   * n <= k and unsorted, whole row: write 0..n-1 and -1 padding, without reading the scores.
+//   * n <= 8192 (kBufferCapacity): direct path. All n rank keys go to shared memory (one read),
+//     radix select + compaction there.
+//   * longer: sampled threshold, one streaming read.
+//       1. Sample: groups of 4 consecutive keys at evenly spaced positions (2K-16K keys).
+//          Threshold T = the sample's rank-r key, r = q + 4 sqrt(q) + 8 with q = sample * k / n,
+//          so about 1.6-2.7 k keys of the segment are >= T.
+//       2. Stream the segment once with 16-byte loads (4 per thread in flight); each warp
+//          appends its keys >= T to its own slice of the shared buffer, at positions from a
+//          warp scan (deterministic, no shared atomics on the hot path).
+//       3. If >= k' keys survived and no slice overflowed, the survivors contain the top-k':
+//          radix select + compaction in shared memory. Otherwise (a > 4 sigma sample, or more
+//          than 8192 keys >= T because of massive ties) the exact fallback runs: radix select
+//          on the 32-bit score keys over global memory (<= 4 reads), then one read in index
+//          order that takes every key above the k'-th score and the lowest-index keys equal to
+//          it, placed by block scans. Never a truncation.
+//   * Final rows are sorted best first in shared memory when asked (bitonic, <= 4096 keys).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/topk/config.h"
+#include "cuda/topk/select_core.cuh"
+
+namespace flashindexer::cuda::topk {
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
+    topk_segment_kernel(const __grid_constant__ Params p) {
+  using S = Scores<T>;
+  constexpr int kPerVector = S::kPerVector;
+  constexpr int kVectorsPerStep = S::kVectorsPerStep;
+  extern __shared__ uint64_t shared_keys[];
+  uint64_t* buffer = shared_keys;                       // [kBufferCapacity] rank keys
+  uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
+  __shared__ uint32_t hist[2 * kRadixBins];
+  __shared__ uint32_t scan_scratch[kWarps + 1];
+  __shared__ uint32_t warp_counts[kWarps];
+  __shared__ SelectState state;
+
+  const int64_t row = blockIdx.x;
+  const int split = blockIdx.y;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  int64_t row_start;
+  int64_t row_count;
+  row_range(p, row, row_start, row_count);
+
+  // This CTA's segment: splits are decided on the device from the row's real length.
+  int64_t segment_begin = 0;
+  int64_t n = row_count;
+  const bool final_answer = p.splits == 1;
+  if (!final_answer) {
+    int64_t used = (row_count + kMinSegment - 1) / kMinSegment;
+    used = used < 1 ? 1 : (used > p.splits ? p.splits : used);
+    int64_t segment = (row_count + used - 1) / used;
+    segment = (segment + 7) / 8 * 8;  // keeps segments' 16-byte alignment relative to the row
+    segment_begin = split * segment;
+    n = row_count - segment_begin;
+    n = n < 0 ? 0 : (n > segment ? segment : n);
+  }
+  const uint32_t want = static_cast<uint32_t>(n < p.k ? n : p.k);
+
+  if (final_answer && !p.sorted && n <= p.k) {
+    int32_t* out = p.out + row * p.out_stride0;
+    for (int i = threadIdx.x; i < p.k; i += kThreads) out[i * p.out_stride1] = i < n ? i : -1;
+    return;
+  }
+  const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start +
+                    segment_begin;
+  const uint32_t index_base = static_cast<uint32_t>(segment_begin);
+  uint32_t count = 0;  // keys in selection[]
+
+  if (n <= kBufferCapacity) {
+    // Direct path: the whole segment in shared memory.
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      buffer[i] = rank_key(S::key(scores, i), index_base + i);
+    }
+    __syncthreads();
+    const uint32_t valid = static_cast<uint32_t>(n);
+    auto get = [&](int64_t i, uint64_t& key) {
+      key = buffer[i];
+      return i < valid;
+    };
+    select_largest(get, kBufferCapacity, valid, want, hist, &state);
+    count = compact_selected(get, kBufferCapacity, &state, selection, scan_scratch);
+  } else {
+    // 1. Sampled threshold.
+    uint32_t* sample = reinterpret_cast<uint32_t*>(buffer);
+    int64_t groups = n / kSampleStride;
+    groups = groups < kMinSampleGroups ? kMinSampleGroups
+                                       : (groups > kMaxSampleGroups ? kMaxSampleGroups : groups);
+    const int sampled = static_cast<int>(groups) * kSampleGroupKeys;
+    for (int g = threadIdx.x; g < groups; g += kThreads) {
+      const int64_t position = g * n / groups;
+#pragma unroll
+      for (int j = 0; j < kSampleGroupKeys; ++j) {
+        const int64_t i = position + j < n ? position + j : n - 1;
+        sample[g * kSampleGroupKeys + j] = S::key(scores, i);
+      }
+    }
+    __syncthreads();
+    const float expected_rank = static_cast<float>(sampled) * want / static_cast<float>(n);
+    float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
+    rank = rank > sampled ? sampled : rank;
+    auto get_sample = [&](int64_t i, uint64_t& key) {
+      key = static_cast<uint64_t>(sample[i]) << 32;
+      return true;
+    };
+    radix_select<32, false>(get_sample, sampled, static_cast<uint32_t>(rank), hist, &state);
+    const uint32_t threshold = static_cast<uint32_t>(state.prefix >> 32);
+
+    // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
+    uint64_t* slice = buffer + warp * kWarpSlice;
+    uint32_t warp_count = 0;  // warp-uniform
+    // Keys before the first 16-byte boundary (at most 7) are read one by one.
+    const int misaligned =
+        static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(scores) & 15)) & 15) / sizeof(T));
+    const int head = misaligned < n ? misaligned : static_cast<int>(n);
+    const int64_t vectors = (n - head) / kPerVector;
+    const int64_t tail_begin = head + vectors * kPerVector;
+    if (warp == 0) {
+      // Unaligned head (lanes 0..7) and tail (lanes 16..23): at most 7 keys each.
+      int64_t i = -1;
+      if (lane < head) i = lane;
+      if (lane >= 16 && tail_begin + (lane - 16) < n) i = tail_begin + (lane - 16);
+      const uint32_t key = i >= 0 ? S::key(scores, i) : 0u;
+      const bool keep = i >= 0 && key >= threshold;
+      const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
+      const uint32_t position = __popc(ballot & ((1u << lane) - 1));
+      if (keep && position < kWarpSlice) {
+        slice[position] = rank_key(key, index_base + static_cast<uint32_t>(i));
+      }
+      warp_count = __popc(ballot);
+    }
+    // The hot loop compares floats: for every non-NaN x, score_key(x) >= threshold exactly
+    // when x >= threshold_value (the float whose key is the threshold); NaN keys (0) are below
+    // any threshold > 0, and a threshold of 0 sends the segment to the fallback.
+    const uint32_t threshold_bits =
+        (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
+    const float threshold_value = __uint_as_float(threshold_bits);
+    const uint4* vector_base = reinterpret_cast<const uint4*>(scores + head);
+    const int vector_count = static_cast<int>(vectors);
+    constexpr int kStep = kThreads * kVectorsPerStep;
+    for (int base = threshold == 0 ? vector_count : 0; base < vector_count; base += kStep) {
+      uint4 loaded[kVectorsPerStep];
+#pragma unroll
+      for (int u = 0; u < kVectorsPerStep; ++u) {
+        const int v = base + u * kThreads + threadIdx.x;
+        // Out-of-range lanes read as NaN, which never passes the comparison.
+        loaded[u] = v < vector_count ? __ldcs(vector_base + v)
+                                     : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu,
+                                                  0xffffffffu);
+      }
+      uint32_t mine = 0;
+#pragma unroll
+      for (int u = 0; u < kVectorsPerStep; ++u) {
+#pragma unroll
+        for (int e = 0; e < kPerVector; ++e) {
+          mine += S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u;
+        }
+      }
+      const uint32_t inclusive = warp_inclusive_scan(mine);
+      const uint32_t step_total = __shfl_sync(0xffffffffu, inclusive, 31);
+      if (step_total == 0) continue;
+      uint32_t position = warp_count + inclusive - mine;
+      if (mine > 0) {
+#pragma unroll
+        for (int u = 0; u < kVectorsPerStep; ++u) {
+          const int v = base + u * kThreads + threadIdx.x;
+#pragma unroll
+          for (int e = 0; e < kPerVector; ++e) {
+            if (S::vector_value(loaded[u], e) >= threshold_value) {
+              if (position < kWarpSlice) {
+                slice[position] = rank_key(S::vector_key(loaded[u], e),
+                                           index_base + static_cast<uint32_t>(
+                                                            head + v * kPerVector + e));
+              }
+              ++position;
+            }
+          }
+        }
+      }
+      warp_count += step_total;
+    }
+    if (lane == 0) warp_counts[warp] = warp_count;
+    __syncthreads();
+    uint32_t survivors = 0;
+    bool overflow = false;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      survivors += warp_counts[w];
+      overflow |= warp_counts[w] > kWarpSlice;
+    }
+
+    if (threshold != 0 && !overflow && survivors >= want) {
+      // 3. Exact selection among the survivors.
+      auto get = [&](int64_t i, uint64_t& key) {
+        key = buffer[i];
+        return static_cast<uint32_t>(i % kWarpSlice) < warp_counts[i / kWarpSlice];
+      };
+      select_largest(get, kBufferCapacity, survivors, want, hist, &state);
+      count = compact_selected(get, kBufferCapacity, &state, selection, scan_scratch);
+    } else {
+      // Exact fallback over global memory.
+      auto get_global = [&](int64_t i, uint64_t& key) {
+        key = static_cast<uint64_t>(S::key(scores, i)) << 32;
+        return true;
+      };
+      radix_select<32, true>(get_global, n, want, hist, &state);
+      const bool whole_bin = state.done != 0;
+      const uint32_t boundary_mask = static_cast<uint32_t>(state.mask >> 32);
+      const uint32_t boundary = static_cast<uint32_t>(state.prefix >> 32);
+      const uint32_t ties_wanted = whole_bin ? 0u : state.remaining;
+      const uint32_t above_wanted = want - ties_wanted;
+      uint32_t above_taken = 0;  // CTA-uniform running totals
+      uint32_t ties_seen = 0;
+      for (int64_t base = 0; base < n; base += kThreads) {
+        const int64_t i = base + threadIdx.x;
+        const uint32_t key = i < n ? S::key(scores, i) : 0u;
+        const bool above = i < n && (whole_bin ? (key & boundary_mask) >= boundary
+                                               : key > boundary);
+        const bool tie = i < n && !whole_bin && key == boundary;
+        uint32_t both;
+        const uint32_t before = block_exclusive_scan((above ? 1u : 0u) | (tie ? 1u << 16 : 0u),
+                                                     scan_scratch, both);
+        const uint32_t above_position = above_taken + (before & 0xffffu);
+        const uint32_t tie_rank = ties_seen + (before >> 16);
+        if (above) {
+          selection[above_position] = rank_key(key, index_base + static_cast<uint32_t>(i));
+        }
+        if (tie && tie_rank < ties_wanted) {
+          selection[above_wanted + tie_rank] =
+              rank_key(key, index_base + static_cast<uint32_t>(i));
+        }
+        above_taken += both & 0xffffu;
+        ties_seen += both >> 16;
+      }
+      __syncthreads();
+      count = want;
+    }
+  }
+
+  if (final_answer) {
+    write_row(p, row, selection, count);
+  } else {
+    const int64_t slot = row * p.splits + split;
+    uint64_t* keys = p.split_keys + slot * p.k;
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) keys[i] = selection[i];
+    if (threadIdx.x == 0) p.split_counts[slot] = static_cast<int32_t>(count);
+  }
+}
+
+}  // namespace flashindexer::cuda::topk

@@ -1,0 +1,616 @@
+// Scoring ops on CPU tensors (logits.h): mqa_logits and paged_mqa_logits against the reference.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "test_inputs.h"
+
+namespace fitest {
+namespace {
+
+struct Case {
+  KFormat format;
+  int heads;
+  int head_dim;
+};
+const Case kCases[] = {
+    {KFormat::kFP8, 32, 128},   {KFormat::kFP8, 64, 128},   {KFormat::kFP8, 32, 64},
+    {KFormat::kFP8, 64, 64},    {KFormat::kMXFP4, 32, 128}, {KFormat::kMXFP4, 64, 128},
+    {KFormat::kMXFP4, 32, 64},  {KFormat::kMXFP4, 64, 64},
+};
+
+std::string describe(const Case& c) {
+  return std::string(kformat_name(c.format)) + " H=" + std::to_string(c.heads) +
+         " D=" + std::to_string(c.head_dim);
+}
+
+using ScoreFn = std::function<reference::Score(int64_t row, int64_t column)>;
+
+// Every entry of a logits buffer: visible entries within the derived tolerance of the fp64
+// reference score; other columns of the view exactly -inf (clean) or untouched (not clean);
+// columns between the view's width and its row stride untouched.
+::testing::AssertionResult LogitsMatch(const HostTensor& logits, const std::vector<int64_t>& starts,
+                                       const std::vector<int64_t>& ends, const ScoreFn& score,
+                                       int head_dim, int heads, bool clean) {
+  const int64_t width = logits.size(1);
+  const int64_t row_stride = logits.stride(0);
+  for (int64_t t = 0; t < logits.size(0); ++t) {
+    for (int64_t s = 0; s < row_stride; ++s) {
+      const float got = logits.data<float>()[t * row_stride + s];
+      if (s < width && s >= starts[t] && s < ends[t]) {
+        const reference::Score expected = score(t, s);
+        const double tolerance = logit_tolerance(head_dim, heads, expected.magnitude);
+        if (!(std::fabs(static_cast<double>(got) - expected.value) <= tolerance)) {
+          return ::testing::AssertionFailure()
+                 << "row " << t << " key " << s << ": got " << got << ", reference "
+                 << expected.value << ", |diff| " << std::fabs(got - expected.value)
+                 << " > tolerance " << tolerance << " (magnitude " << expected.magnitude << ")";
+        }
+      } else if (s < width && clean) {
+        if (float_bits(got) != float_bits(-kInf)) {
+          return ::testing::AssertionFailure() << "row " << t << " column " << s << " outside ["
+                                               << starts[t] << ", " << ends[t] << ") is " << got
+                                               << ", expected -inf (clean=true)";
+        }
+      } else if (float_bits(got) != kPoisonLogitBits) {
+        return ::testing::AssertionFailure()
+               << "row " << t << " column " << s << " was written (" << got << ") but "
+               << (s >= width ? "lies beyond the logits width " : "is outside the visible range with clean=false")
+               << (s >= width ? std::to_string(width) : std::string());
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Reference scores are computed once per problem and reused across option sets.
+ScoreFn cached(ScoreFn score, int64_t rows, int64_t width) {
+  auto cache = std::make_shared<std::vector<reference::Score>>(static_cast<size_t>(rows * width),
+                                                               reference::Score{NAN, NAN});
+  return [=](int64_t t, int64_t s) {
+    reference::Score& entry = (*cache)[t * width + s];
+    if (std::isnan(entry.value)) entry = score(t, s);
+    return entry;
+  };
+}
+
+// ----------------------------------------------------------------------------- mqa_logits
+
+struct PrefillRun {
+  PrefillProblem problem;
+  std::vector<int64_t> starts;
+  std::vector<int64_t> ends;
+  ScoreFn score;
+};
+
+PrefillRun prefill_run(Rng& rng, const Case& c, int64_t rows, int64_t keys) {
+  PrefillRun run{make_prefill_problem(rng, c.format, rows, keys, c.heads, c.head_dim), {}, {}, {}};
+  PrefillProblem& p = run.problem;
+  for (int64_t t = 0; t < rows; ++t) {
+    run.starts.push_back(p.ks.data<int32_t>()[t]);
+    run.ends.push_back(p.ke.data<int32_t>()[t]);
+  }
+  QuantizedTensor q = p.q.view();
+  QuantizedTensor k = p.keys.view();
+  TensorView w = p.weights.view();
+  run.score = cached([=](int64_t t, int64_t s) { return reference::prefill_score(q, k, w, t, s); },
+                     rows, keys);
+  return run;
+}
+
+TEST(MqaLogits, MatchesReferenceWithinDerivedTolerance) {
+  FI_SEEDED_RNG(rng);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(describe(c));
+    const int64_t M = rng.uniform_int(8, 16);
+    const int64_t N = rng.uniform_int(200, 500);
+    PrefillRun run = prefill_run(rng, c, M, N);
+    PrefillProblem& p = run.problem;
+    // Logits wider than N (columns >= N are outside every row) with padded rows.
+    const int64_t width = N + rng.uniform_int(0, 9);
+    HostTensor logits = poisoned_logits(M, width, width + rng.uniform_int(1, 40));
+    FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                            p.ke.view(), LogitsOptions{true}));
+    EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, c.head_dim, c.heads, true));
+  }
+}
+
+TEST(MqaLogits, LeavesColumnsOutsideTheRangeUntouchedWhenNotClean) {
+  FI_SEEDED_RNG(rng);
+  for (const Case& c : {kCases[0], kCases[5]}) {
+    SCOPED_TRACE(describe(c));
+    PrefillRun run = prefill_run(rng, c, 10, 300);
+    PrefillProblem& p = run.problem;
+    HostTensor logits = poisoned_logits(10, 300, 333);
+    FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                            p.ke.view(), LogitsOptions{false}));
+    EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, c.head_dim, c.heads, false));
+  }
+}
+
+TEST(MqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
+  FI_SEEDED_RNG(rng);
+  for (const Case& c : {kCases[1], kCases[6]}) {
+    SCOPED_TRACE(describe(c));
+    PrefillProblem p = make_prefill_problem(rng, c.format, 21, 700, c.heads, c.head_dim);
+    std::vector<uint32_t> first;
+    for (int threads : {1, 2, 3, 1}) {
+      HostTensor logits = poisoned_logits(21, 700);
+      RunOptions options;
+      options.cpu_threads = threads;
+      FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                              p.ke.view(), LogitsOptions{true}, options));
+      std::vector<uint32_t> bits(logits.data<uint32_t>(), logits.data<uint32_t>() + 21 * 700);
+      if (first.empty()) {
+        first = bits;
+      } else {
+        ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads << " differ from cpu_threads=1";
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- paged
+
+struct PagedRun {
+  DecodeProblem problem;
+  std::vector<int64_t> starts;
+  ScoreFn score;
+};
+
+PagedRun paged_run(Rng& rng, const DecodeConfig& config, const std::vector<int32_t>& forced = {}) {
+  PagedRun run{make_decode_problem(rng, config, forced), {}, {}};
+  DecodeProblem& p = run.problem;
+  run.starts.assign(static_cast<size_t>(p.rows()), 0);
+  QuantizedTensor q = p.q.view();
+  PagedKCache cache = p.cache.cache();
+  TensorView w = p.weights.view();
+  TensorView table = p.block_table.view();
+  run.score = cached([=](int64_t r, int64_t s) { return reference::decode_score(q, cache, w, table, r, s); },
+                     p.rows(), p.width);
+  return run;
+}
+
+std::string describe(const DecodeConfig& config) {
+  return std::string(kformat_name(config.format)) + " H=" + std::to_string(config.heads) +
+         " D=" + std::to_string(config.head_dim) + " next_n=" + std::to_string(config.next_n) +
+         " page_size=" + std::to_string(config.page_size) +
+         " stride_pad=" + std::to_string(config.stride_pad_bytes) +
+         (config.two_dim_lens ? " context_lens [B, next_n]" : " context_lens [B]");
+}
+
+TEST(PagedMqaLogits, MatchesReferenceWithinDerivedTolerance) {
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (const Case& c : kCases) {
+    for (bool two_dim : {false, true}) {
+      DecodeConfig config;
+      config.format = c.format;
+      config.heads = c.heads;
+      config.head_dim = c.head_dim;
+      config.batch = 3;
+      config.next_n = 1 + index % 4;
+      config.two_dim_lens = two_dim;
+      config.page_size = std::vector<int>{32, 64, 128}[index % 3];
+      config.max_len = 260;
+      config.stride_pad_bytes = 4 * rng.uniform_int(0, 20);
+      ++index;
+      SCOPED_TRACE(describe(config));
+      PagedRun run = paged_run(rng, config);
+      DecodeProblem& p = run.problem;
+      HostTensor logits = poisoned_logits(p.rows(), p.width, p.width + rng.uniform_int(1, 30));
+      FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                    p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
+      EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, c.head_dim, c.heads, true));
+    }
+  }
+}
+
+TEST(PagedMqaLogits, LeavesColumnsBeyondTheContextUntouchedWhenNotClean) {
+  FI_SEEDED_RNG(rng);
+  for (bool two_dim : {false, true}) {
+    DecodeConfig config;
+    config.format = two_dim ? KFormat::kMXFP4 : KFormat::kFP8;
+    config.next_n = 2;
+    config.two_dim_lens = two_dim;
+    SCOPED_TRACE(describe(config));
+    PagedRun run = paged_run(rng, config);
+    DecodeProblem& p = run.problem;
+    HostTensor logits = poisoned_logits(p.rows(), p.width, p.width + 3);
+    FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                  p.context_lens.view(), p.block_table.view(), LogitsOptions{false}));
+    EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, false));
+  }
+}
+
+TEST(PagedMqaLogits, OneDimLengthsShorterThanNextNGiveEmptyRows) {
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.next_n = 4;
+  config.batch = 3;
+  config.max_len = 100;
+  SCOPED_TRACE(describe(config));
+  // Request 0 has 1 key: rows (0,0..2) see nothing, row (0,3) sees 1 key; request 1 has none.
+  PagedRun run = paged_run(rng, config, {1, 0});
+  DecodeProblem& p = run.problem;
+  ASSERT_EQ(p.ends[0], 0);
+  ASSERT_EQ(p.ends[3], 1);
+  HostTensor logits = poisoned_logits(p.rows(), p.width);
+  FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
+  EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
+}
+
+TEST(PagedMqaLogits, ReadsOnlyBlockTableEntriesOfVisiblePages) {
+  // The header defines the key at position s as page block_table[b, s / page_size] for
+  // visible s only; entries past a request's last visible page are padding (engines leave
+  // garbage there) and must be neither read nor rejected.
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.format = KFormat::kMXFP4;
+  config.next_n = 2;
+  config.page_size = 32;
+  SCOPED_TRACE(describe(config));
+  PagedRun run = paged_run(rng, config);
+  DecodeProblem& p = run.problem;
+  for (int b = 0; b < config.batch; ++b) {
+    for (int64_t col = ceil_div(p.stored[b], config.page_size); col < p.block_table.size(1); ++col) {
+      p.block_table.at<int32_t>({b, col}) = (col % 2 == 0) ? -1 : static_cast<int32_t>(p.cache.cache().num_pages + 1000);
+    }
+  }
+  HostTensor logits = poisoned_logits(p.rows(), p.width);
+  FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
+  EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
+}
+
+TEST(PagedMqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.heads = 64;
+  config.next_n = 3;
+  config.batch = 5;
+  config.max_len = 600;
+  SCOPED_TRACE(describe(config));
+  DecodeProblem p = make_decode_problem(rng, config);
+  std::vector<uint32_t> first;
+  for (int threads : {1, 2, 4, 1}) {
+    HostTensor logits = poisoned_logits(p.rows(), p.width);
+    RunOptions options;
+    options.cpu_threads = threads;
+    FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                  p.context_lens.view(), p.block_table.view(), LogitsOptions{true}, options));
+    std::vector<uint32_t> bits(logits.data<uint32_t>(), logits.data<uint32_t>() + p.rows() * p.width);
+    if (first.empty()) {
+      first = bits;
+    } else {
+      ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads << " differ from cpu_threads=1";
+    }
+  }
+}
+
+TEST(PagedMqaLogits, NegativeContextLengthIsRejectedOrEmpty) {
+  // logits.h does not define a negative context length; it must either be rejected naming
+  // context_lens or count as no visible key (never read anything).
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.two_dim_lens = true;
+  config.next_n = 2;
+  DecodeProblem p = make_decode_problem(rng, config);
+  p.context_lens.data<int32_t>()[0] = -5;
+  p.ends[0] = 0;
+  HostTensor logits = poisoned_logits(p.rows(), p.width);
+  const Status status = paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                         p.context_lens.view(), p.block_table.view(), LogitsOptions{true});
+  if (status.ok()) {
+    for (int64_t s = 0; s < p.width; ++s) {
+      EXPECT_EQ(float_bits(logits.at<float>({0, s})), float_bits(-kInf)) << "column " << s;
+    }
+  } else {
+    EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument, {"context_lens"}));
+  }
+}
+
+// ----------------------------------------------------------------------------- bad input
+
+// A valid small prefill call whose arguments each test breaks one at a time.
+struct PrefillArgs {
+  PrefillProblem p;
+  HostTensor logits;
+  Status call() const {
+    return mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(), p.ke.view());
+  }
+  Status call_with(const TensorView& logits_view, const QuantizedTensor& q, const QuantizedTensor& keys,
+                   const TensorView& weights, const TensorView& ks, const TensorView& ke) const {
+    return mqa_logits(logits_view, q, keys, weights, ks, ke);
+  }
+};
+
+PrefillArgs prefill_args(KFormat format = KFormat::kFP8, int heads = 32, int head_dim = 128) {
+  Rng rng(1234);
+  PrefillArgs a{make_prefill_problem(rng, format, 6, 40, heads, head_dim), HostTensor()};
+  a.logits = poisoned_logits(6, 40);
+  return a;
+}
+
+TEST(MqaLogits, AcceptsTheValidBaseline) {
+  FI_EXPECT_OK(prefill_args().call());
+  FI_EXPECT_OK(prefill_args(KFormat::kMXFP4, 64, 64).call());
+}
+
+TEST(MqaLogits, RejectsQueryOfWrongDtype) {
+  PrefillArgs a = prefill_args();
+  HostTensor q(DType::kF32, {6, 32, 128});
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), {q.view(), {}}, a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"q"}));
+}
+
+TEST(MqaLogits, RejectsWeightsOfWrongShape) {
+  PrefillArgs a = prefill_args();
+  HostTensor weights(DType::kF32, {6, 33});
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"weights"}));
+}
+
+TEST(MqaLogits, RejectsWeightsOfWrongDtype) {
+  PrefillArgs a = prefill_args();
+  HostTensor weights(DType::kBF16, {6, 32});
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"weights"}));
+}
+
+TEST(MqaLogits, RejectsKsGreaterThanKe) {
+  PrefillArgs a = prefill_args();
+  a.p.ks.data<int32_t>()[3] = 10;
+  a.p.ke.data<int32_t>()[3] = 9;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(MqaLogits, RejectsNegativeKs) {
+  PrefillArgs a = prefill_args();
+  a.p.ks.data<int32_t>()[2] = -1;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(MqaLogits, RejectsKeBeyondTheKeys) {
+  PrefillArgs a = prefill_args();
+  a.p.ke.data<int32_t>()[4] = 41;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ke"}));
+}
+
+TEST(MqaLogits, RejectsKsOfWrongLength) {
+  PrefillArgs a = prefill_args();
+  HostTensor ks(DType::kI32, {5});
+  ks.fill<int32_t>(0);
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(MqaLogits, RejectsLogitsNarrowerThanTheKeys) {
+  PrefillArgs a = prefill_args();
+  HostTensor logits = poisoned_logits(6, 39);
+  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(MqaLogits, RejectsLogitsRowStrideBelowWidth) {
+  PrefillArgs a = prefill_args();
+  TensorView logits = a.logits.view();
+  logits.stride[0] = 39;
+  EXPECT_TRUE(IsRejected(a.call_with(logits, a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(MqaLogits, RejectsLogitsInnerStrideOtherThanOne) {
+  PrefillArgs a = prefill_args();
+  HostTensor buffer = poisoned_logits(6, 80);
+  TensorView logits = buffer.view();
+  logits.shape[1] = 40;
+  logits.stride[1] = 2;
+  EXPECT_TRUE(IsRejected(a.call_with(logits, a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(MqaLogits, RejectsLogitsOfWrongDtype) {
+  PrefillArgs a = prefill_args();
+  HostTensor logits(DType::kBF16, {6, 40});
+  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(MqaLogits, RejectsUnsupportedHeadCount) {
+  PrefillArgs a = prefill_args(KFormat::kFP8, 48, 128);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
+}
+
+TEST(MqaLogits, RejectsUnsupportedHeadDim) {
+  for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
+    SCOPED_TRACE(kformat_name(format));
+    PrefillArgs a = prefill_args(format, 32, 96);
+    EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"96"}));
+  }
+}
+
+TEST(MqaLogits, RejectsKeyScalesOfWrongDtype) {
+  PrefillArgs a = prefill_args();
+  HostTensor scales(DType::kUE8M0, {40});
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), {a.p.keys.values.view(), scales.view()},
+                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"keys"}));
+}
+
+TEST(MqaLogits, RejectsMxfp4QueryWithoutScales) {
+  PrefillArgs a = prefill_args(KFormat::kMXFP4);
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), {a.p.q.values.view(), {}}, a.p.keys.view(),
+                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"q"}));
+}
+
+TEST(MqaLogits, RejectsKeysWithHeadDimOtherThanQuery) {
+  PrefillArgs a = prefill_args();
+  Rng rng(7);
+  Operand keys = make_keys(rng, KFormat::kFP8, 40, 64);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call_with(a.logits.view(), a.p.q.view(), keys.view(), a.p.weights.view(),
+                                                a.p.ks.view(), a.p.ke.view()),
+                                    {StatusCode::kInvalidArgument}, {"keys", "q"}));
+}
+
+TEST(MqaLogits, RejectsNullData) {
+  PrefillArgs a = prefill_args();
+  TensorView weights = a.p.weights.view();
+  weights.data = nullptr;
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), weights, a.p.ks.view(),
+                                     a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"weights"}));
+  TensorView logits = a.logits.view();
+  logits.data = nullptr;
+  EXPECT_TRUE(IsRejected(a.call_with(logits, a.p.q.view(), a.p.keys.view(), a.p.weights.view(), a.p.ks.view(),
+                                     a.p.ke.view()),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(MqaLogits, RejectsCudaTensorMixedWithCpuTensors) {
+  // The memory is host memory flagged as CUDA: the op must refuse before touching it.
+  PrefillArgs a = prefill_args();
+  QuantizedTensor q = a.p.q.view();
+  q.values.device = Device::kCUDA;
+  const Status status = a.call_with(a.logits.view(), q, a.p.keys.view(), a.p.weights.view(), a.p.ks.view(),
+                                    a.p.ke.view());
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kUnsupported)
+      << status_text(status);
+  for (int64_t i = 0; i < 6 * 40; ++i) {
+    ASSERT_EQ(a.logits.data<uint32_t>()[i], kPoisonLogitBits) << "a rejected call wrote logits";
+  }
+}
+
+// A valid small decode call.
+struct DecodeArgs {
+  DecodeProblem p;
+  HostTensor logits;
+  Status call() const {
+    return paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                            p.context_lens.view(), p.block_table.view());
+  }
+};
+
+DecodeArgs decode_args(int heads = 32) {
+  Rng rng(4321);
+  DecodeConfig config;
+  config.heads = heads;
+  config.batch = 2;
+  config.next_n = 2;
+  config.max_len = 150;
+  config.page_size = 64;
+  DecodeArgs a{make_decode_problem(rng, config, {150, 130}), HostTensor()};
+  a.logits = poisoned_logits(a.p.rows(), a.p.width);
+  return a;
+}
+
+TEST(PagedMqaLogits, AcceptsTheValidBaseline) { FI_EXPECT_OK(decode_args().call()); }
+
+TEST(PagedMqaLogits, RejectsBlockTableEntryOutOfRange) {
+  for (int32_t bad : {-1, 0}) {
+    DecodeArgs a = decode_args();
+    const int32_t entry = bad < 0 ? bad : static_cast<int32_t>(a.p.cache.cache().num_pages);
+    SCOPED_TRACE(::testing::Message() << "entry " << entry);
+    a.p.block_table.at<int32_t>({0, 2}) = entry;  // request 0 sees 150 keys: page 2 is visible
+    EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"block_table"}));
+  }
+}
+
+TEST(PagedMqaLogits, RejectsPageStrideSmallerThanThePage) {
+  DecodeArgs a = decode_args();
+  a.p.cache.cache().page_stride_bytes -= 4;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"page_stride"}));
+}
+
+TEST(PagedMqaLogits, RejectsPageStrideNotMultipleOf4) {
+  DecodeArgs a = decode_args();
+  a.p.cache.cache().page_stride_bytes += 2;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"page_stride"}));
+}
+
+TEST(PagedMqaLogits, RejectsContextLengthBeyondTheLogitsWidth) {
+  DecodeArgs a = decode_args();
+  HostTensor logits = poisoned_logits(a.p.rows(), 149);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      paged_mqa_logits(logits.view(), a.p.q.view(), a.p.cache.cache(), a.p.weights.view(),
+                       a.p.context_lens.view(), a.p.block_table.view()),
+      {StatusCode::kInvalidArgument}, {"context_lens", "logits"}));
+}
+
+TEST(PagedMqaLogits, RejectsContextLengthBeyondTheBlockTable) {
+  DecodeArgs a = decode_args();
+  // The block table has ceil(150 / 64) + 1 = 4 columns: 257 keys need 5 pages.
+  a.p.context_lens.data<int32_t>()[1] = 257;
+  a.logits = poisoned_logits(a.p.rows(), 300);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"block_table", "context_lens"}));
+}
+
+TEST(PagedMqaLogits, RejectsContextLensOfWrongShape) {
+  DecodeArgs a = decode_args();
+  HostTensor lens(DType::kI32, {3});
+  lens.fill<int32_t>(10);
+  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(), a.p.weights.view(),
+                                          lens.view(), a.p.block_table.view()),
+                         StatusCode::kInvalidArgument, {"context_lens"}));
+}
+
+TEST(PagedMqaLogits, RejectsWeightsWithRowsOtherThanBTimesNextN) {
+  DecodeArgs a = decode_args();
+  HostTensor weights(DType::kF32, {a.p.rows() - 1, 32});
+  weights.fill<float>(1.0f);
+  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(), weights.view(),
+                                          a.p.context_lens.view(), a.p.block_table.view()),
+                         StatusCode::kInvalidArgument, {"weights"}));
+}
+
+TEST(PagedMqaLogits, RejectsQueryOfWrongRank) {
+  DecodeArgs a = decode_args();
+  QuantizedTensor q = a.p.q.view();
+  q.values = view_of(q.values.data, DType::kE4M3, {a.p.rows(), 32, 128});
+  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), q, a.p.cache.cache(), a.p.weights.view(),
+                                          a.p.context_lens.view(), a.p.block_table.view()),
+                         StatusCode::kInvalidArgument, {"q"}));
+}
+
+TEST(PagedMqaLogits, RejectsCacheHeadDimOtherThanQuery) {
+  DecodeArgs a = decode_args();
+  a.p.cache.cache().head_dim = 64;
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"cache", "head_dim"}));
+}
+
+TEST(PagedMqaLogits, RejectsUnsupportedHeadCount) {
+  DecodeArgs a = decode_args(48);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
+}
+
+TEST(PagedMqaLogits, RejectsNullCache) {
+  DecodeArgs a = decode_args();
+  a.p.cache.cache().data = nullptr;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"cache"}));
+}
+
+TEST(PagedMqaLogits, RejectsCudaCacheWithCpuTensors) {
+  DecodeArgs a = decode_args();
+  a.p.cache.cache().device = Device::kCUDA;
+  const Status status = a.call();
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kUnsupported)
+      << status_text(status);
+}
+
+}  // namespace
+}  // namespace fitest

@@ -1,0 +1,697 @@
+// Selection on CPU tensors (topk.h): topk_per_row against reference::topk_per_row.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "test_inputs.h"
+
+namespace fitest {
+namespace {
+
+// How a row of logits is filled.
+enum class Fill {
+  kRandom,   // continuous values: ties only by accident
+  kFewTies,  // four distinct values: heavy ties at the k-th value
+  kSpecial,  // NaNs of both signs and any payload, +-inf, +-0 mixed with numbers
+};
+
+float random_nan(Rng& rng) {
+  const uint32_t sign = rng.bernoulli(0.5) ? 0x80000000u : 0u;
+  return bits_float(sign | 0x7F800000u | (1u + rng.bits32() % 0x7FFFFFu));
+}
+
+float random_logit(Rng& rng, Fill fill) {
+  switch (fill) {
+    case Fill::kRandom: return rng.normal(10.0f);
+    case Fill::kFewTies: return static_cast<float>(rng.uniform_int(0, 3)) - 1.0f;
+    case Fill::kSpecial: {
+      const double u = rng.uniform(0, 1);
+      if (u < 0.12) return random_nan(rng);
+      if (u < 0.17) return kInf;
+      if (u < 0.25) return -kInf;
+      if (u < 0.30) return 0.0f;
+      if (u < 0.35) return -0.0f;
+      return static_cast<float>(rng.uniform_int(-3, 3));
+    }
+  }
+  return 0.0f;
+}
+
+// Logits [rows, width] (f32 or bf16) with a padded row stride; columns outside a row's
+// visible range and the padding hold values that would win if they were read (+inf, NaN).
+HostTensor make_logits(Rng& rng, DType dtype, int64_t rows, int64_t width, Fill fill,
+                       int64_t row_stride = 0) {
+  HostTensor logits(dtype, {rows, width}, row_stride);
+  const int64_t stride = logits.stride(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t s = 0; s < stride; ++s) {
+      const float value = s < width ? random_logit(rng, fill) : kInf;
+      if (dtype == DType::kBF16) {
+        logits.data<uint16_t>()[r * stride + s] = float_to_bf16(value);
+      } else {
+        logits.data<float>()[r * stride + s] = value;
+      }
+    }
+  }
+  return logits;
+}
+
+void set_logit(HostTensor& logits, int64_t row, int64_t column, float value) {
+  if (logits.view().dtype == DType::kBF16) {
+    logits.at<uint16_t>({row, column}) = float_to_bf16(value);
+  } else {
+    logits.at<float>({row, column}) = value;
+  }
+}
+
+// A NaN for poisoning (a NaN outranks nothing, so +inf is the stronger bait; both are used).
+float random_nan_fixed() { return bits_float(0x7FC00001u); }
+
+// Writes +inf into every column a row cannot see, so reading one changes the result.
+void poison_invisible_columns(HostTensor& logits, const RowRanges& ranges) {
+  for (int64_t r = 0; r < logits.size(0); ++r) {
+    const reference::Range range = reference::row_range(ranges, r);
+    for (int64_t s = 0; s < logits.size(1); ++s) {
+      if (s < range.start || s >= range.end) set_logit(logits, r, s, (s % 2) ? kInf : random_nan_fixed());
+    }
+  }
+}
+
+struct TopKRun {
+  int k = 64;
+  bool sorted = false;
+  int64_t out_cols = 0;    // 0 = k
+  int64_t out_stride = 0;  // 0 = contiguous
+  RunOptions options;
+};
+
+// Runs topk_per_row and the reference on the same arguments; every row must match and the
+// output columns >= k stay untouched. The output is returned through `result`.
+void check_topk(const HostTensor& logits, const RowRanges& ranges, const TopKRun& run,
+                HostTensor* result = nullptr) {
+  const int64_t rows = logits.size(0);
+  const int64_t cols = run.out_cols > 0 ? run.out_cols : run.k;
+  HostTensor out = poisoned_topk_output(rows, cols, run.out_stride);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), ranges, run.k, TopKOptions{run.sorted}, run.options));
+  HostTensor expected(DType::kI32, {rows, run.k});
+  reference::topk_per_row(expected.view(), logits.view(), ranges, run.k);
+  for (int64_t r = 0; r < rows; ++r) {
+    const reference::Range range = reference::row_range(ranges, r);
+    ASSERT_TRUE(TopKRowMatches(topk_row(out, r, run.k), topk_row(expected, r, run.k), run.sorted))
+        << "row " << r << " visible [" << range.start << ", " << range.end << ") k=" << run.k
+        << (run.sorted ? " sorted" : " unsorted");
+  }
+  EXPECT_TRUE(ColumnsBeyondKUntouched(out, run.k));
+  if (result != nullptr) *result = std::move(out);
+}
+
+// Prefill ranges with odd (unaligned) starts, empty rows and rows around k.
+void fill_ranges_around_k(Rng& rng, HostTensor& ks, HostTensor& ke, int64_t width, int k) {
+  const int64_t rows = ks.size(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t start = 2 * rng.uniform_int(0, width / 4) + 1;
+    start = std::min(start, width);
+    int64_t len = rng.uniform_int(0, width - start);
+    const int64_t special[] = {0, 1, k - 1, k, k + 1};
+    if (r < 5) len = special[r];
+    len = std::min(len, width - start);
+    if (r == 5) {
+      start = 0;
+      len = width;
+    }
+    ks.data<int32_t>()[r] = static_cast<int32_t>(start);
+    ke.data<int32_t>()[r] = static_cast<int32_t>(start + len);
+  }
+}
+
+// ----------------------------------------------------------------------------- prefill form
+
+TEST(TopK, MatchesReferenceOnRandomF32Prefill) {
+  FI_SEEDED_RNG(rng);
+  for (int k : {7, 64, 512, 2048}) {
+    for (bool sorted : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "k=" << k << (sorted ? " sorted" : " unsorted"));
+      const int64_t rows = 24;
+      const int64_t width = rng.uniform_int(1000, 3000);
+      HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kRandom, width + rng.uniform_int(0, 17));
+      HostTensor ks(DType::kI32, {rows});
+      HostTensor ke(DType::kI32, {rows});
+      fill_ranges_around_k(rng, ks, ke, width, k);
+      const RowRanges ranges = RowRanges::prefill(ks.view(), ke.view());
+      poison_invisible_columns(logits, ranges);
+      TopKRun run;
+      run.k = k;
+      run.sorted = sorted;
+      check_topk(logits, ranges, run);
+    }
+  }
+}
+
+TEST(TopK, MatchesReferenceOnRandomBf16Logits) {
+  FI_SEEDED_RNG(rng);
+  for (Fill fill : {Fill::kRandom, Fill::kFewTies, Fill::kSpecial}) {
+    for (bool sorted : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "fill " << static_cast<int>(fill) << (sorted ? " sorted" : " unsorted"));
+      const int64_t rows = 20;
+      const int64_t width = rng.uniform_int(600, 2000);
+      const int k = static_cast<int>(rng.uniform_int(1, 300));
+      HostTensor logits = make_logits(rng, DType::kBF16, rows, width, fill, width + 8);
+      HostTensor ks(DType::kI32, {rows});
+      HostTensor ke(DType::kI32, {rows});
+      fill_ranges_around_k(rng, ks, ke, width, k);
+      const RowRanges ranges = RowRanges::prefill(ks.view(), ke.view());
+      poison_invisible_columns(logits, ranges);
+      TopKRun run;
+      run.k = k;
+      run.sorted = sorted;
+      check_topk(logits, ranges, run);
+    }
+  }
+}
+
+TEST(TopK, TiesAtTheKthValueBreakTowardSmallerIndex) {
+  FI_SEEDED_RNG(rng);
+  for (bool sorted : {false, true}) {
+    const int64_t rows = 16;
+    const int64_t width = 1500;
+    HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kFewTies);
+    HostTensor ks(DType::kI32, {rows});
+    HostTensor ke(DType::kI32, {rows});
+    fill_ranges_around_k(rng, ks, ke, width, 300);
+    TopKRun run;
+    run.k = 300;
+    run.sorted = sorted;
+    check_topk(logits, RowRanges::prefill(ks.view(), ke.view()), run);
+  }
+  // Explicit: ten 5.0s among 1.0s; k = 4 takes the four 5.0s of smallest index.
+  HostTensor logits(DType::kF32, {1, 100});
+  logits.fill<float>(1.0f);
+  const int64_t fives[] = {97, 3, 50, 12, 77, 8, 64, 31, 90, 45};
+  for (int64_t i : fives) logits.at<float>({0, i}) = 5.0f;
+  HostTensor lengths = i32_tensor({100});
+  HostTensor out = poisoned_topk_output(1, 4);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::decode(lengths.view()), 4, TopKOptions{true}));
+  EXPECT_EQ(topk_row(out, 0, 4), (std::vector<int32_t>{3, 8, 12, 31}));
+}
+
+TEST(TopK, AllEqualRowsSelectTheFirstKIndices) {
+  for (bool sorted : {false, true}) {
+    HostTensor logits(DType::kF32, {3, 700});
+    logits.fill<float>(0.5f);
+    HostTensor ks = i32_tensor({0, 1, 100});
+    HostTensor ke = i32_tensor({700, 700, 200});
+    const int k = 64;
+    HostTensor out = poisoned_topk_output(3, k);
+    FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::prefill(ks.view(), ke.view()), k,
+                              TopKOptions{sorted}));
+    for (int64_t r = 0; r < 3; ++r) {
+      std::vector<int32_t> got = topk_row(out, r, k);
+      if (!sorted) std::sort(got.begin(), got.end());
+      std::vector<int32_t> expected(k);
+      std::iota(expected.begin(), expected.end(), 0);
+      EXPECT_EQ(got, expected) << "row " << r << (sorted ? " sorted" : " unsorted");
+    }
+  }
+}
+
+TEST(TopK, NanRanksBelowNegativeInfinity) {
+  FI_SEEDED_RNG(rng);
+  // Explicit: NaNs of both signs and +inf, -inf; the order is +inf, 1, -inf, then NaNs by index.
+  HostTensor logits(DType::kF32, {1, 6});
+  const float values[] = {bits_float(0xFFC00000u), -kInf, bits_float(0x7F800001u), 1.0f, kInf,
+                          bits_float(0x7FFFFFFFu)};
+  for (int i = 0; i < 6; ++i) logits.data<float>()[i] = values[i];
+  HostTensor lengths = i32_tensor({6});
+  HostTensor out = poisoned_topk_output(1, 5);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::decode(lengths.view()), 5, TopKOptions{true}));
+  EXPECT_EQ(topk_row(out, 0, 5), (std::vector<int32_t>{4, 3, 1, 0, 2}));
+  // Random mixes against the reference.
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (bool sorted : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << (sorted ? " sorted" : " unsorted"));
+      const int64_t rows = 16;
+      const int64_t width = 1200;
+      HostTensor mixed = make_logits(rng, dtype, rows, width, Fill::kSpecial);
+      HostTensor ks(DType::kI32, {rows});
+      HostTensor ke(DType::kI32, {rows});
+      fill_ranges_around_k(rng, ks, ke, width, 200);
+      TopKRun run;
+      run.k = 200;
+      run.sorted = sorted;
+      check_topk(mixed, RowRanges::prefill(ks.view(), ke.view()), run);
+    }
+  }
+}
+
+TEST(TopK, AllNanRowReturnsTheFirstKIndices) {
+  FI_SEEDED_RNG(rng);
+  for (bool sorted : {false, true}) {
+    HostTensor logits(DType::kF32, {2, 500});
+    for (int64_t i = 0; i < 1000; ++i) logits.data<float>()[i] = random_nan(rng);
+    HostTensor ks = i32_tensor({0, 37});
+    HostTensor ke = i32_tensor({500, 437});
+    const int k = 100;
+    HostTensor out = poisoned_topk_output(2, k);
+    FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::prefill(ks.view(), ke.view()), k,
+                              TopKOptions{sorted}));
+    for (int64_t r = 0; r < 2; ++r) {
+      std::vector<int32_t> got = topk_row(out, r, k);
+      if (!sorted) std::sort(got.begin(), got.end());
+      std::vector<int32_t> expected(k);
+      std::iota(expected.begin(), expected.end(), 0);
+      EXPECT_EQ(got, expected) << "row " << r;
+    }
+  }
+}
+
+TEST(TopK, NegativeZeroTiesPositiveZeroBrokenByIndex) {
+  for (bool negative_first : {true, false}) {
+    HostTensor logits(DType::kF32, {1, 8});
+    logits.fill<float>(-1.0f);
+    logits.data<float>()[1] = negative_first ? -0.0f : 0.0f;
+    logits.data<float>()[3] = negative_first ? 0.0f : -0.0f;
+    HostTensor lengths = i32_tensor({8});
+    HostTensor out1 = poisoned_topk_output(1, 1);
+    FI_ASSERT_OK(topk_per_row(out1.view(), logits.view(), RowRanges::decode(lengths.view()), 1));
+    EXPECT_EQ(out1.data<int32_t>()[0], 1) << (negative_first ? "-0 at 1, +0 at 3" : "+0 at 1, -0 at 3");
+    HostTensor out2 = poisoned_topk_output(1, 2);
+    FI_ASSERT_OK(topk_per_row(out2.view(), logits.view(), RowRanges::decode(lengths.view()), 2, TopKOptions{true}));
+    EXPECT_EQ(topk_row(out2, 0, 2), (std::vector<int32_t>{1, 3}));
+  }
+  // bf16 zeros too.
+  HostTensor logits(DType::kBF16, {1, 4});
+  const uint16_t bits[] = {float_to_bf16(-2.0f), float_to_bf16(0.0f), float_to_bf16(-0.0f), float_to_bf16(-0.0f)};
+  for (int i = 0; i < 4; ++i) logits.data<uint16_t>()[i] = bits[i];
+  HostTensor lengths = i32_tensor({4});
+  HostTensor out = poisoned_topk_output(1, 3);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::decode(lengths.view()), 3, TopKOptions{true}));
+  EXPECT_EQ(topk_row(out, 0, 3), (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(TopK, ShortRowsArePaddedWithMinusOneAndWiderOutputUntouched) {
+  FI_SEEDED_RNG(rng);
+  const int k = 64;
+  // Lengths 0, 1, k-1, k, k+1 at odd starts, in both forms, into a wider, strided output.
+  const std::vector<int32_t> lens = {0, 1, k - 1, k, k + 1, 300};
+  const int64_t rows = static_cast<int64_t>(lens.size());
+  const int64_t width = 420;
+  HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kRandom);
+  std::vector<int32_t> starts;
+  std::vector<int32_t> ends;
+  for (int64_t r = 0; r < rows; ++r) {
+    starts.push_back(static_cast<int32_t>(2 * r + 1));
+    ends.push_back(starts.back() + lens[r]);
+  }
+  HostTensor ks = i32_tensor(starts);
+  HostTensor ke = i32_tensor(ends);
+  HostTensor lengths = i32_tensor(lens);
+  for (bool sorted : {false, true}) {
+    TopKRun run;
+    run.k = k;
+    run.sorted = sorted;
+    run.out_cols = k + 9;
+    run.out_stride = k + 13;
+    HostTensor out;
+    ASSERT_NO_FATAL_FAILURE(check_topk(logits, RowRanges::prefill(ks.view(), ke.view()), run, &out));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<int32_t> row = topk_row(out, r, k);
+      const int64_t valid = std::min<int64_t>(lens[r], k);
+      for (int64_t i = 0; i < k; ++i) {
+        if (i < valid) {
+          EXPECT_GE(row[i], 0) << "row " << r << " slot " << i;
+          EXPECT_LT(row[i], lens[r]) << "row " << r << " slot " << i << ": index not relative to ks";
+        } else {
+          EXPECT_EQ(row[i], -1) << "row " << r << " slot " << i;
+        }
+      }
+    }
+    check_topk(logits, RowRanges::decode(lengths.view()), run);
+  }
+}
+
+TEST(TopK, IndicesAreRelativeToUnalignedRowStarts) {
+  HostTensor logits(DType::kF32, {3, 50});
+  logits.fill<float>(0.0f);
+  logits.at<float>({0, 10}) = 9.0f;  // row 0 sees [7, 20): best at relative 3
+  logits.at<float>({1, 44}) = 9.0f;  // row 1 sees [41, 50): best at relative 3
+  logits.at<float>({1, 40}) = 99.0f; // invisible to row 1
+  logits.at<float>({2, 1}) = 9.0f;   // row 2 sees [1, 2): relative 0
+  HostTensor ks = i32_tensor({7, 41, 1});
+  HostTensor ke = i32_tensor({20, 50, 2});
+  HostTensor out = poisoned_topk_output(3, 1);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::prefill(ks.view(), ke.view()), 1));
+  EXPECT_EQ(out.data<int32_t>()[0], 3);
+  EXPECT_EQ(out.data<int32_t>()[1], 3);
+  EXPECT_EQ(out.data<int32_t>()[2], 0);
+}
+
+TEST(TopK, KEqualsOne) {
+  FI_SEEDED_RNG(rng);
+  for (Fill fill : {Fill::kRandom, Fill::kFewTies, Fill::kSpecial}) {
+    const int64_t rows = 32;
+    const int64_t width = 900;
+    HostTensor logits = make_logits(rng, DType::kF32, rows, width, fill);
+    HostTensor ks(DType::kI32, {rows});
+    HostTensor ke(DType::kI32, {rows});
+    fill_ranges_around_k(rng, ks, ke, width, 1);
+    TopKRun run;
+    run.k = 1;
+    run.out_cols = 3;
+    check_topk(logits, RowRanges::prefill(ks.view(), ke.view()), run);
+  }
+}
+
+TEST(TopK, KEqualsTheMaximum4096) {
+  FI_SEEDED_RNG(rng);
+  const int k = kMaxTopK;
+  ASSERT_EQ(k, 4096);
+  for (Fill fill : {Fill::kRandom, Fill::kFewTies}) {
+    for (bool sorted : {false, true}) {
+      const int64_t width = 6500;
+      const std::vector<int32_t> lens = {0, 1, k - 1, k, k + 1, 6500, 5000};
+      HostTensor lengths = i32_tensor(lens);
+      HostTensor logits = make_logits(rng, DType::kF32, static_cast<int64_t>(lens.size()), width, fill);
+      TopKRun run;
+      run.k = k;
+      run.sorted = sorted;
+      run.out_stride = k + 5;
+      check_topk(logits, RowRanges::decode(lengths.view()), run);
+    }
+  }
+}
+
+TEST(TopK, IgnoresColumnsOutsideTheVisibleRange) {
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 12;
+  const int64_t width = 800;
+  HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kRandom, width + 32);
+  HostTensor ks(DType::kI32, {rows});
+  HostTensor ke(DType::kI32, {rows});
+  fill_ranges_around_k(rng, ks, ke, width, 50);
+  const RowRanges ranges = RowRanges::prefill(ks.view(), ke.view());
+  poison_invisible_columns(logits, ranges);  // +inf / NaN everywhere a row cannot see
+  TopKRun run;
+  run.k = 50;
+  run.sorted = true;
+  check_topk(logits, ranges, run);
+}
+
+// ----------------------------------------------------------------------------- decode form
+
+TEST(TopK, DecodeFormPerRowLengths) {
+  FI_SEEDED_RNG(rng);
+  for (bool sorted : {false, true}) {
+    const int64_t rows = 30;
+    const int64_t width = 2000;
+    HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kRandom);
+    std::vector<int32_t> lens(rows);
+    for (auto& len : lens) len = static_cast<int32_t>(rng.uniform_int(0, width));
+    lens[0] = 0;
+    lens[1] = static_cast<int32_t>(width);
+    HostTensor lengths = i32_tensor(lens);
+    const RowRanges ranges = RowRanges::decode(lengths.view());
+    poison_invisible_columns(logits, ranges);
+    TopKRun run;
+    run.k = 256;
+    run.sorted = sorted;
+    check_topk(logits, ranges, run);
+  }
+}
+
+TEST(TopK, DecodeFormRequestLengthsWithNextN) {
+  FI_SEEDED_RNG(rng);
+  for (int next_n = 2; next_n <= 4; ++next_n) {
+    for (bool sorted : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "next_n=" << next_n << (sorted ? " sorted" : " unsorted"));
+      const int64_t batch = 7;
+      const int64_t width = 1500;
+      HostTensor logits = make_logits(rng, DType::kF32, batch * next_n, width, Fill::kFewTies);
+      std::vector<int32_t> lens(batch);
+      for (auto& len : lens) len = static_cast<int32_t>(rng.uniform_int(0, width));
+      lens[0] = 1;            // shorter than next_n: the first rows see nothing
+      lens[1] = next_n - 1;
+      lens[2] = static_cast<int32_t>(width);
+      HostTensor lengths = i32_tensor(lens);
+      const RowRanges ranges = RowRanges::decode(lengths.view(), next_n);
+      for (int64_t r = 0; r < batch * next_n; ++r) {
+        const int64_t expected_end = std::max<int64_t>(0, lens[r / next_n] - next_n + r % next_n + 1);
+        ASSERT_EQ(reference::row_range(ranges, r).end, expected_end);
+      }
+      poison_invisible_columns(logits, ranges);
+      TopKRun run;
+      run.k = 128;
+      run.sorted = sorted;
+      check_topk(logits, ranges, run);
+    }
+  }
+}
+
+TEST(TopK, DecodeFormTwoDimLengths) {
+  FI_SEEDED_RNG(rng);
+  for (int next_n = 1; next_n <= 4; ++next_n) {
+    SCOPED_TRACE(::testing::Message() << "next_n=" << next_n);
+    const int64_t batch = 5;
+    const int64_t width = 1000;
+    HostTensor logits = make_logits(rng, DType::kF32, batch * next_n, width, Fill::kRandom);
+    HostTensor lengths(DType::kI32, {batch, next_n});
+    for (int64_t i = 0; i < batch * next_n; ++i) {
+      lengths.data<int32_t>()[i] = static_cast<int32_t>(rng.uniform_int(0, width));
+    }
+    lengths.data<int32_t>()[0] = 0;
+    const RowRanges ranges = RowRanges::decode(lengths.view(), next_n);
+    poison_invisible_columns(logits, ranges);
+    TopKRun run;
+    run.k = 100;
+    run.sorted = true;
+    check_topk(logits, ranges, run);
+  }
+}
+
+TEST(TopK, NegativeVisibleLengthCountsAsZero) {
+  FI_SEEDED_RNG(rng);
+  HostTensor logits = make_logits(rng, DType::kF32, 4, 100, Fill::kRandom);
+  HostTensor lengths = i32_tensor({-5, 10, -1, 100});
+  HostTensor out = poisoned_topk_output(4, 16);
+  FI_ASSERT_OK(topk_per_row(out.view(), logits.view(), RowRanges::decode(lengths.view()), 16));
+  for (int64_t r : {0, 2}) {
+    EXPECT_EQ(topk_row(out, r, 16), std::vector<int32_t>(16, -1)) << "row " << r;
+  }
+  TopKRun run;
+  run.k = 16;
+  check_topk(logits, RowRanges::decode(lengths.view()), run);
+}
+
+// ----------------------------------------------------------------------------- threads
+
+TEST(TopK, ResultsIndependentOfThreadCount) {
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 48;
+  const int64_t width = 3000;
+  HostTensor logits = make_logits(rng, DType::kF32, rows, width, Fill::kFewTies);
+  HostTensor ks(DType::kI32, {rows});
+  HostTensor ke(DType::kI32, {rows});
+  fill_ranges_around_k(rng, ks, ke, width, 512);
+  const RowRanges ranges = RowRanges::prefill(ks.view(), ke.view());
+  for (bool sorted : {false, true}) {
+    SCOPED_TRACE(sorted ? "sorted" : "unsorted");
+    std::vector<int32_t> first;
+    for (int threads : {1, 2, 4, 1}) {
+      TopKRun run;
+      run.k = 512;
+      run.sorted = sorted;
+      run.options.cpu_threads = threads;
+      HostTensor out;
+      ASSERT_NO_FATAL_FAILURE(check_topk(logits, ranges, run, &out));
+      std::vector<int32_t> all(out.data<int32_t>(), out.data<int32_t>() + rows * 512);
+      if (first.empty()) {
+        first = all;
+      } else {
+        ASSERT_EQ(all, first) << "cpu_threads=" << threads << " changed the output";
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- bad input
+
+struct TopKArgs {
+  HostTensor logits;
+  HostTensor ks;
+  HostTensor ke;
+  HostTensor out;
+  int k = 8;
+  Status call() const { return call_with(out.view(), logits.view(), RowRanges::prefill(ks.view(), ke.view()), k); }
+  Status call_with(const TensorView& out_view, const TensorView& logits_view, const RowRanges& ranges, int top_k) const {
+    return topk_per_row(out_view, logits_view, ranges, top_k);
+  }
+};
+
+TopKArgs topk_args() {
+  TopKArgs a;
+  a.logits = HostTensor(DType::kF32, {4, 100});
+  a.logits.fill<float>(1.0f);
+  a.ks = i32_tensor({0, 3, 50, 99});
+  a.ke = i32_tensor({100, 40, 50, 100});
+  a.out = poisoned_topk_output(4, 8);
+  return a;
+}
+
+TEST(TopK, AcceptsTheValidBaseline) { FI_EXPECT_OK(topk_args().call()); }
+
+TEST(TopK, RejectsLogitsOfWrongDtype) {
+  TopKArgs a = topk_args();
+  HostTensor logits(DType::kI32, {4, 100});
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), logits.view(), RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(TopK, RejectsOutputOfWrongDtype) {
+  TopKArgs a = topk_args();
+  HostTensor out(DType::kI64, {4, 8});
+  EXPECT_TRUE(IsRejected(a.call_with(out.view(), a.logits.view(), RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"out"}));
+}
+
+TEST(TopK, RejectsKZero) {
+  TopKArgs a = topk_args();
+  a.k = 0;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"k"}));
+}
+
+TEST(TopK, RejectsKAboveTheMaximum) {
+  TopKArgs a = topk_args();
+  a.k = 4097;
+  a.out = poisoned_topk_output(4, 4097);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"k=4097"}));
+}
+
+TEST(TopK, RejectsOutputNarrowerThanK) {
+  TopKArgs a = topk_args();
+  a.out = poisoned_topk_output(4, 7);
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"out"}));
+}
+
+TEST(TopK, RejectsOutputRowStrideBelowK) {
+  TopKArgs a = topk_args();
+  TensorView out = a.out.view();
+  out.stride[0] = 7;
+  EXPECT_TRUE(IsRejected(a.call_with(out, a.logits.view(), RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"out"}));
+}
+
+TEST(TopK, RejectsOutputWithOtherRowCount) {
+  TopKArgs a = topk_args();
+  a.out = poisoned_topk_output(3, 8);
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"out"}));
+}
+
+TEST(TopK, RejectsLogitsInnerStrideOtherThanOne) {
+  TopKArgs a = topk_args();
+  HostTensor buffer(DType::kF32, {4, 200});
+  TensorView logits = buffer.view();
+  logits.shape[1] = 100;
+  logits.stride[1] = 2;
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(TopK, RejectsLogitsRowStrideBelowWidth) {
+  TopKArgs a = topk_args();
+  TensorView logits = a.logits.view();
+  logits.stride[0] = 99;
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"logits"}));
+}
+
+TEST(TopK, RejectsKsGreaterThanKe) {
+  TopKArgs a = topk_args();
+  a.ks.data<int32_t>()[2] = 51;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(TopK, RejectsNegativeKs) {
+  TopKArgs a = topk_args();
+  a.ks.data<int32_t>()[1] = -3;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(TopK, RejectsKeBeyondTheWidth) {
+  TopKArgs a = topk_args();
+  a.ke.data<int32_t>()[3] = 101;
+  EXPECT_TRUE(IsRejected(a.call(), StatusCode::kInvalidArgument, {"ke"}));
+}
+
+TEST(TopK, RejectsRangesOfWrongLength) {
+  TopKArgs a = topk_args();
+  HostTensor ks = i32_tensor({0, 0, 0});
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::prefill(ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(TopK, RejectsRangesOfWrongDtype) {
+  TopKArgs a = topk_args();
+  HostTensor ke(DType::kF32, {4});
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::prefill(a.ks.view(), ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"ke"}));
+}
+
+TEST(TopK, RejectsDecodeLengthBeyondTheWidth) {
+  TopKArgs a = topk_args();
+  // The condition involves two arguments: the message may name either.
+  HostTensor lengths = i32_tensor({10, 101, 0, 5});
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      a.call_with(a.out.view(), a.logits.view(), RowRanges::decode(lengths.view()), 8),
+      {StatusCode::kInvalidArgument}, {"lengths", "logits"}));
+  HostTensor request_lengths = i32_tensor({101, 4});  // next_n = 2: row 1 sees 101 columns
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      a.call_with(a.out.view(), a.logits.view(), RowRanges::decode(request_lengths.view(), 2), 8),
+      {StatusCode::kInvalidArgument}, {"lengths", "logits"}));
+}
+
+TEST(TopK, RejectsLengthsOfWrongDtype) {
+  TopKArgs a = topk_args();
+  HostTensor lengths(DType::kF32, {4});
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::decode(lengths.view()), 8),
+                         StatusCode::kInvalidArgument, {"lengths"}));
+}
+
+TEST(TopK, RejectsLengthsNotMatchingTheRows) {
+  TopKArgs a = topk_args();
+  HostTensor lengths = i32_tensor({10, 10, 10});  // neither [rows] nor [rows / next_n]
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::decode(lengths.view(), 2), 8),
+                         StatusCode::kInvalidArgument, {"lengths"}));
+}
+
+TEST(TopK, RejectsNextNBelowOne) {
+  TopKArgs a = topk_args();
+  HostTensor lengths = i32_tensor({10, 10, 10, 10});
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::decode(lengths.view(), 0), 8),
+                         StatusCode::kInvalidArgument, {"next_n"}));
+}
+
+TEST(TopK, RejectsNullData) {
+  TopKArgs a = topk_args();
+  TensorView logits = a.logits.view();
+  logits.data = nullptr;
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"logits"}));
+  TensorView ks = a.ks.view();
+  ks.data = nullptr;
+  EXPECT_TRUE(IsRejected(a.call_with(a.out.view(), a.logits.view(), RowRanges::prefill(ks, a.ke.view()), 8),
+                         StatusCode::kInvalidArgument, {"ks"}));
+}
+
+TEST(TopK, RejectsCudaTensorMixedWithCpuTensors) {
+  TopKArgs a = topk_args();
+  TensorView logits = a.logits.view();
+  logits.device = Device::kCUDA;
+  const Status status = a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8);
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kUnsupported)
+      << status_text(status);
+  for (int64_t i = 0; i < 32; ++i) ASSERT_EQ(a.out.data<int32_t>()[i], kPoisonIndex) << "a rejected call wrote out";
+}
+
+}  // namespace
+}  // namespace fitest

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""GPU topk_per_row vs torch.topk(sorted=False) on H200-class GPUs.
+
+Calls the C++ op through tools/bench/topk_shim.cpp (ctypes) on torch CUDA tensors and torch's
+current stream. For every case: checks our answer against torch on a few rows (the selected
+values must be the same multiset; for distinct fp32 values the index sets must be equal too),
+then times both with CUDA events, L2 flushed before every timed call (a 256 MiB write), and
+prints one markdown table. Effective TB/s = visible logits bytes / our time.
+
+  python3 tools/bench/bench_topk.py --shim build-cuda/libflashindexer_topk_shim.so
+"""
+import argparse
+import ctypes
+import statistics
+
+import torch
+
+CASES = [
+    # name, rows, width, k, dtype, form, offset
+    ("prefill 4096x131072 fp32 k=2048", 4096, 131072, 2048, torch.float32, "prefill", 0.0),
+    ("prefill 4096x131072 fp32 k=2048, N(0,1)+100", 4096, 131072, 2048, torch.float32, "prefill", 100.0),
+    ("prefill 4096x131072 fp32 k=512", 4096, 131072, 512, torch.float32, "prefill", 0.0),
+    ("prefill 4096x32768 fp32 k=512", 4096, 32768, 512, torch.float32, "prefill", 0.0),
+    ("prefill 4096x32768 fp32 k=2048", 4096, 32768, 2048, torch.float32, "prefill", 0.0),
+    ("prefill 16384x65536 fp32 k=2048", 16384, 65536, 2048, torch.float32, "prefill", 0.0),
+    ("prefill 4096x131072 bf16 k=2048", 4096, 131072, 2048, torch.bfloat16, "prefill", 0.0),
+    ("decode 64x131072 fp32 k=2048", 64, 131072, 2048, torch.float32, "decode", 0.0),
+    ("decode 1x131072 fp32 k=2048", 1, 131072, 2048, torch.float32, "decode", 0.0),
+]
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    lib.fi_topk_per_row.restype = ctypes.c_int
+    lib.fi_topk_per_row.argtypes = [
+        ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
+        ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+        ctypes.c_void_p]
+    lib.fi_topk_workspace_size.restype = ctypes.c_size_t
+    lib.fi_topk_workspace_size.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+    lib.fi_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def make_call(lib, logits, out, k, form):
+    rows, width = logits.shape
+    dev = logits.device
+    ws_bytes = lib.fi_topk_workspace_size(rows, width, k)
+    workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device=dev)
+    if form == "prefill":
+        ks = torch.zeros(rows, dtype=torch.int32, device=dev)
+        ke = torch.full((rows,), width, dtype=torch.int32, device=dev)
+        lengths = None
+    else:
+        ks = ke = None
+        lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
+    keep = (workspace, ks, ke, lengths)
+    dtype = 1 if logits.dtype == torch.bfloat16 else 0
+
+    def call():
+        stream = torch.cuda.current_stream().cuda_stream
+        code = lib.fi_topk_per_row(
+            out.data_ptr(), out.stride(0), logits.data_ptr(), dtype, rows, width,
+            logits.stride(0), ks.data_ptr() if ks is not None else None,
+            ke.data_ptr() if ke is not None else None,
+            lengths.data_ptr() if lengths is not None else None, 1, k, 0,
+            workspace.data_ptr(), ws_bytes, stream)
+        if code != 0:
+            raise RuntimeError(lib.fi_last_error().decode())
+    call.keep = keep
+    return call
+
+
+def check(logits, out, k, rows_to_check):
+    for r in rows_to_check:
+        ours = out[r].long()
+        assert int((ours < 0).sum()) == 0, f"row {r}: -1 in a full row"
+        assert ours.unique().numel() == k, f"row {r}: duplicate indices"
+        ref_vals, ref_idx = torch.topk(logits[r].float(), k, sorted=True)
+        our_vals = logits[r].float()[ours].sort(descending=True).values
+        assert torch.equal(our_vals, ref_vals), f"row {r}: selected values differ from torch.topk"
+        if logits.dtype == torch.float32 and ref_vals.unique().numel() == k:
+            assert torch.equal(ours.sort().values, ref_idx.sort().values), f"row {r}: index sets differ"
+
+
+def time_ms(fn, flush, iters):
+    times = []
+    for i in range(iters + 3):
+        flush.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shim", default="build-cuda/libflashindexer_topk_shim.so")
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--only", default="", help="substring filter on case names")
+    args = parser.parse_args()
+    lib = load_shim(args.shim)
+    torch.manual_seed(0)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"median of {args.iters} CUDA-event timings, L2 flushed before each call\n")
+    print("| case | ours ms | torch.topk ms | speedup | ours TB/s (logits read) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, rows, width, k, dtype, form, offset in CASES:
+        if args.only and args.only not in name:
+            continue
+        logits = (torch.randn(rows, width, device="cuda") + offset).to(dtype)
+        out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+        call = make_call(lib, logits, out, k, form)
+        call()
+        torch.cuda.synchronize()
+        check(logits, out, k, sorted({0, rows // 2, rows - 1}))
+        first = out.clone()
+        call()
+        torch.cuda.synchronize()
+        assert torch.equal(first, out), f"{name}: repeat run not bit-identical"
+        iters = args.iters if rows * width >= (1 << 26) else args.iters * 4
+        ours = time_ms(call, flush, iters)
+        theirs = time_ms(lambda: torch.topk(logits, k, dim=1, sorted=False), flush, iters)
+        tbps = rows * width * logits.element_size() / (ours * 1e-3) / 1e12
+        print(f"| {name} | {ours:.4f} | {theirs:.4f} | {theirs / ours:.1f}x | {tbps:.2f} |",
+              flush=True)
+        del logits, out, call
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+// flashindexer: the command-line tool (run the embedded workload, describe the build).
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/info.h"
+#include "cli/run.h"
+#include "cli/workload.h"
+
+int main(int argc, char** argv) {
+  namespace cli = flashindexer::cli;
+  CLI::App app{"FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models"};
+  app.name("flashindexer");
+  app.require_subcommand(1);
+
+  cli::RunConfig run;
+  std::vector<std::string> preset_names;
+  for (const cli::Preset& preset : cli::presets()) preset_names.emplace_back(preset.name);
+  CLI::App* run_app = app.add_subcommand(
+      "run",
+      "Score and select on an embedded workload, time it and verify it against the "
+      "reference");
+  run_app->add_option("--device", run.device, "Device to run on")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  run_app
+      ->add_option("--preset", run.preset,
+                   "Workload: v32 (DeepSeek-V3.2, H=64 k=2048), v4flash (DeepSeek-V4-Flash, "
+                   "H=64 k=512), glm5 (GLM-5, H=32 k=2048), small (H=32 k=64, tiny)")
+      ->check(CLI::IsMember(preset_names))
+      ->capture_default_str();
+  run_app->add_option("--seed", run.seed, "Seed of the workload")->capture_default_str();
+  run_app
+      ->add_option("--verify-rows", run.verify_rows,
+                   "Rows per phase (prefill; decode, split over its batches) checked against the "
+                   "reference oracle")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
+  CLI::App* info_app =
+      app.add_subcommand("info", "Print the version, build, CPU features and visible GPUs");
+
+  CLI11_PARSE(app, argc, argv);
+  if (run_app->parsed()) return cli::run_command(run);
+  if (info_app->parsed()) return cli::info_command();
+  return 0;
+}
