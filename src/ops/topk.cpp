@@ -74,6 +74,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   ArgCheck check("topk_per_row");
   check.tensor("logits", logits, {DType::kF32, DType::kBF16}, 2);
   if (!check.ok()) return check.status();
+  check.stride_at_least("logits", logits, 0, logits.shape[1]);
   const int64_t rows = logits.shape[0];
   check_topk_output(check, out, rows, k);
   check.on_device("out", out, logits.device);

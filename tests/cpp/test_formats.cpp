@@ -35,19 +35,20 @@ TEST(Formats, E4M3NegativeZeroCodeDecodesToNegativeZero) {
 }
 
 TEST(Formats, E4M3DecodesTheSpecifiedGrid) {
-  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));   // smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(e4m3_to_float(0x07), 7 * std::ldexp(1.0f, -9));
-  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));   // smallest normal
-  EXPECT_EQ(e4m3_to_float(0x38), 1.0f);                    // bias 7
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_EQ(e4m3_to_float(0x38), 1.0f);                  // bias 7
   EXPECT_EQ(e4m3_to_float(0x3C), 1.5f);
   EXPECT_EQ(e4m3_to_float(0x40), 2.0f);
-  EXPECT_EQ(e4m3_to_float(0x7E), kE4M3Max);                // 448, the largest finite
+  EXPECT_EQ(e4m3_to_float(0x7E), kE4M3Max);  // 448, the largest finite
   EXPECT_EQ(e4m3_to_float(0xFE), -kE4M3Max);
   EXPECT_EQ(e4m3_to_float(0xB8), -1.0f);
   // No infinities: 0x78 (exponent field 15, mantissa 0) is the finite 256.
   EXPECT_EQ(e4m3_to_float(0x78), 256.0f);
   for (int code = 0; code < 0x7E; ++code) {
-    EXPECT_LT(e4m3_to_float(static_cast<uint8_t>(code)), e4m3_to_float(static_cast<uint8_t>(code + 1)))
+    EXPECT_LT(e4m3_to_float(static_cast<uint8_t>(code)),
+              e4m3_to_float(static_cast<uint8_t>(code + 1)))
         << "positive codes must decode in increasing order at 0x" << std::hex << code;
     EXPECT_EQ(e4m3_to_float(static_cast<uint8_t>(code | 0x80)),
               -e4m3_to_float(static_cast<uint8_t>(code)));
@@ -106,7 +107,8 @@ TEST(Formats, E4M3EncodeIsNearestOnRandomFloats) {
     // No other finite code is strictly nearer.
     for (int other = 0; other < 256; ++other) {
       if ((other & 0x7F) == 0x7F) continue;
-      const double other_error = std::fabs(static_cast<double>(e4m3_to_float(static_cast<uint8_t>(other))) - x);
+      const double other_error =
+          std::fabs(static_cast<double>(e4m3_to_float(static_cast<uint8_t>(other))) - x);
       ASSERT_LE(error, other_error) << "x=" << x << " encoded as 0x" << std::hex << int{code}
                                     << " but 0x" << other << " is nearer";
     }
@@ -137,10 +139,9 @@ TEST(Formats, E2M1EncodeRoundsMidpointsToEvenAndSaturates) {
     float expected;
   };
   const Case cases[] = {
-      {0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f}, {2.5f, 2.0f},
-      {3.5f, 4.0f},  {5.0f, 4.0f},  {6.0f, 6.0f},  {7.0f, 6.0f},  {100.0f, 6.0f},
-      {1e30f, 6.0f}, {kInf, 6.0f},  {0.2f, 0.0f},  {0.3f, 0.5f},  {2.6f, 3.0f},
-      {5.1f, 6.0f},  {4.9f, 4.0f},  {0.0f, 0.0f},
+      {0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f},  {2.5f, 2.0f},  {3.5f, 4.0f},
+      {5.0f, 4.0f},  {6.0f, 6.0f},  {7.0f, 6.0f},  {100.0f, 6.0f}, {1e30f, 6.0f}, {kInf, 6.0f},
+      {0.2f, 0.0f},  {0.3f, 0.5f},  {2.6f, 3.0f},  {5.1f, 6.0f},   {4.9f, 4.0f},  {0.0f, 0.0f},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(e2m1_to_float(float_to_e2m1(c.x)), c.expected) << "x=" << c.x;
@@ -216,7 +217,8 @@ TEST(Formats, Bf16RoundTripsRandomBits) {
   for (int i = 0; i < 100000; ++i) {
     const uint16_t bits = static_cast<uint16_t>(rng.bits32());
     const float value = bf16_to_float(bits);
-    ASSERT_EQ(float_bits(value), static_cast<uint32_t>(bits) << 16) << "decode of 0x" << std::hex << bits;
+    ASSERT_EQ(float_bits(value), static_cast<uint32_t>(bits) << 16)
+        << "decode of 0x" << std::hex << bits;
     if (std::isnan(value)) {
       ASSERT_TRUE(std::isnan(bf16_to_float(float_to_bf16(value)))) << std::hex << bits;
     } else {

@@ -14,8 +14,10 @@ struct Case {
   int heads;
   int head_dim;
 };
-const Case kCases[] = {{KFormat::kFP8, 32, 128}, {KFormat::kFP8, 64, 64},
-                       {KFormat::kMXFP4, 64, 128}, {KFormat::kMXFP4, 32, 64}};
+const Case kCases[] = {{KFormat::kFP8, 32, 128},
+                       {KFormat::kFP8, 64, 64},
+                       {KFormat::kMXFP4, 64, 128},
+                       {KFormat::kMXFP4, 32, 64}};
 
 std::string describe(const Case& c) {
   return std::string(kformat_name(c.format)) + " H=" + std::to_string(c.heads) +
@@ -39,9 +41,11 @@ Workspace workspace_for(int k, int threads) {
 
 // Every row of `got` against `expected` (both [rows, >= k]): the same sets, the same order
 // when sorted; columns >= k of `got` untouched.
-::testing::AssertionResult SameTopK(const HostTensor& got, const HostTensor& expected, int k, bool sorted) {
+::testing::AssertionResult SameTopK(const HostTensor& got, const HostTensor& expected, int k,
+                                    bool sorted) {
   for (int64_t r = 0; r < got.size(0); ++r) {
-    ::testing::AssertionResult row = TopKRowMatches(topk_row(got, r, k), topk_row(expected, r, k), sorted);
+    ::testing::AssertionResult row =
+        TopKRowMatches(topk_row(got, r, k), topk_row(expected, r, k), sorted);
     if (!row) return ::testing::AssertionFailure() << "row " << r << ": " << row.message();
   }
   return ColumnsBeyondKUntouched(got, k);
@@ -50,7 +54,8 @@ Workspace workspace_for(int k, int threads) {
 // Duplicated keys (exact ties) and all-zero keys (scores exactly 0, ties across rows).
 void add_ties(Rng& rng, Operand& keys, const Case& c, int64_t num_keys) {
   for (int64_t i = 0; i < num_keys / 4; ++i) {
-    copy_key_row(keys, c.format, c.head_dim, rng.uniform_int(0, num_keys - 1), rng.uniform_int(0, num_keys - 1));
+    copy_key_row(keys, c.format, c.head_dim, rng.uniform_int(0, num_keys - 1),
+                 rng.uniform_int(0, num_keys - 1));
   }
   const int64_t vb = value_bytes_per_row(c.format, c.head_dim);
   for (int i = 0; i < 5; ++i) {
@@ -75,16 +80,19 @@ TEST(IndexerPrefill, EqualsTopKOfMqaLogits) {
                             p.ke.view(), LogitsOptions{false}));
     for (bool sorted : {false, true}) {
       HostTensor expected = poisoned_topk_output(M, k);
-      FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(), RowRanges::prefill(p.ks.view(), p.ke.view()), k,
+      FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
+                                RowRanges::prefill(p.ks.view(), p.ke.view()), k,
                                 TopKOptions{sorted}));
       std::vector<int32_t> first_run;
       for (int threads : {1, 3}) {
-        SCOPED_TRACE(::testing::Message() << (sorted ? "sorted" : "unsorted") << " cpu_threads=" << threads
-                                          << (threads == 3 ? " caller workspace" : " own workspace"));
+        SCOPED_TRACE(::testing::Message()
+                     << (sorted ? "sorted" : "unsorted") << " cpu_threads=" << threads
+                     << (threads == 3 ? " caller workspace" : " own workspace"));
         Workspace workspace = threads == 3 ? workspace_for(k, threads) : Workspace{};
         HostTensor out = poisoned_topk_output(M, k + 3, k + 7);
-        FI_ASSERT_OK(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                     p.ke.view(), k, TopKOptions{sorted}, workspace.options(threads)));
+        FI_ASSERT_OK(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                     p.ks.view(), p.ke.view(), k, TopKOptions{sorted},
+                                     workspace.options(threads)));
         EXPECT_TRUE(SameTopK(out, expected, k, sorted));
         std::vector<int32_t> all;
         for (int64_t r = 0; r < M; ++r) {
@@ -112,25 +120,29 @@ TEST(IndexerPrefill, HeavyTiesAndShortRowsEqualTopKOfMqaLogits) {
     PrefillProblem p = make_prefill_problem(rng, c.format, M, N, c.heads, c.head_dim);
     for (int64_t s = 6; s < N; ++s) copy_key_row(p.keys, c.format, c.head_dim, s % 6, s);
     const int32_t starts[] = {0, 600, 0, 3, 1, 11, 100, 7, 599, 200};
-    const int32_t ends[] = {0, 600, 600, 4, 64, 76, 165, 400, 600, 264};  // lengths 0,0,600,1,63,65,65,393,1,64
+    const int32_t ends[] = {0,  600, 600, 4,   64,
+                            76, 165, 400, 600, 264};  // lengths 0,0,600,1,63,65,65,393,1,64
     for (int64_t t = 0; t < M; ++t) {
       p.ks.data<int32_t>()[t] = starts[t];
       p.ke.data<int32_t>()[t] = ends[t];
     }
     HostTensor logits = poisoned_logits(M, N);
-    FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(), p.ke.view()));
+    FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                            p.ke.view()));
     for (bool sorted : {false, true}) {
       SCOPED_TRACE(sorted ? "sorted" : "unsorted");
       HostTensor expected = poisoned_topk_output(M, k);
-      FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(), RowRanges::prefill(p.ks.view(), p.ke.view()), k,
+      FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
+                                RowRanges::prefill(p.ks.view(), p.ke.view()), k,
                                 TopKOptions{sorted}));
       HostTensor out = poisoned_topk_output(M, k);
-      FI_ASSERT_OK(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                   p.ke.view(), k, TopKOptions{sorted}));
+      FI_ASSERT_OK(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                   p.ks.view(), p.ke.view(), k, TopKOptions{sorted}));
       EXPECT_TRUE(SameTopK(out, expected, k, sorted));
       // And both agree with the reference selection over the same logits.
       HostTensor reference_out(DType::kI32, {M, k});
-      reference::topk_per_row(reference_out.view(), logits.view(), RowRanges::prefill(p.ks.view(), p.ke.view()), k);
+      reference::topk_per_row(reference_out.view(), logits.view(),
+                              RowRanges::prefill(p.ks.view(), p.ke.view()), k);
       EXPECT_TRUE(SameTopK(out, reference_out, k, sorted));
     }
   }
@@ -155,10 +167,12 @@ TEST(IndexerDecode, EqualsTopKOfPagedMqaLogits) {
       config.stride_pad_bytes = 4 * rng.uniform_int(0, 10);
       ++index;
       const int k = static_cast<int>(rng.pick(std::vector<int64_t>{32, 100, 300}));
-      SCOPED_TRACE(::testing::Message() << describe(c) << " next_n=" << config.next_n << " page_size="
-                                        << config.page_size << (two_dim ? " context_lens [B, next_n]" : " context_lens [B]")
-                                        << " k=" << k);
-      DecodeProblem p = make_decode_problem(rng, config, {static_cast<int32_t>(config.next_n - 1), 3});
+      SCOPED_TRACE(::testing::Message()
+                   << describe(c) << " next_n=" << config.next_n
+                   << " page_size=" << config.page_size
+                   << (two_dim ? " context_lens [B, next_n]" : " context_lens [B]") << " k=" << k);
+      DecodeProblem p =
+          make_decode_problem(rng, config, {static_cast<int32_t>(config.next_n - 1), 3});
       // Duplicate keys inside each request.
       for (int b = 0; b < config.batch; ++b) {
         for (int64_t i = 0; i < p.stored[b] / 4; ++i) {
@@ -166,27 +180,30 @@ TEST(IndexerDecode, EqualsTopKOfPagedMqaLogits) {
           const int64_t to = rng.uniform_int(0, p.stored[b] - 1);
           copy_key_row(p.request_keys[b], c.format, c.head_dim, from, to);
           const int64_t page = p.block_table.at<int32_t>({b, to / config.page_size});
-          p.cache.write_slot(page * config.page_size + to % config.page_size, p.request_keys[b], to);
+          p.cache.write_slot(page * config.page_size + to % config.page_size, p.request_keys[b],
+                             to);
         }
       }
       HostTensor logits = poisoned_logits(p.rows(), p.width);
       FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                    p.context_lens.view(), p.block_table.view(), LogitsOptions{false}));
+                                    p.context_lens.view(), p.block_table.view(),
+                                    LogitsOptions{false}));
       // Per-row visible lengths (the header's definition) for the selection.
       std::vector<int32_t> row_lengths(p.ends.begin(), p.ends.end());
       HostTensor lengths = i32_tensor(row_lengths);
       for (bool sorted : {false, true}) {
         HostTensor expected = poisoned_topk_output(p.rows(), k);
-        FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(), RowRanges::decode(lengths.view()), k,
-                                  TopKOptions{sorted}));
+        FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(), RowRanges::decode(lengths.view()),
+                                  k, TopKOptions{sorted}));
         std::vector<int32_t> first_run;
         for (int threads : {1, 3}) {
-          SCOPED_TRACE(::testing::Message() << (sorted ? "sorted" : "unsorted") << " cpu_threads=" << threads);
+          SCOPED_TRACE(::testing::Message()
+                       << (sorted ? "sorted" : "unsorted") << " cpu_threads=" << threads);
           Workspace workspace = threads == 3 ? workspace_for(k, threads) : Workspace{};
           HostTensor out = poisoned_topk_output(p.rows(), k + 1, k + 4);
           FI_ASSERT_OK(indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                      p.context_lens.view(), p.block_table.view(), k, TopKOptions{sorted},
-                                      workspace.options(threads)));
+                                      p.context_lens.view(), p.block_table.view(), k,
+                                      TopKOptions{sorted}, workspace.options(threads)));
           EXPECT_TRUE(SameTopK(out, expected, k, sorted));
           std::vector<int32_t> all;
           for (int64_t r = 0; r < p.rows(); ++r) {
@@ -212,15 +229,16 @@ TEST(IndexerPrefill, RejectsWorkspaceSmallerThanRequired) {
   const int k = 64;
   const int threads = 2;
   const size_t required = indexer_cpu_workspace_size(k, threads);
-  if (required == 0) GTEST_SKIP() << "indexer_cpu_workspace_size(64, 2) is 0: no workspace can be too small";
+  if (required == 0)
+    GTEST_SKIP() << "indexer_cpu_workspace_size(64, 2) is 0: no workspace can be too small";
   std::vector<uint8_t> bytes(required - 1, kPoisonByte);
   RunOptions options;
   options.cpu_threads = threads;
   options.workspace = bytes.data();
   options.workspace_bytes = bytes.size();
   HostTensor out = poisoned_topk_output(6, k);
-  const Status status = indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                        p.ke.view(), k, TopKOptions{}, options);
+  const Status status = indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                        p.ks.view(), p.ke.view(), k, TopKOptions{}, options);
   EXPECT_EQ(status.code(), StatusCode::kWorkspaceTooSmall) << status_text(status);
 }
 
@@ -231,15 +249,17 @@ TEST(IndexerDecode, RejectsWorkspaceSmallerThanRequired) {
   const int k = 512;
   const int threads = 3;
   const size_t required = indexer_cpu_workspace_size(k, threads);
-  if (required == 0) GTEST_SKIP() << "indexer_cpu_workspace_size(512, 3) is 0: no workspace can be too small";
+  if (required == 0)
+    GTEST_SKIP() << "indexer_cpu_workspace_size(512, 3) is 0: no workspace can be too small";
   std::vector<uint8_t> bytes(required - 1, kPoisonByte);
   RunOptions options;
   options.cpu_threads = threads;
   options.workspace = bytes.data();
   options.workspace_bytes = bytes.size();
   HostTensor out = poisoned_topk_output(p.rows(), k);
-  const Status status = indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                       p.context_lens.view(), p.block_table.view(), k, TopKOptions{}, options);
+  const Status status =
+      indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                     p.context_lens.view(), p.block_table.view(), k, TopKOptions{}, options);
   EXPECT_EQ(status.code(), StatusCode::kWorkspaceTooSmall) << status_text(status);
 }
 
@@ -249,17 +269,18 @@ TEST(IndexerPrefill, RejectsKAboveTheMaximum) {
   Rng rng(5);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 4, 100, 32, 128);
   HostTensor out = poisoned_topk_output(4, 4097);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
-                                                    p.ks.view(), p.ke.view(), 4097),
-                                    {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"k=4097"}));
+  EXPECT_TRUE(
+      IsRejectedNamingAnyOf(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                            p.ks.view(), p.ke.view(), 4097),
+                            {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"k=4097"}));
 }
 
 TEST(IndexerPrefill, RejectsKZero) {
   Rng rng(5);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 4, 100, 32, 128);
   HostTensor out = poisoned_topk_output(4, 8);
-  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                         p.ke.view(), 0),
+  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                         p.ks.view(), p.ke.view(), 0),
                          StatusCode::kInvalidArgument, {"k"}));
 }
 
@@ -269,8 +290,8 @@ TEST(IndexerPrefill, RejectsKsGreaterThanKe) {
   p.ks.data<int32_t>()[5] = 60;
   p.ke.data<int32_t>()[5] = 59;
   HostTensor out = poisoned_topk_output(6, 8);
-  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                         p.ke.view(), 8),
+  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                         p.ks.view(), p.ke.view(), 8),
                          StatusCode::kInvalidArgument, {"ks"}));
 }
 
@@ -278,8 +299,8 @@ TEST(IndexerPrefill, RejectsOutputNarrowerThanK) {
   Rng rng(7);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 6, 100, 32, 128);
   HostTensor out = poisoned_topk_output(6, 7);
-  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                                         p.ke.view(), 8),
+  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                         p.ks.view(), p.ke.view(), 8),
                          StatusCode::kInvalidArgument, {"out"}));
 }
 
@@ -287,9 +308,10 @@ TEST(IndexerPrefill, RejectsUnsupportedHeadCount) {
   Rng rng(8);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 4, 100, 48, 128);
   HostTensor out = poisoned_topk_output(4, 8);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
-                                                    p.ks.view(), p.ke.view(), 8),
-                                    {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
+  EXPECT_TRUE(IsRejectedNamingAnyOf(indexer_prefill(out.view(), p.q.view(), p.keys.view(),
+                                                    p.weights.view(), p.ks.view(), p.ke.view(), 8),
+                                    {StatusCode::kInvalidArgument, StatusCode::kUnsupported},
+                                    {"48"}));
 }
 
 TEST(IndexerDecode, RejectsBlockTableEntryOutOfRange) {
@@ -297,7 +319,8 @@ TEST(IndexerDecode, RejectsBlockTableEntryOutOfRange) {
   DecodeConfig config;
   config.batch = 2;
   DecodeProblem p = make_decode_problem(rng, config, {200, 10});
-  p.block_table.at<int32_t>({0, 1}) = static_cast<int32_t>(p.cache.cache().num_pages);  // request 0 sees page 1
+  p.block_table.at<int32_t>({0, 1}) =
+      static_cast<int32_t>(p.cache.cache().num_pages);  // request 0 sees page 1
   HostTensor out = poisoned_topk_output(p.rows(), 16);
   EXPECT_TRUE(IsRejected(indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
                                         p.context_lens.view(), p.block_table.view(), 16),
@@ -308,9 +331,10 @@ TEST(IndexerDecode, RejectsKAboveTheMaximum) {
   Rng rng(10);
   DecodeProblem p = make_decode_problem(rng, DecodeConfig{});
   HostTensor out = poisoned_topk_output(p.rows(), 4097);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                                   p.context_lens.view(), p.block_table.view(), 4097),
-                                    {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"k=4097"}));
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                     p.context_lens.view(), p.block_table.view(), 4097),
+      {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"k=4097"}));
 }
 
 TEST(IndexerDecode, RejectsOutputWithOtherRowCount) {

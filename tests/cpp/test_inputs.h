@@ -51,7 +51,9 @@ class Rng {
   int64_t uniform_int(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(engine_);
   }
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(engine_);
+  }
   float normal(float sigma = 1.0f) { return std::normal_distribution<float>(0.0f, sigma)(engine_); }
   bool bernoulli(double p) { return std::bernoulli_distribution(p)(engine_); }
   uint32_t bits32() { return static_cast<uint32_t>(engine_()); }
@@ -69,11 +71,10 @@ class Rng {
 };
 
 // Declares `Rng rng` seeded freshly and attaches the seed to every failure in the scope.
-#define FI_SEEDED_RNG(rng)                                                                  \
-  const uint64_t rng##_seed = ::fitest::test_seed();                                        \
-  SCOPED_TRACE(::testing::Message() << "random seed " << rng##_seed                         \
-                                    << " (replay: FLASHINDEXER_TEST_SEED=" << rng##_seed    \
-                                    << ")");                                                \
+#define FI_SEEDED_RNG(rng)                                                                        \
+  const uint64_t rng##_seed = ::fitest::test_seed();                                              \
+  SCOPED_TRACE(::testing::Message() << "random seed " << rng##_seed                               \
+                                    << " (replay: FLASHINDEXER_TEST_SEED=" << rng##_seed << ")"); \
   ::fitest::Rng rng(rng##_seed)
 
 // ---------------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ inline float bits_float(uint32_t bits) {
 }
 
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
-inline constexpr int32_t kPoisonIndex = 0x5A5A5A5A;   // never a valid top-k output
+inline constexpr int32_t kPoisonIndex = 0x5A5A5A5A;        // never a valid top-k output
 inline constexpr uint32_t kPoisonLogitBits = 0x7FA5A5A5u;  // a NaN no op would produce
 inline constexpr uint8_t kPoisonByte = 0xCD;
 
@@ -254,7 +255,8 @@ inline Operand make_query(Rng& rng, KFormat format, std::vector<int64_t> lead_wi
 // Weights [rows, H] f32, uniform in [-1, 1] (negative weights are part of the contract).
 inline HostTensor make_weights(Rng& rng, int64_t rows, int heads) {
   HostTensor w(DType::kF32, {rows, heads});
-  for (int64_t i = 0; i < rows * heads; ++i) w.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
+  for (int64_t i = 0; i < rows * heads; ++i)
+    w.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
   return w;
 }
 
@@ -290,20 +292,34 @@ inline void fill_row_ranges(Rng& rng, HostTensor& ks, HostTensor& ke, int64_t ro
     int64_t start = rng.uniform_int(0, num_keys);
     int64_t end = rng.uniform_int(start, num_keys);
     switch (t) {
-      case 0: start = end = 0; break;
-      case 1: start = end = num_keys; break;
-      case 2: start = 0; end = num_keys; break;
-      case 3: start = std::min<int64_t>(num_keys, 3); end = std::min<int64_t>(num_keys, start + 1); break;
-      case 4: start = std::min<int64_t>(num_keys, 1); end = num_keys; break;
-      default: break;
+      case 0:
+        start = end = 0;
+        break;
+      case 1:
+        start = end = num_keys;
+        break;
+      case 2:
+        start = 0;
+        end = num_keys;
+        break;
+      case 3:
+        start = std::min<int64_t>(num_keys, 3);
+        end = std::min<int64_t>(num_keys, start + 1);
+        break;
+      case 4:
+        start = std::min<int64_t>(num_keys, 1);
+        end = num_keys;
+        break;
+      default:
+        break;
     }
     ks.data<int32_t>()[t] = static_cast<int32_t>(start);
     ke.data<int32_t>()[t] = static_cast<int32_t>(end);
   }
 }
 
-inline PrefillProblem make_prefill_problem(Rng& rng, KFormat format, int64_t rows,
-                                           int64_t num_keys, int heads, int head_dim) {
+inline PrefillProblem make_prefill_problem(Rng& rng, KFormat format, int64_t rows, int64_t num_keys,
+                                           int heads, int head_dim) {
   PrefillProblem p;
   p.format = format;
   p.heads = heads;
@@ -355,8 +371,8 @@ class CacheBuffer {
            (slot % cache_.page_size) * value_bytes();
   }
   int64_t scales_offset(int64_t slot) const {
-    return (slot / cache_.page_size) * cache_.page_stride_bytes +
-           cache_.page_size * value_bytes() + (slot % cache_.page_size) * scale_bytes();
+    return (slot / cache_.page_size) * cache_.page_stride_bytes + cache_.page_size * value_bytes() +
+           (slot % cache_.page_size) * scale_bytes();
   }
   // Writes row `row` of a quantized keys operand into `slot`.
   void write_slot(int64_t slot, const Operand& keys, int64_t row) {
@@ -383,21 +399,21 @@ struct DecodeConfig {
   int head_dim = 128;
   int page_size = 64;
   bool two_dim_lens = false;
-  int64_t max_len = 300;        // context lengths drawn from [0, max_len]
-  int64_t spare_pages = 3;      // pages no request uses
-  int64_t stride_pad_bytes = 0; // page stride = page bytes + this (multiple of 4)
+  int64_t max_len = 300;         // context lengths drawn from [0, max_len]
+  int64_t spare_pages = 3;       // pages no request uses
+  int64_t stride_pad_bytes = 0;  // page stride = page bytes + this (multiple of 4)
 };
 
 struct DecodeProblem {
   DecodeConfig config;
-  int64_t width = 0;            // logits columns
-  std::vector<int64_t> stored;  // keys stored per request (its longest visible length)
-  std::vector<int64_t> ends;    // visible end per row, as the header defines it
+  int64_t width = 0;                  // logits columns
+  std::vector<int64_t> stored;        // keys stored per request (its longest visible length)
+  std::vector<int64_t> ends;          // visible end per row, as the header defines it
   std::vector<Operand> request_keys;  // per request: keys [stored_b, D] in context order
-  Operand q;                    // [B, next_n, H, D(/2)]
-  HostTensor weights;           // [B * next_n, H]
-  HostTensor context_lens;      // [B] or [B, next_n] i32
-  HostTensor block_table;       // [B, P] i32
+  Operand q;                          // [B, next_n, H, D(/2)]
+  HostTensor weights;                 // [B * next_n, H]
+  HostTensor context_lens;            // [B] or [B, next_n] i32
+  HostTensor block_table;             // [B, P] i32
   CacheBuffer cache;
   int64_t rows() const { return static_cast<int64_t>(config.batch) * config.next_n; }
 };
@@ -484,15 +500,15 @@ inline std::string status_text(const Status& status) {
   return std::string(status_code_name(status.code())) + ": " + status.message();
 }
 
-#define FI_ASSERT_OK(expr)                                                    \
-  do {                                                                        \
-    const ::flashindexer::Status fi_status_ = (expr);                         \
+#define FI_ASSERT_OK(expr)                                                                \
+  do {                                                                                    \
+    const ::flashindexer::Status fi_status_ = (expr);                                     \
     ASSERT_TRUE(fi_status_.ok()) << #expr << " -> " << ::fitest::status_text(fi_status_); \
   } while (0)
 
-#define FI_EXPECT_OK(expr)                                                    \
-  do {                                                                        \
-    const ::flashindexer::Status fi_status_ = (expr);                         \
+#define FI_EXPECT_OK(expr)                                                                \
+  do {                                                                                    \
+    const ::flashindexer::Status fi_status_ = (expr);                                     \
     EXPECT_TRUE(fi_status_.ok()) << #expr << " -> " << ::fitest::status_text(fi_status_); \
   } while (0)
 
@@ -502,8 +518,8 @@ inline ::testing::AssertionResult IsRejected(const Status& status, StatusCode co
   if (status.ok()) return ::testing::AssertionFailure() << "the call succeeded";
   if (status.code() != code) {
     return ::testing::AssertionFailure()
-           << "code " << status_code_name(status.code()) << ", expected "
-           << status_code_name(code) << " (message: \"" << status.message() << "\")";
+           << "code " << status_code_name(status.code()) << ", expected " << status_code_name(code)
+           << " (message: \"" << status.message() << "\")";
   }
   for (const char* name : names) {
     if (status.message().find(name) == std::string::npos) {
@@ -527,8 +543,8 @@ inline ::testing::AssertionResult IsRejectedNamingAnyOf(const Status& status,
   for (const char* name : names) {
     if (status.message().find(name) != std::string::npos) return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "message \"" << status.message()
-                                       << "\" names none of the expected arguments";
+  return ::testing::AssertionFailure()
+         << "message \"" << status.message() << "\" names none of the expected arguments";
 }
 
 // The derived error bound of an fp32 evaluation of one logit against its exact fp64 value:
@@ -555,13 +571,13 @@ inline ::testing::AssertionResult TopKRowMatches(const std::vector<int32_t>& got
   while (valid < k && expected[valid] >= 0) ++valid;
   for (size_t i = 0; i < k; ++i) {
     if (i < valid && got[i] < 0) {
-      return ::testing::AssertionFailure() << "slot " << i << " is " << got[i] << " but "
-                                           << valid << " keys are visible";
+      return ::testing::AssertionFailure()
+             << "slot " << i << " is " << got[i] << " but " << valid << " keys are visible";
     }
     if (i >= valid && got[i] != -1) {
-      return ::testing::AssertionFailure() << "slot " << i << " is " << got[i]
-                                           << ", expected the -1 padding (valid prefix "
-                                           << valid << ")";
+      return ::testing::AssertionFailure()
+             << "slot " << i << " is " << got[i] << ", expected the -1 padding (valid prefix "
+             << valid << ")";
     }
   }
   std::vector<int32_t> got_set(got.begin(), got.begin() + valid);
@@ -569,8 +585,8 @@ inline ::testing::AssertionResult TopKRowMatches(const std::vector<int32_t>& got
   if (sorted) {
     for (size_t i = 0; i < valid; ++i) {
       if (got[i] != expected[i]) {
-        return ::testing::AssertionFailure() << "sorted slot " << i << " is " << got[i]
-                                             << ", expected " << expected[i];
+        return ::testing::AssertionFailure()
+               << "sorted slot " << i << " is " << got[i] << ", expected " << expected[i];
       }
     }
     return ::testing::AssertionSuccess();

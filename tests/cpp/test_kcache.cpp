@@ -91,7 +91,8 @@ void check_round_trip(Rng& rng, const CacheCase& c) {
   block_table.fill<int32_t>(0);
   size_t next_page = 0;
   for (int r = 0; r < R; ++r) {
-    for (int64_t p = 0; p < ceil_div(lens[r], ps); ++p) block_table.at<int32_t>({r, p}) = page_ids[next_page++];
+    for (int64_t p = 0; p < ceil_div(lens[r], ps); ++p)
+      block_table.at<int32_t>({r, p}) = page_ids[next_page++];
   }
   std::vector<int64_t> slot_of(total);  // logical key (workspace order) -> slot
   for (int r = 0; r < R; ++r) {
@@ -103,14 +104,16 @@ void check_round_trip(Rng& rng, const CacheCase& c) {
   // Logical keys in workspace order and what the public quantizer makes of them.
   const std::vector<float> logical = random_rows(rng, total, D);
   HostTensor logical_keys = key_tensor(c.key_dtype, logical, total, D);
-  HostTensor expected_values(c.format == KFormat::kFP8 ? DType::kE4M3 : DType::kE2M1x2, {total, vb});
-  HostTensor expected_scales = c.format == KFormat::kFP8
-                                   ? HostTensor(DType::kF32, {total})
-                                   : HostTensor(DType::kUE8M0, {total, sb});
+  HostTensor expected_values(c.format == KFormat::kFP8 ? DType::kE4M3 : DType::kE2M1x2,
+                             {total, vb});
+  HostTensor expected_scales = c.format == KFormat::kFP8 ? HostTensor(DType::kF32, {total})
+                                                         : HostTensor(DType::kUE8M0, {total, sb});
   if (c.format == KFormat::kFP8) {
-    FI_ASSERT_OK(quantize_k_fp8(expected_values.view(), expected_scales.view(), logical_keys.view()));
+    FI_ASSERT_OK(
+        quantize_k_fp8(expected_values.view(), expected_scales.view(), logical_keys.view()));
   } else {
-    FI_ASSERT_OK(quantize_mxfp4(expected_values.view(), expected_scales.view(), logical_keys.view()));
+    FI_ASSERT_OK(
+        quantize_mxfp4(expected_values.view(), expected_scales.view(), logical_keys.view()));
   }
 
   // Insertion batch: the logical keys shuffled, skipped junk keys (slot -1) mixed in, then
@@ -164,7 +167,8 @@ void check_round_trip(Rng& rng, const CacheCase& c) {
     if (!written[byte]) {
       ASSERT_EQ(cache.base()[byte], kPoisonByte)
           << "byte " << byte << " (page " << byte / cache.cache().page_stride_bytes << ", offset "
-          << byte % cache.cache().page_stride_bytes << ") was written but belongs to no inserted key";
+          << byte % cache.cache().page_stride_bytes
+          << ") was written but belongs to no inserted key";
     }
   }
 
@@ -294,9 +298,9 @@ TEST(KCache, InsertRejectsFewerKeyRowsThanSlots) {
   SmallCache s = small_cache();
   HostTensor keys(DType::kF32, {2, 128});
   keys.fill<float>(1.0f);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(
-      insert_k_cache(s.buffer.cache(), keys.view(), s.slot_mapping.view()),
-      {StatusCode::kInvalidArgument}, {"keys", "slot_mapping"}));
+  EXPECT_TRUE(
+      IsRejectedNamingAnyOf(insert_k_cache(s.buffer.cache(), keys.view(), s.slot_mapping.view()),
+                            {StatusCode::kInvalidArgument}, {"keys", "slot_mapping"}));
 }
 
 TEST(KCache, InsertRejectsSlotMappingOfWrongDtype) {
@@ -325,7 +329,8 @@ struct GatherArgs {
 // Two requests of 70 and 10 keys over 4 pages of 64 keys.
 GatherArgs gather_args() {
   GatherArgs g;
-  g.buffer = CacheBuffer(KFormat::kFP8, 4, 64, 128, PagedKCache::page_bytes(KFormat::kFP8, 64, 128));
+  g.buffer =
+      CacheBuffer(KFormat::kFP8, 4, 64, 128, PagedKCache::page_bytes(KFormat::kFP8, 64, 128));
   g.values = HostTensor(DType::kE4M3, {100, 128});
   g.scales = HostTensor(DType::kF32, {100});
   g.block_table = HostTensor(DType::kI32, {2, 2});
@@ -366,10 +371,10 @@ TEST(KCache, GatherRejectsWorkspaceShorterThanTheKeys) {
   GatherArgs g = gather_args();
   g.values = HostTensor(DType::kE4M3, {79, 128});
   g.scales = HostTensor(DType::kF32, {79});
-  EXPECT_TRUE(IsRejectedNamingAnyOf(
-      gather_k_workspace(g.values.view(), g.scales.view(), g.buffer.cache(), g.block_table.view(),
-                         g.cu_seq_lens.view()),
-      {StatusCode::kInvalidArgument}, {"cu_seq_lens", "values"}));
+  EXPECT_TRUE(
+      IsRejectedNamingAnyOf(gather_k_workspace(g.values.view(), g.scales.view(), g.buffer.cache(),
+                                               g.block_table.view(), g.cu_seq_lens.view()),
+                            {StatusCode::kInvalidArgument}, {"cu_seq_lens", "values"}));
 }
 
 TEST(KCache, GatherRejectsRequestLongerThanItsBlockTableRow) {
@@ -377,10 +382,10 @@ TEST(KCache, GatherRejectsRequestLongerThanItsBlockTableRow) {
   g.cu_seq_lens = i32_tensor({0, 129, 139});  // 129 keys need 3 pages; the table has 2
   g.values = HostTensor(DType::kE4M3, {200, 128});
   g.scales = HostTensor(DType::kF32, {200});
-  EXPECT_TRUE(IsRejectedNamingAnyOf(
-      gather_k_workspace(g.values.view(), g.scales.view(), g.buffer.cache(), g.block_table.view(),
-                         g.cu_seq_lens.view()),
-      {StatusCode::kInvalidArgument}, {"block_table", "cu_seq_lens"}));
+  EXPECT_TRUE(
+      IsRejectedNamingAnyOf(gather_k_workspace(g.values.view(), g.scales.view(), g.buffer.cache(),
+                                               g.block_table.view(), g.cu_seq_lens.view()),
+                            {StatusCode::kInvalidArgument}, {"block_table", "cu_seq_lens"}));
 }
 
 TEST(KCache, GatherRejectsValuesOfWrongDtype) {

@@ -17,9 +17,9 @@ struct Case {
   int head_dim;
 };
 const Case kCases[] = {
-    {KFormat::kFP8, 32, 128},   {KFormat::kFP8, 64, 128},   {KFormat::kFP8, 32, 64},
-    {KFormat::kFP8, 64, 64},    {KFormat::kMXFP4, 32, 128}, {KFormat::kMXFP4, 64, 128},
-    {KFormat::kMXFP4, 32, 64},  {KFormat::kMXFP4, 64, 64},
+    {KFormat::kFP8, 32, 128},  {KFormat::kFP8, 64, 128},   {KFormat::kFP8, 32, 64},
+    {KFormat::kFP8, 64, 64},   {KFormat::kMXFP4, 32, 128}, {KFormat::kMXFP4, 64, 128},
+    {KFormat::kMXFP4, 32, 64}, {KFormat::kMXFP4, 64, 64},
 };
 
 std::string describe(const Case& c) {
@@ -51,14 +51,15 @@ using ScoreFn = std::function<reference::Score(int64_t row, int64_t column)>;
         }
       } else if (s < width && clean) {
         if (float_bits(got) != float_bits(-kInf)) {
-          return ::testing::AssertionFailure() << "row " << t << " column " << s << " outside ["
-                                               << starts[t] << ", " << ends[t] << ") is " << got
-                                               << ", expected -inf (clean=true)";
+          return ::testing::AssertionFailure()
+                 << "row " << t << " column " << s << " outside [" << starts[t] << ", " << ends[t]
+                 << ") is " << got << ", expected -inf (clean=true)";
         }
       } else if (float_bits(got) != kPoisonLogitBits) {
         return ::testing::AssertionFailure()
                << "row " << t << " column " << s << " was written (" << got << ") but "
-               << (s >= width ? "lies beyond the logits width " : "is outside the visible range with clean=false")
+               << (s >= width ? "lies beyond the logits width "
+                              : "is outside the visible range with clean=false")
                << (s >= width ? std::to_string(width) : std::string());
       }
     }
@@ -141,13 +142,14 @@ TEST(MqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
       HostTensor logits = poisoned_logits(21, 700);
       RunOptions options;
       options.cpu_threads = threads;
-      FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                              p.ke.view(), LogitsOptions{true}, options));
+      FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                              p.ks.view(), p.ke.view(), LogitsOptions{true}, options));
       std::vector<uint32_t> bits(logits.data<uint32_t>(), logits.data<uint32_t>() + 21 * 700);
       if (first.empty()) {
         first = bits;
       } else {
-        ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads << " differ from cpu_threads=1";
+        ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads
+                               << " differ from cpu_threads=1";
       }
     }
   }
@@ -169,8 +171,9 @@ PagedRun paged_run(Rng& rng, const DecodeConfig& config, const std::vector<int32
   PagedKCache cache = p.cache.cache();
   TensorView w = p.weights.view();
   TensorView table = p.block_table.view();
-  run.score = cached([=](int64_t r, int64_t s) { return reference::decode_score(q, cache, w, table, r, s); },
-                     p.rows(), p.width);
+  run.score = cached(
+      [=](int64_t r, int64_t s) { return reference::decode_score(q, cache, w, table, r, s); },
+      p.rows(), p.width);
   return run;
 }
 
@@ -203,7 +206,8 @@ TEST(PagedMqaLogits, MatchesReferenceWithinDerivedTolerance) {
       DecodeProblem& p = run.problem;
       HostTensor logits = poisoned_logits(p.rows(), p.width, p.width + rng.uniform_int(1, 30));
       FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                    p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
+                                    p.context_lens.view(), p.block_table.view(),
+                                    LogitsOptions{true}));
       EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, c.head_dim, c.heads, true));
     }
   }
@@ -221,8 +225,10 @@ TEST(PagedMqaLogits, LeavesColumnsBeyondTheContextUntouchedWhenNotClean) {
     DecodeProblem& p = run.problem;
     HostTensor logits = poisoned_logits(p.rows(), p.width, p.width + 3);
     FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                  p.context_lens.view(), p.block_table.view(), LogitsOptions{false}));
-    EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, false));
+                                  p.context_lens.view(), p.block_table.view(),
+                                  LogitsOptions{false}));
+    EXPECT_TRUE(
+        LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, false));
   }
 }
 
@@ -241,7 +247,8 @@ TEST(PagedMqaLogits, OneDimLengthsShorterThanNextNGiveEmptyRows) {
   HostTensor logits = poisoned_logits(p.rows(), p.width);
   FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
                                 p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
-  EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
+  EXPECT_TRUE(
+      LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
 }
 
 TEST(PagedMqaLogits, ReadsOnlyBlockTableEntriesOfVisiblePages) {
@@ -257,14 +264,17 @@ TEST(PagedMqaLogits, ReadsOnlyBlockTableEntriesOfVisiblePages) {
   PagedRun run = paged_run(rng, config);
   DecodeProblem& p = run.problem;
   for (int b = 0; b < config.batch; ++b) {
-    for (int64_t col = ceil_div(p.stored[b], config.page_size); col < p.block_table.size(1); ++col) {
-      p.block_table.at<int32_t>({b, col}) = (col % 2 == 0) ? -1 : static_cast<int32_t>(p.cache.cache().num_pages + 1000);
+    for (int64_t col = ceil_div(p.stored[b], config.page_size); col < p.block_table.size(1);
+         ++col) {
+      p.block_table.at<int32_t>({b, col}) =
+          (col % 2 == 0) ? -1 : static_cast<int32_t>(p.cache.cache().num_pages + 1000);
     }
   }
   HostTensor logits = poisoned_logits(p.rows(), p.width);
   FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
                                 p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
-  EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
+  EXPECT_TRUE(
+      LogitsMatch(logits, run.starts, p.ends, run.score, config.head_dim, config.heads, true));
 }
 
 TEST(PagedMqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
@@ -282,12 +292,15 @@ TEST(PagedMqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
     RunOptions options;
     options.cpu_threads = threads;
     FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                  p.context_lens.view(), p.block_table.view(), LogitsOptions{true}, options));
-    std::vector<uint32_t> bits(logits.data<uint32_t>(), logits.data<uint32_t>() + p.rows() * p.width);
+                                  p.context_lens.view(), p.block_table.view(), LogitsOptions{true},
+                                  options));
+    std::vector<uint32_t> bits(logits.data<uint32_t>(),
+                               logits.data<uint32_t>() + p.rows() * p.width);
     if (first.empty()) {
       first = bits;
     } else {
-      ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads << " differ from cpu_threads=1";
+      ASSERT_EQ(bits, first) << "logits with cpu_threads=" << threads
+                             << " differ from cpu_threads=1";
     }
   }
 }
@@ -303,8 +316,9 @@ TEST(PagedMqaLogits, NegativeContextLengthIsRejectedOrEmpty) {
   p.context_lens.data<int32_t>()[0] = -5;
   p.ends[0] = 0;
   HostTensor logits = poisoned_logits(p.rows(), p.width);
-  const Status status = paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                         p.context_lens.view(), p.block_table.view(), LogitsOptions{true});
+  const Status status =
+      paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                       p.context_lens.view(), p.block_table.view(), LogitsOptions{true});
   if (status.ok()) {
     for (int64_t s = 0; s < p.width; ++s) {
       EXPECT_EQ(float_bits(logits.at<float>({0, s})), float_bits(-kInf)) << "column " << s;
@@ -321,10 +335,12 @@ struct PrefillArgs {
   PrefillProblem p;
   HostTensor logits;
   Status call() const {
-    return mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(), p.ke.view());
+    return mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                      p.ke.view());
   }
-  Status call_with(const TensorView& logits_view, const QuantizedTensor& q, const QuantizedTensor& keys,
-                   const TensorView& weights, const TensorView& ks, const TensorView& ke) const {
+  Status call_with(const TensorView& logits_view, const QuantizedTensor& q,
+                   const QuantizedTensor& keys, const TensorView& weights, const TensorView& ks,
+                   const TensorView& ke) const {
     return mqa_logits(logits_view, q, keys, weights, ks, ke);
   }
 };
@@ -344,8 +360,8 @@ TEST(MqaLogits, AcceptsTheValidBaseline) {
 TEST(MqaLogits, RejectsQueryOfWrongDtype) {
   PrefillArgs a = prefill_args();
   HostTensor q(DType::kF32, {6, 32, 128});
-  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), {q.view(), {}}, a.p.keys.view(), a.p.weights.view(),
-                                     a.p.ks.view(), a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), {q.view(), {}}, a.p.keys.view(),
+                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"q"}));
 }
 
@@ -388,16 +404,16 @@ TEST(MqaLogits, RejectsKsOfWrongLength) {
   PrefillArgs a = prefill_args();
   HostTensor ks(DType::kI32, {5});
   ks.fill<int32_t>(0);
-  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
-                                     ks.view(), a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(),
+                                     a.p.weights.view(), ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"ks"}));
 }
 
 TEST(MqaLogits, RejectsLogitsNarrowerThanTheKeys) {
   PrefillArgs a = prefill_args();
   HostTensor logits = poisoned_logits(6, 39);
-  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
-                                     a.p.ks.view(), a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(),
+                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"logits"}));
 }
 
@@ -424,30 +440,33 @@ TEST(MqaLogits, RejectsLogitsInnerStrideOtherThanOne) {
 TEST(MqaLogits, RejectsLogitsOfWrongDtype) {
   PrefillArgs a = prefill_args();
   HostTensor logits(DType::kBF16, {6, 40});
-  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
-                                     a.p.ks.view(), a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(logits.view(), a.p.q.view(), a.p.keys.view(),
+                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"logits"}));
 }
 
 TEST(MqaLogits, RejectsUnsupportedHeadCount) {
   PrefillArgs a = prefill_args(KFormat::kFP8, 48, 128);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
 }
 
 TEST(MqaLogits, RejectsUnsupportedHeadDim) {
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
     SCOPED_TRACE(kformat_name(format));
     PrefillArgs a = prefill_args(format, 32, 96);
-    EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"96"}));
+    EXPECT_TRUE(IsRejectedNamingAnyOf(
+        a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"96"}));
   }
 }
 
 TEST(MqaLogits, RejectsKeyScalesOfWrongDtype) {
   PrefillArgs a = prefill_args();
   HostTensor scales(DType::kUE8M0, {40});
-  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), {a.p.keys.values.view(), scales.view()},
-                                     a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
-                         StatusCode::kInvalidArgument, {"keys"}));
+  EXPECT_TRUE(
+      IsRejected(a.call_with(a.logits.view(), a.p.q.view(), {a.p.keys.values.view(), scales.view()},
+                             a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
+                 StatusCode::kInvalidArgument, {"keys"}));
 }
 
 TEST(MqaLogits, RejectsMxfp4QueryWithoutScales) {
@@ -461,8 +480,8 @@ TEST(MqaLogits, RejectsKeysWithHeadDimOtherThanQuery) {
   PrefillArgs a = prefill_args();
   Rng rng(7);
   Operand keys = make_keys(rng, KFormat::kFP8, 40, 64);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call_with(a.logits.view(), a.p.q.view(), keys.view(), a.p.weights.view(),
-                                                a.p.ks.view(), a.p.ke.view()),
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call_with(a.logits.view(), a.p.q.view(), keys.view(),
+                                                a.p.weights.view(), a.p.ks.view(), a.p.ke.view()),
                                     {StatusCode::kInvalidArgument}, {"keys", "q"}));
 }
 
@@ -470,13 +489,13 @@ TEST(MqaLogits, RejectsNullData) {
   PrefillArgs a = prefill_args();
   TensorView weights = a.p.weights.view();
   weights.data = nullptr;
-  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), weights, a.p.ks.view(),
-                                     a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(a.logits.view(), a.p.q.view(), a.p.keys.view(), weights,
+                                     a.p.ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"weights"}));
   TensorView logits = a.logits.view();
   logits.data = nullptr;
-  EXPECT_TRUE(IsRejected(a.call_with(logits, a.p.q.view(), a.p.keys.view(), a.p.weights.view(), a.p.ks.view(),
-                                     a.p.ke.view()),
+  EXPECT_TRUE(IsRejected(a.call_with(logits, a.p.q.view(), a.p.keys.view(), a.p.weights.view(),
+                                     a.p.ks.view(), a.p.ke.view()),
                          StatusCode::kInvalidArgument, {"logits"}));
 }
 
@@ -485,10 +504,11 @@ TEST(MqaLogits, RejectsCudaTensorMixedWithCpuTensors) {
   PrefillArgs a = prefill_args();
   QuantizedTensor q = a.p.q.view();
   q.values.device = Device::kCUDA;
-  const Status status = a.call_with(a.logits.view(), q, a.p.keys.view(), a.p.weights.view(), a.p.ks.view(),
-                                    a.p.ke.view());
+  const Status status = a.call_with(a.logits.view(), q, a.p.keys.view(), a.p.weights.view(),
+                                    a.p.ks.view(), a.p.ke.view());
   EXPECT_FALSE(status.ok());
-  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kUnsupported)
+  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument ||
+              status.code() == StatusCode::kUnsupported)
       << status_text(status);
   for (int64_t i = 0; i < 6 * 40; ++i) {
     ASSERT_EQ(a.logits.data<uint32_t>()[i], kPoisonLogitBits) << "a rejected call wrote logits";
@@ -556,15 +576,16 @@ TEST(PagedMqaLogits, RejectsContextLengthBeyondTheBlockTable) {
   // The block table has ceil(150 / 64) + 1 = 4 columns: 257 keys need 5 pages.
   a.p.context_lens.data<int32_t>()[1] = 257;
   a.logits = poisoned_logits(a.p.rows(), 300);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"block_table", "context_lens"}));
+  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument},
+                                    {"block_table", "context_lens"}));
 }
 
 TEST(PagedMqaLogits, RejectsContextLensOfWrongShape) {
   DecodeArgs a = decode_args();
   HostTensor lens(DType::kI32, {3});
   lens.fill<int32_t>(10);
-  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(), a.p.weights.view(),
-                                          lens.view(), a.p.block_table.view()),
+  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(),
+                                          a.p.weights.view(), lens.view(), a.p.block_table.view()),
                          StatusCode::kInvalidArgument, {"context_lens"}));
 }
 
@@ -572,9 +593,10 @@ TEST(PagedMqaLogits, RejectsWeightsWithRowsOtherThanBTimesNextN) {
   DecodeArgs a = decode_args();
   HostTensor weights(DType::kF32, {a.p.rows() - 1, 32});
   weights.fill<float>(1.0f);
-  EXPECT_TRUE(IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(), weights.view(),
-                                          a.p.context_lens.view(), a.p.block_table.view()),
-                         StatusCode::kInvalidArgument, {"weights"}));
+  EXPECT_TRUE(
+      IsRejected(paged_mqa_logits(a.logits.view(), a.p.q.view(), a.p.cache.cache(), weights.view(),
+                                  a.p.context_lens.view(), a.p.block_table.view()),
+                 StatusCode::kInvalidArgument, {"weights"}));
 }
 
 TEST(PagedMqaLogits, RejectsQueryOfWrongRank) {
@@ -589,12 +611,14 @@ TEST(PagedMqaLogits, RejectsQueryOfWrongRank) {
 TEST(PagedMqaLogits, RejectsCacheHeadDimOtherThanQuery) {
   DecodeArgs a = decode_args();
   a.p.cache.cache().head_dim = 64;
-  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"cache", "head_dim"}));
+  EXPECT_TRUE(
+      IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument}, {"cache", "head_dim"}));
 }
 
 TEST(PagedMqaLogits, RejectsUnsupportedHeadCount) {
   DecodeArgs a = decode_args(48);
-  EXPECT_TRUE(IsRejectedNamingAnyOf(a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      a.call(), {StatusCode::kInvalidArgument, StatusCode::kUnsupported}, {"48"}));
 }
 
 TEST(PagedMqaLogits, RejectsNullCache) {
@@ -608,7 +632,8 @@ TEST(PagedMqaLogits, RejectsCudaCacheWithCpuTensors) {
   a.p.cache.cache().device = Device::kCUDA;
   const Status status = a.call();
   EXPECT_FALSE(status.ok());
-  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kUnsupported)
+  EXPECT_TRUE(status.code() == StatusCode::kInvalidArgument ||
+              status.code() == StatusCode::kUnsupported)
       << status_text(status);
 }
 

@@ -26,21 +26,37 @@ std::vector<float> quantizer_rows(Rng& rng, int64_t rows, int64_t cols) {
     const float row_sigma = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-20, 20)));
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t block = c / kMxfp4BlockSize;
-      const float block_sigma = (block + r) % 5 == 0 ? 1.0f : std::ldexp(1.0f, static_cast<int>((block * 7 + r) % 9) - 4);
+      const float block_sigma =
+          (block + r) % 5 == 0 ? 1.0f : std::ldexp(1.0f, static_cast<int>((block * 7 + r) % 9) - 4);
       row[c] = rng.normal(row_sigma * block_sigma);
     }
     switch (r) {
-      case 0: std::fill(row, row + cols, 0.0f); break;
-      case 1: for (int64_t c = 0; c < cols; ++c) row[c] = rng.normal(1e-6f); break;
-      case 2: std::fill(row, row + cols, 0.0f); row[cols / 3] = -3.0f; break;
-      case 3: for (int64_t c = 0; c < cols; ++c) row[c] = rng.normal(1e30f); break;
-      case 4: row[cols - 1] = 448.0f * 4.0f; for (int64_t c = 0; c + 1 < cols; ++c) row[c] = std::fmod(row[c], 1000.0f); break;
-      case 5: for (int64_t c = 0; c < cols; ++c) row[c] = -std::fabs(row[c]); break;
+      case 0:
+        std::fill(row, row + cols, 0.0f);
+        break;
+      case 1:
+        for (int64_t c = 0; c < cols; ++c) row[c] = rng.normal(1e-6f);
+        break;
+      case 2:
+        std::fill(row, row + cols, 0.0f);
+        row[cols / 3] = -3.0f;
+        break;
+      case 3:
+        for (int64_t c = 0; c < cols; ++c) row[c] = rng.normal(1e30f);
+        break;
+      case 4:
+        row[cols - 1] = 448.0f * 4.0f;
+        for (int64_t c = 0; c + 1 < cols; ++c) row[c] = std::fmod(row[c], 1000.0f);
+        break;
+      case 5:
+        for (int64_t c = 0; c < cols; ++c) row[c] = -std::fabs(row[c]);
+        break;
       case 6:  // a zero block and a subnormal block inside an ordinary row
         for (int64_t c = 0; c < std::min<int64_t>(cols, 32); ++c) row[c] = 0.0f;
         for (int64_t c = 32; c < std::min<int64_t>(cols, 64); ++c) row[c] = rng.normal(1e-40f);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return x;
@@ -128,8 +144,8 @@ TEST(QuantizeFp8, ValuesFitE4M3AndRowMaximumMapsNear448) {
         max_code_value = std::max(max_code_value, std::fabs(v));
       }
       if (amax >= 1e-4f) {
-        EXPECT_GE(max_code_value, 224.0f) << "row " << r << " amax " << amax
-                                          << " does not use the top binade of e4m3";
+        EXPECT_GE(max_code_value, 224.0f)
+            << "row " << r << " amax " << amax << " does not use the top binade of e4m3";
       }
     }
   }
@@ -187,13 +203,15 @@ TEST(QuantizeFp8, MatchesReferenceBitForBit) {
       std::vector<uint8_t> expected_values(static_cast<size_t>(N * D));
       std::vector<float> expected_scales(static_cast<size_t>(N));
       for (int64_t r = 0; r < N; ++r) {
-        reference::quantize_fp8_row(&expected_values[r * D], &expected_scales[r],
-                                    &in.values[r * D], D);
+        reference::quantize_fp8_row(&expected_values[r * D], &expected_scales[r], &in.values[r * D],
+                                    D);
       }
       for (int64_t r = 0; r < N; ++r) {
-        ASSERT_EQ(float_bits(scales.data<float>()[r]), float_bits(expected_scales[r])) << "row " << r;
+        ASSERT_EQ(float_bits(scales.data<float>()[r]), float_bits(expected_scales[r]))
+            << "row " << r;
         for (int d = 0; d < D; ++d) {
-          ASSERT_EQ(values.bytes()[r * D + d], expected_values[r * D + d]) << "row " << r << " d " << d;
+          ASSERT_EQ(values.bytes()[r * D + d], expected_values[r * D + d])
+              << "row " << r << " d " << d;
         }
       }
     }
@@ -223,7 +241,8 @@ TEST(QuantizeFp8, DequantizeMatchesElementwiseDecode) {
         const float got = out.data<float>()[r * D + d];
         if (std::isnan(expected)) {
           ASSERT_TRUE(std::isnan(got)) << "row " << r << " d " << d;
-          ASSERT_NE(float_bits(got), kPoisonLogitBits) << "row " << r << " d " << d << " not written";
+          ASSERT_NE(float_bits(got), kPoisonLogitBits)
+              << "row " << r << " d " << d << " not written";
         } else {
           ASSERT_EQ(float_bits(got), float_bits(expected)) << "row " << r << " d " << d;
         }
@@ -292,14 +311,15 @@ Mxfp4Output mxfp4_output(std::vector<int64_t> shape) {
 }
 
 // Shapes: keys [N, D] and query heads [M, H, D].
-const std::vector<std::vector<int64_t>> kMxfp4Shapes = {{37, 128}, {29, 64}, {5, 32, 128}, {3, 64, 64}};
+const std::vector<std::vector<int64_t>> kMxfp4Shapes = {
+    {37, 128}, {29, 64}, {5, 32, 128}, {3, 64, 64}};
 
 TEST(QuantizeMxfp4, ScaleByteIsCeilOfBlockMaximumOverSix) {
   FI_SEEDED_RNG(rng);
   for (DType dtype : kInputDtypes) {
     for (const auto& shape : kMxfp4Shapes) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " rank " << shape.size()
-                                        << " D=" << shape.back());
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " rank " << shape.size() << " D=" << shape.back());
       QuantizerInput in = make_input(rng, dtype, shape);
       Mxfp4Output out = mxfp4_output(shape);
       FI_ASSERT_OK(quantize_mxfp4(out.values.view(), out.scales.view(), in.tensor.view()));
@@ -310,7 +330,8 @@ TEST(QuantizeMxfp4, ScaleByteIsCeilOfBlockMaximumOverSix) {
           amax = std::max(amax, std::fabs(in.values[b * kMxfp4BlockSize + i]));
         }
         const float clamped = std::max(amax, kE2M1Max * std::ldexp(1.0f, -126));
-        ASSERT_EQ(out.scales.bytes()[b], ue8m0_ceil(clamped / kE2M1Max)) << "block " << b << " amax " << amax;
+        ASSERT_EQ(out.scales.bytes()[b], ue8m0_ceil(clamped / kE2M1Max))
+            << "block " << b << " amax " << amax;
       }
     }
   }
@@ -320,8 +341,8 @@ TEST(QuantizeMxfp4, ValuesWithinE2M1RoundingError) {
   FI_SEEDED_RNG(rng);
   for (DType dtype : kInputDtypes) {
     for (const auto& shape : kMxfp4Shapes) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " rank " << shape.size()
-                                        << " D=" << shape.back());
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " rank " << shape.size() << " D=" << shape.back());
       QuantizerInput in = make_input(rng, dtype, shape);
       Mxfp4Output out = mxfp4_output(shape);
       FI_ASSERT_OK(quantize_mxfp4(out.values.view(), out.scales.view(), in.tensor.view()));
@@ -331,7 +352,8 @@ TEST(QuantizeMxfp4, ValuesWithinE2M1RoundingError) {
         const double scale = ue8m0_to_float(out.scales.bytes()[i / kMxfp4BlockSize]);
         const double y = std::fabs(static_cast<double>(in.values[i])) / scale;
         ASSERT_LE(y, kE2M1Max) << "element " << i << " exceeds the E2M1 range after scaling";
-        const double error = std::fabs(restored.data<float>()[i] - static_cast<double>(in.values[i])) / scale;
+        const double error =
+            std::fabs(restored.data<float>()[i] - static_cast<double>(in.values[i])) / scale;
         ASSERT_LE(error, e2m1_half_gap(y)) << "element " << i << " x=" << in.values[i]
                                            << " restored " << restored.data<float>()[i];
       }
@@ -363,8 +385,8 @@ TEST(QuantizeMxfp4, MatchesReferenceBitForBit) {
   FI_SEEDED_RNG(rng);
   for (DType dtype : kInputDtypes) {
     for (const auto& shape : kMxfp4Shapes) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " rank " << shape.size()
-                                        << " D=" << shape.back());
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " rank " << shape.size() << " D=" << shape.back());
       QuantizerInput in = make_input(rng, dtype, shape);
       Mxfp4Output out = mxfp4_output(shape);
       FI_ASSERT_OK(quantize_mxfp4(out.values.view(), out.scales.view(), in.tensor.view()));
@@ -393,7 +415,8 @@ TEST(QuantizeMxfp4, DequantizeMatchesElementwiseDecode) {
     int64_t count = 1;
     for (int64_t extent : shape) count *= extent;
     Mxfp4Output in = mxfp4_output(shape);
-    for (int64_t i = 0; i < count / 2; ++i) in.values.bytes()[i] = static_cast<uint8_t>(rng.bits32());
+    for (int64_t i = 0; i < count / 2; ++i)
+      in.values.bytes()[i] = static_cast<uint8_t>(rng.bits32());
     for (int64_t i = 0; i < count / kMxfp4BlockSize; ++i) {
       in.scales.bytes()[i] = static_cast<uint8_t>(rng.uniform_int(0, 254));
     }
@@ -402,7 +425,8 @@ TEST(QuantizeMxfp4, DequantizeMatchesElementwiseDecode) {
     for (int64_t i = 0; i < count; ++i) {
       const uint8_t byte = in.values.bytes()[i / 2];
       const uint8_t code = i % 2 == 0 ? (byte & 0xF) : (byte >> 4);
-      const float expected = e2m1_to_float(code) * ue8m0_to_float(in.scales.bytes()[i / kMxfp4BlockSize]);
+      const float expected =
+          e2m1_to_float(code) * ue8m0_to_float(in.scales.bytes()[i / kMxfp4BlockSize]);
       const float got = out.data<float>()[i];
       ASSERT_TRUE(got == expected) << "element " << i << " code " << int{code} << " scale byte "
                                    << int{in.scales.bytes()[i / kMxfp4BlockSize]} << ": got " << got

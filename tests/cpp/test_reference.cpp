@@ -18,13 +18,15 @@ std::vector<float> dequantized_rows(const Operand& op, KFormat format, int64_t r
   if (format == KFormat::kFP8) {
     TensorView values = view_of(op.values.view().data, DType::kE4M3, {rows, head_dim});
     std::vector<float> ones(static_cast<size_t>(rows), 1.0f);
-    TensorView scales = op.scales.view().defined() ? view_of(op.scales.view().data, DType::kF32, {rows})
-                                                   : view_of(ones.data(), DType::kF32, {rows});
+    TensorView scales = op.scales.view().defined()
+                            ? view_of(op.scales.view().data, DType::kF32, {rows})
+                            : view_of(ones.data(), DType::kF32, {rows});
     const Status status = dequantize_k_fp8(out_view, values, scales);
     EXPECT_TRUE(status.ok()) << status_text(status);
   } else {
     TensorView values = view_of(op.values.view().data, DType::kE2M1x2, {rows, head_dim / 2});
-    TensorView scales = view_of(op.scales.view().data, DType::kUE8M0, {rows, head_dim / kMxfp4BlockSize});
+    TensorView scales =
+        view_of(op.scales.view().data, DType::kUE8M0, {rows, head_dim / kMxfp4BlockSize});
     const Status status = dequantize_mxfp4(out_view, values, scales);
     EXPECT_TRUE(status.ok()) << status_text(status);
   }
@@ -57,9 +59,10 @@ double fp64_slack(int head_dim, int heads, double magnitude) {
 // A logits entry of the reference (fp64 rounded once to fp32) against the direct value.
 ::testing::AssertionResult ReferenceLogitMatches(float got, const reference::Score& direct,
                                                  int head_dim, int heads) {
-  const double tolerance = std::ldexp(std::fabs(direct.value), -24) +
-                           fp64_slack(head_dim, heads, direct.magnitude);
-  if (std::fabs(static_cast<double>(got) - direct.value) <= tolerance) return ::testing::AssertionSuccess();
+  const double tolerance =
+      std::ldexp(std::fabs(direct.value), -24) + fp64_slack(head_dim, heads, direct.magnitude);
+  if (std::fabs(static_cast<double>(got) - direct.value) <= tolerance)
+    return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "reference " << got << " vs direct " << direct.value
                                        << " (tolerance " << tolerance << ")";
 }
@@ -69,13 +72,16 @@ struct Case {
   int heads;
   int head_dim;
 };
-const Case kCases[] = {{KFormat::kFP8, 32, 128},   {KFormat::kFP8, 64, 64},
-                       {KFormat::kMXFP4, 64, 128}, {KFormat::kMXFP4, 32, 64}};
+const Case kCases[] = {{KFormat::kFP8, 32, 128},
+                       {KFormat::kFP8, 64, 64},
+                       {KFormat::kMXFP4, 64, 128},
+                       {KFormat::kMXFP4, 32, 64}};
 
 TEST(ReferenceLogits, PrefillMatchesDirectLoop) {
   FI_SEEDED_RNG(rng);
   for (const Case& c : kCases) {
-    SCOPED_TRACE(::testing::Message() << kformat_name(c.format) << " H=" << c.heads << " D=" << c.head_dim);
+    SCOPED_TRACE(::testing::Message()
+                 << kformat_name(c.format) << " H=" << c.heads << " D=" << c.head_dim);
     const int64_t M = 9;
     const int64_t N = 150;
     PrefillProblem p = make_prefill_problem(rng, c.format, M, N, c.heads, c.head_dim);
@@ -84,20 +90,23 @@ TEST(ReferenceLogits, PrefillMatchesDirectLoop) {
     for (bool clean : {true, false}) {
       SCOPED_TRACE(clean ? "clean" : "not clean");
       HostTensor logits = poisoned_logits(M, N + 3, N + 8);
-      reference::mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(),
-                            p.ks.view(), p.ke.view(), clean);
+      reference::mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                            p.ke.view(), clean);
       for (int64_t t = 0; t < M; ++t) {
         const int64_t start = p.ks.data<int32_t>()[t];
         const int64_t end = p.ke.data<int32_t>()[t];
         for (int64_t s = 0; s < N + 8; ++s) {
           const float got = logits.at<float>({t, s});
           if (s >= start && s < end) {
-            const reference::Score direct =
-                direct_score(&heads[t * c.heads * c.head_dim], &p.weights.data<float>()[t * c.heads],
-                             &keys[s * c.head_dim], c.heads, c.head_dim);
-            ASSERT_TRUE(ReferenceLogitMatches(got, direct, c.head_dim, c.heads)) << "row " << t << " key " << s;
-            const reference::Score score = reference::prefill_score(p.q.view(), p.keys.view(), p.weights.view(), t, s);
-            ASSERT_LE(std::fabs(score.value - direct.value), fp64_slack(c.head_dim, c.heads, direct.magnitude));
+            const reference::Score direct = direct_score(
+                &heads[t * c.heads * c.head_dim], &p.weights.data<float>()[t * c.heads],
+                &keys[s * c.head_dim], c.heads, c.head_dim);
+            ASSERT_TRUE(ReferenceLogitMatches(got, direct, c.head_dim, c.heads))
+                << "row " << t << " key " << s;
+            const reference::Score score =
+                reference::prefill_score(p.q.view(), p.keys.view(), p.weights.view(), t, s);
+            ASSERT_LE(std::fabs(score.value - direct.value),
+                      fp64_slack(c.head_dim, c.heads, direct.magnitude));
             ASSERT_NEAR(score.magnitude, direct.magnitude, 1e-12 * direct.magnitude);
           } else if (clean && s < N + 3) {
             ASSERT_EQ(float_bits(got), float_bits(-kInf)) << "row " << t << " column " << s;
@@ -126,9 +135,10 @@ TEST(ReferenceLogits, PagedMatchesDirectLoop) {
         config.page_size = (config_index++ % 2 == 0) ? 32 : 64;
         config.max_len = 90;
         config.stride_pad_bytes = 4 * rng.uniform_int(0, 8);
-        SCOPED_TRACE(::testing::Message() << kformat_name(c.format) << " H=" << c.heads << " D="
-                                          << c.head_dim << " next_n=" << next_n
-                                          << (two_dim ? " context_lens [B, next_n]" : " context_lens [B]"));
+        SCOPED_TRACE(::testing::Message()
+                     << kformat_name(c.format) << " H=" << c.heads << " D=" << c.head_dim
+                     << " next_n=" << next_n
+                     << (two_dim ? " context_lens [B, next_n]" : " context_lens [B]"));
         DecodeProblem p = make_decode_problem(rng, config, {static_cast<int32_t>(next_n - 1)});
         const std::vector<float> heads =
             dequantized_rows(p.q, c.format, p.rows() * c.heads, c.head_dim);
@@ -142,16 +152,18 @@ TEST(ReferenceLogits, PagedMatchesDirectLoop) {
                                       p.context_lens.view(), p.block_table.view(), clean);
           for (int64_t r = 0; r < p.rows(); ++r) {
             const int64_t b = r / next_n;
-            const reference::Range range = reference::decode_range(p.context_lens.view(), next_n, r);
+            const reference::Range range =
+                reference::decode_range(p.context_lens.view(), next_n, r);
             ASSERT_EQ(range.start, 0);
             ASSERT_EQ(range.end, p.ends[r]) << "visible end of row " << r;
             for (int64_t s = 0; s < p.width + 5; ++s) {
               const float got = logits.at<float>({r, s});
               if (s < p.ends[r]) {
-                const reference::Score direct =
-                    direct_score(&heads[r * c.heads * c.head_dim], &p.weights.data<float>()[r * c.heads],
-                                 &keys[b][s * c.head_dim], c.heads, c.head_dim);
-                ASSERT_TRUE(ReferenceLogitMatches(got, direct, c.head_dim, c.heads)) << "row " << r << " position " << s;
+                const reference::Score direct = direct_score(
+                    &heads[r * c.heads * c.head_dim], &p.weights.data<float>()[r * c.heads],
+                    &keys[b][s * c.head_dim], c.heads, c.head_dim);
+                ASSERT_TRUE(ReferenceLogitMatches(got, direct, c.head_dim, c.heads))
+                    << "row " << r << " position " << s;
               } else if (clean && s < p.width) {
                 ASSERT_EQ(float_bits(got), float_bits(-kInf)) << "row " << r << " column " << s;
               } else {
@@ -173,7 +185,8 @@ TEST(ReferenceTopK, OrdersNanBelowNegativeInfinityAndZerosByIndex) {
   EXPECT_TRUE(reference::ranks_before(-0.0f, 1, 0.0f, 2));
   EXPECT_TRUE(reference::ranks_before(0.0f, 1, -0.0f, 2));
   EXPECT_TRUE(reference::ranks_before(2.0f, 7, 1.0f, 3));
-  const std::vector<int32_t> best = reference::topk_of_scores({1.0f, nan, 3.0f, -kInf, 3.0f, 0.0f}, 5);
+  const std::vector<int32_t> best =
+      reference::topk_of_scores({1.0f, nan, 3.0f, -kInf, 3.0f, 0.0f}, 5);
   EXPECT_EQ(best, (std::vector<int32_t>{2, 4, 0, 5, 3}));
 }
 

@@ -26,6 +26,10 @@ CASES = [
     ("prefill 4096x131072 bf16 k=2048", 4096, 131072, 2048, torch.bfloat16, "prefill", 0.0),
     ("decode 64x131072 fp32 k=2048", 64, 131072, 2048, torch.float32, "decode", 0.0),
     ("decode 1x131072 fp32 k=2048", 1, 131072, 2048, torch.float32, "decode", 0.0),
+    # diagnostics: one wave of one-CTA rows (264 = 2 CTAs per SM), and the split path at 132 rows
+    ("diag 264x131072 fp32 k=2048 (one wave, 1 CTA/row)", 264, 131072, 2048, torch.float32, "decode", 0.0),
+    ("diag 132x131072 fp32 k=2048 (2 splits)", 132, 131072, 2048, torch.float32, "decode", 0.0),
+    ("diag 4096x8192 fp32 k=2048 (direct path only)", 4096, 8192, 2048, torch.float32, "prefill", 0.0),
 ]
 
 

@@ -1,5 +1,7 @@
 // flashindexer: the command-line tool (run the embedded workload, describe the build).
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -7,8 +9,11 @@
 #include "cli/run.h"
 #include "cli/workload.h"
 
-int main(int argc, char** argv) {
-  namespace cli = flashindexer::cli;
+namespace {
+
+namespace cli = flashindexer::cli;
+
+int parse_and_run(int argc, char** argv) {
   CLI::App app{"FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models"};
   app.name("flashindexer");
   app.require_subcommand(1);
@@ -44,4 +49,16 @@ int main(int argc, char** argv) {
   if (run_app->parsed()) return cli::run_command(run);
   if (info_app->parsed()) return cli::info_command();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The library reports errors by Status; only the standard library (allocation) can throw.
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return 2;
+  }
 }

@@ -72,7 +72,7 @@ constexpr double kRepeatedPromptAlign = 8.0;  // above the noise, below sinks an
 // geometrically from 8 to 4096 in dims [0, 32). The positional part of q . k is then
 // amplitude^2 * sum_i cos(2 pi (p - s) / period_i): 36 at s = p, decaying over a few dozen
 // positions to a background of standard deviation ~6 (the periods decorrelate).
-constexpr int kPositionFrequencies = 16;
+constexpr size_t kPositionFrequencies = 16;
 constexpr double kShortestPeriod = 8.0;
 constexpr double kPeriodOctaves = 9.0;  // longest period 8 * 2^9 = 4096
 constexpr double kPositionAmplitude = 1.5;
@@ -130,9 +130,9 @@ void add_scaled(Vector& into, const Vector& v, double scale) {
 }
 
 void add_position_features(Vector& into, int64_t position, double amplitude) {
-  for (int i = 0; i < kPositionFrequencies; ++i) {
-    const double period =
-        kShortestPeriod * std::exp2(kPeriodOctaves * i / (kPositionFrequencies - 1));
+  for (size_t i = 0; i < kPositionFrequencies; ++i) {
+    const double period = kShortestPeriod * std::exp2(kPeriodOctaves * static_cast<double>(i) /
+                                                      (kPositionFrequencies - 1));
     const double angle = 2.0 * std::numbers::pi * static_cast<double>(position) / period;
     into[2 * i] += amplitude * std::cos(angle);
     into[2 * i + 1] += amplitude * std::sin(angle);
@@ -231,7 +231,7 @@ Status quantize_queries(Batch& batch, QueryDraws& queries, int heads) {
   const int64_t head_rows = static_cast<int64_t>(queries.w.size());  // rows * H
   batch.q.resize(head_rows * kHeadDim);
   std::vector<float> scales(head_rows);  // [rows * H] f32
-  const Status status =
+  Status status =
       quantize_k_fp8(TensorView::contiguous(batch.q.data(), DType::kE4M3, {head_rows, kHeadDim}),
                      TensorView::contiguous(scales.data(), DType::kF32, {head_rows}),
                      TensorView::contiguous(queries.q.data(), DType::kF32, {head_rows, kHeadDim}));
@@ -340,7 +340,6 @@ Status make_workload(Workload* workload, const Preset& preset, uint64_t seed) {
   workload->page_stride_bytes = (page_bytes + 511) / 512 * 512;
 
   const Vector shared_direction = rng.unit_vector();
-  workload->batch_key_offset.assign(1, 0);
   for (const BatchShape& shape : preset.batches) {
     Batch batch;
     batch.shape = &shape;
@@ -349,11 +348,10 @@ Status make_workload(Workload* workload, const Preset& preset, uint64_t seed) {
       draw_request(workload->keys, queries, batch.rows, rng, shape.requests[r], static_cast<int>(r),
                    preset.heads, shared_direction);
     }
-    const Status status = quantize_queries(batch, queries, preset.heads);
+    Status status = quantize_queries(batch, queries, preset.heads);
     if (!status.ok()) return status;
     fill_row_ranges(batch);
     workload->batches.push_back(std::move(batch));
-    workload->batch_key_offset.push_back(static_cast<int64_t>(workload->keys.size()) / kHeadDim);
   }
   assign_pages(*workload, rng);
   return Status::Ok();

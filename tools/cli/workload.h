@@ -73,12 +73,13 @@ struct Batch {
 struct Workload {
   const Preset* preset = nullptr;
   uint64_t seed = 0;
-  int64_t num_pages = 0;                  // pages of the cache pool (more than the requests need)
-  int64_t page_stride_bytes = 0;          // padded beyond the 132 * kPageSize bytes a page needs
-  std::vector<float> keys;                // [N, D] f32: every request's keys, batch after batch
-  std::vector<int64_t> slot_mapping;      // [N] i64 cache slot of each key
-  std::vector<int64_t> batch_key_offset;  // [batches + 1] first key of each batch in `keys`
-  std::vector<Batch> batches;             // parallel to preset->batches
+  int64_t num_pages = 0;          // pages of the cache pool (more than the requests need)
+  int64_t page_stride_bytes = 0;  // padded beyond the 132 * kPageSize bytes a page needs
+  // [N, D] f32: every request's keys, batch after batch. The prefill chunk's come first, in
+  // the order of its packed workspace (row i of the workspace is key i).
+  std::vector<float> keys;
+  std::vector<int64_t> slot_mapping;  // [N] i64 cache slot of each key
+  std::vector<Batch> batches;         // parallel to preset->batches
 };
 
 // Draws the workload of `preset` from `seed`: the same bits on every platform (own normal

@@ -13,10 +13,13 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMinCtasPerSm = 2;
 
-// 16-byte vectors per thread per streaming step (4 fp32 or 8 bf16 values each): 16 fp32 values;
-// bf16 takes BF16_STEP vectors (VALUE values): more keys per register would spill at 64 registers.
+// 16-byte vectors per thread per streaming step (4 fp32 or 8 bf16 values each). The loop loads
+// the next step before processing the current one, so two steps are in flight: fp32 4 vectors
+// (128 B per thread, 128 KiB per SM at 2 CTAs, > the ~65 KiB that 4.3 TB/s x ~2 us needs);
+// bf16 2 vectors (16 values, as many as fp32's 4): more bf16 values per step spill at the
+// 64-register cap of 2 CTAs x 512 threads.
 constexpr int kFloatVectorsPerStep = 4;
-constexpr int kBf16VectorsPerStep = 3;
+constexpr int kBf16VectorsPerStep = 2;
 
 // Candidate buffer of the segment kernel, in 64-bit rank keys (score key << 32 | ~index):
 // 8192 x 8 B = 64 KiB. It holds (a) a whole segment of <= 8192 keys (direct path), or (b) the

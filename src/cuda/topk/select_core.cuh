@@ -161,7 +161,8 @@ __device__ __forceinline__ void find_boundary_bin(const uint32_t* hist, SelectSt
 // 1 <= rank <= number of keys. Digits from bit 63 down to kLowestShift (56: one pass on the top
 // byte ... 0: all 64 bits, always exact for distinct keys; 32: the 32-bit score key only, which
 // may end with `remaining` keys to take from a class of equal scores). hist: 2 x kRadixBins.
-// kAggregate: warp-aggregate the histogram atomics (for data with long runs of equal keys).
+// kAggregate: warp-aggregate the histogram atomics with __match_any_sync: scores concentrate in a
+// few top-digit bins (any real distribution does), and same-address shared atomics serialize.
 template <int kLowestShift, bool kAggregate, typename Get>
 __device__ void radix_select(Get get, int64_t slots, uint32_t rank, uint32_t* hist,
                              SelectState* state) {
@@ -201,7 +202,7 @@ template <typename Get>
 __device__ void select_largest(Get get, int64_t slots, uint32_t valid, uint32_t want,
                                uint32_t* hist, SelectState* state) {
   if (want > 0 && want < valid) {
-    radix_select<0, false>(get, slots, want, hist, state);
+    radix_select<0, true>(get, slots, want, hist, state);
   } else {
     if (threadIdx.x == 0) {
       state->prefix = 0;
@@ -213,28 +214,36 @@ __device__ void select_largest(Get get, int64_t slots, uint32_t valid, uint32_t 
   }
 }
 
-// Copies the keys with (key & mask) >= prefix to selection[0, count) in slot order; slots must
-// be a multiple of kThreads (each thread owns one contiguous run). Returns count.
+// Copies the keys with (key & mask) >= prefix to selection[0, count) in slot order of a
+// deterministic layout: warp w owns slots [w * slots / kWarps, (w + 1) * slots / kWarps), read
+// 32 consecutive slots at a time (no bank conflicts), placed by ballots and a scan of the warps'
+// counts. slots must be a multiple of 32 * kWarps. Returns count.
 template <typename Get>
 __device__ uint32_t compact_selected(Get get, int slots, const SelectState* state,
                                      uint64_t* selection, uint32_t* scan_scratch) {
   const uint64_t prefix = state->prefix;
   const uint64_t mask = state->mask;
-  const int per_thread = slots / kThreads;
-  const int first = threadIdx.x * per_thread;
-  uint32_t mine = 0;
-  for (int j = 0; j < per_thread; ++j) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int per_warp = slots / kWarps;
+  const int first = warp * per_warp + lane;
+  const uint32_t lower_lanes = (1u << lane) - 1;
+  uint32_t warp_total = 0;
+  for (int j = 0; j < per_warp; j += 32) {
     uint64_t key;
-    if (get(first + j, key) && (key & mask) >= prefix) ++mine;
+    const bool take = get(first + j, key) && (key & mask) >= prefix;
+    warp_total += __popc(__ballot_sync(0xffffffffu, take));
   }
   uint32_t total;
-  uint32_t position = block_exclusive_scan(mine, scan_scratch, total);
-  for (int j = 0; j < per_thread && mine > 0; ++j) {
+  const uint32_t warp_offset =
+      block_exclusive_scan(lane == 0 ? warp_total : 0u, scan_scratch, total);
+  uint32_t position = __shfl_sync(0xffffffffu, warp_offset, 0);
+  for (int j = 0; j < per_warp; j += 32) {
     uint64_t key;
-    if (get(first + j, key) && (key & mask) >= prefix) {
-      selection[position++] = key;
-      --mine;
-    }
+    const bool take = get(first + j, key) && (key & mask) >= prefix;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
+    position += __popc(ballot);
   }
   __syncthreads();
   return total;

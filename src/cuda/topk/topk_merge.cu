@@ -24,16 +24,39 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   __shared__ SelectState state;
 
   const int64_t row = blockIdx.x;
+  __shared__ uint32_t split_offsets[kMaxSplits + 1];
   const int32_t* counts = p.split_counts + row * p.splits;
-  uint32_t offset = 0;
-  for (int split = 0; split < p.splits; ++split) {
-    const uint32_t count = static_cast<uint32_t>(counts[split]);
-    const uint64_t* keys = p.split_keys + (row * p.splits + split) * p.k;
-    for (uint32_t i = threadIdx.x; i < count; i += kThreads) buffer[offset + i] = keys[i];
-    offset += count;
+  if (threadIdx.x == 0) {
+    uint32_t offset = 0;
+    for (int split = 0; split < p.splits; ++split) {
+      split_offsets[split] = offset;
+      offset += static_cast<uint32_t>(counts[split]);
+    }
+    split_offsets[p.splits] = offset;
   }
   __syncthreads();
-  const uint32_t valid = offset;
+  // Dense copy in split order; all of a thread's loads are issued before its stores.
+  constexpr int kPerThread = kMergeCapacity / kThreads;
+  const uint64_t* keys = p.split_keys + row * p.splits * p.k;
+  const int dense = p.splits * p.k;
+  uint64_t loaded[kPerThread];
+  int target[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int g = j * kThreads + threadIdx.x;
+    const int split = g < dense ? g / p.k : 0;
+    const int i = g - split * p.k;
+    const uint32_t begin = split_offsets[split];
+    const bool valid = g < dense && begin + i < split_offsets[split + 1];
+    target[j] = valid ? static_cast<int>(begin + i) : -1;
+    loaded[j] = valid ? keys[g] : 0;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    if (target[j] >= 0) buffer[target[j]] = loaded[j];
+  }
+  __syncthreads();
+  const uint32_t valid = split_offsets[p.splits];
   const uint32_t want = valid < static_cast<uint32_t>(p.k) ? valid : static_cast<uint32_t>(p.k);
   auto get = [&](int64_t i, uint64_t& key) {
     key = buffer[i];

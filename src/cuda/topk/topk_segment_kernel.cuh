@@ -84,8 +84,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 
   if (n <= kBufferCapacity) {
     // Direct path: the whole segment in shared memory.
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-      buffer[i] = rank_key(S::key(scores, i), index_base + i);
+    // All loads first (one latency, not 16), then the shared stores.
+    constexpr int kPerThread = kBufferCapacity / kThreads;
+    uint32_t keys[kPerThread];
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int i = j * kThreads + threadIdx.x;
+      keys[j] = i < n ? S::key(scores, i) : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int i = j * kThreads + threadIdx.x;
+      if (i < n) buffer[i] = rank_key(keys[j], index_base + i);
     }
     __syncthreads();
     const uint32_t valid = static_cast<uint32_t>(n);
@@ -102,12 +112,30 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     groups = groups < kMinSampleGroups ? kMinSampleGroups
                                        : (groups > kMaxSampleGroups ? kMaxSampleGroups : groups);
     const int sampled = static_cast<int>(groups) * kSampleGroupKeys;
-    for (int g = threadIdx.x; g < groups; g += kThreads) {
-      const int64_t position = g * n / groups;
+    // Groups are loaded kGroupsInFlight per thread at a time (all their loads in flight), then
+    // stored: two latencies for the largest sample instead of eight.
+    constexpr int kGroupsPerThread = kMaxSampleGroups / kThreads;
+    constexpr int kGroupsInFlight = 4;
 #pragma unroll
-      for (int j = 0; j < kSampleGroupKeys; ++j) {
-        const int64_t i = position + j < n ? position + j : n - 1;
-        sample[g * kSampleGroupKeys + j] = S::key(scores, i);
+    for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
+      uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
+#pragma unroll
+      for (int gi = 0; gi < kGroupsInFlight; ++gi) {
+        const int64_t g = (batch + gi) * kThreads + threadIdx.x;
+        const int64_t position = g * n / groups;
+#pragma unroll
+        for (int j = 0; j < kSampleGroupKeys; ++j) {
+          const int64_t i = position + j < n ? position + j : n - 1;
+          sampled_keys[gi][j] = g < groups ? S::key(scores, i) : 0u;
+        }
+      }
+#pragma unroll
+      for (int gi = 0; gi < kGroupsInFlight; ++gi) {
+        const int64_t g = (batch + gi) * kThreads + threadIdx.x;
+#pragma unroll
+        for (int j = 0; j < kSampleGroupKeys; ++j) {
+          if (g < groups) sample[g * kSampleGroupKeys + j] = sampled_keys[gi][j];
+        }
       }
     }
     __syncthreads();
@@ -118,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       key = static_cast<uint64_t>(sample[i]) << 32;
       return true;
     };
-    radix_select<32, false>(get_sample, sampled, static_cast<uint32_t>(rank), hist, &state);
+    radix_select<32, true>(get_sample, sampled, static_cast<uint32_t>(rank), hist, &state);
     const uint32_t threshold = static_cast<uint32_t>(state.prefix >> 32);
 
     // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
@@ -153,16 +181,25 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     const uint4* vector_base = reinterpret_cast<const uint4*>(scores + head);
     const int vector_count = static_cast<int>(vectors);
     constexpr int kStep = kThreads * kVectorsPerStep;
-    for (int base = threshold == 0 ? vector_count : 0; base < vector_count; base += kStep) {
-      uint4 loaded[kVectorsPerStep];
+    // Out-of-range lanes read as NaN, which never passes the comparison. The next step's loads
+    // are issued before this step is processed: two steps in flight per thread.
+    auto load_step = [&](int base, uint4 (&loaded)[kVectorsPerStep]) {
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
         const int v = base + u * kThreads + threadIdx.x;
-        // Out-of-range lanes read as NaN, which never passes the comparison.
         loaded[u] = v < vector_count ? __ldcs(vector_base + v)
                                      : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu,
                                                   0xffffffffu);
       }
+    };
+    uint4 next[kVectorsPerStep];
+    const int first_base = threshold == 0 ? vector_count : 0;
+    load_step(first_base, next);
+    for (int base = first_base; base < vector_count; base += kStep) {
+      uint4 loaded[kVectorsPerStep];
+#pragma unroll
+      for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = next[u];
+      load_step(base + kStep, next);
       uint32_t mine = 0;
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
