@@ -66,3 +66,12 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
 size_t topk_per_row_cuda_workspace_size(int64_t rows, int64_t width, int k);
 
 }  // namespace flashindexer
+
+namespace flashindexer {
+
+// Scratch bytes topk_per_row uses on CPU logits at this k with `threads` CPU threads (0 = the
+// OpenMP default); independent of rows and width. Without options.workspace the CPU path
+// allocates this much per call.
+size_t topk_per_row_cpu_workspace_size(int k, int threads = 0);
+
+}  // namespace flashindexer

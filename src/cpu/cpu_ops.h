@@ -32,8 +32,10 @@ void paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q, const 
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, bool clean, int threads);
 
+// workspace: threads * topk_thread_workspace_bytes(k) bytes.
 void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                  bool sorted, int threads);
+                  bool sorted, int threads, void* workspace);
+size_t topk_thread_workspace_bytes(int k);
 
 // Scratch of one CPU thread of the indexer, and of all of them.
 size_t indexer_thread_workspace_bytes(int k);

@@ -45,6 +45,21 @@ void decode_mxfp4_row(float* out, const uint8_t* values, const uint8_t* scales, 
   }
 }
 
+void decode_fp8_column(float* out, int64_t out_stride, const uint8_t* values, int head_dim) {
+  const std::array<float, 256>& table = e4m3_table();
+  for (int d = 0; d < head_dim; ++d) out[d * out_stride] = table[values[d]];
+}
+
+void decode_mxfp4_column(float* out, int64_t out_stride, const uint8_t* values,
+                         const uint8_t* scales, int head_dim) {
+  const std::array<float, 16>& table = e2m1_table();
+  for (int d = 0; d < head_dim; d += 2) {
+    const float scale = ue8m0_to_float(scales[d / kMxfp4BlockSize]);
+    out[d * out_stride] = table[values[d / 2] & 0xF] * scale;
+    out[(d + 1) * out_stride] = table[values[d / 2] >> 4] * scale;
+  }
+}
+
 }  // namespace flashindexer::cpu
 
 namespace flashindexer::cpu {

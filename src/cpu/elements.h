@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <cstdint>
 
 #include "flashindexer/formats.h"
@@ -34,6 +35,10 @@ const std::array<float, 16>& e2m1_table();
 // Dequantizes one row of D values (FP8: unscaled e4m3 values; MXFP4: values * block scales).
 void decode_fp8_row(float* out, const uint8_t* values, int head_dim);
 void decode_mxfp4_row(float* out, const uint8_t* values, const uint8_t* scales, int head_dim);
+// The same into a column: out[d * out_stride].
+void decode_fp8_column(float* out, int64_t out_stride, const uint8_t* values, int head_dim);
+void decode_mxfp4_column(float* out, int64_t out_stride, const uint8_t* values,
+                         const uint8_t* scales, int head_dim);
 
 }  // namespace flashindexer::cpu
 

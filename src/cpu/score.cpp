@@ -27,40 +27,4 @@ void load_query_row(QueryRow& row, const QuantizedTensor& q, int64_t b, int64_t 
   }
 }
 
-void PackedKeys::load(int64_t first, int count, float* rows, float* scales, int head_dim) const {
-  const bool mxfp4 = keys_.values.dtype == DType::kE2M1x2;
-  for (int i = 0; i < count; ++i) {
-    const uint8_t* values = element<uint8_t>(keys_.values, first + i, 0);
-    if (mxfp4) {
-      decode_mxfp4_row(rows + i * head_dim, values, element<uint8_t>(keys_.scales, first + i, 0),
-                       head_dim);
-      scales[i] = 1.0f;
-    } else {
-      decode_fp8_row(rows + i * head_dim, values, head_dim);
-      scales[i] = *element<float>(keys_.scales, first + i);
-    }
-  }
-}
-
-void PagedKeys::load(int64_t first, int count, float* rows, float* scales, int head_dim) const {
-  const int64_t value_bytes = cache_.value_bytes_per_key();
-  const int64_t scale_bytes = cache_.scale_bytes_per_key();
-  for (int i = 0; i < count; ++i) {
-    const int64_t position = first + i;
-    const int64_t page = block_table_row_[position / cache_.page_size];
-    const int64_t slot = position % cache_.page_size;
-    const uint8_t* page_base =
-        static_cast<const uint8_t*>(cache_.data) + page * cache_.page_stride_bytes;
-    const uint8_t* values = page_base + slot * value_bytes;
-    const uint8_t* key_scales = page_base + cache_.page_size * value_bytes + slot * scale_bytes;
-    if (cache_.format == KFormat::kMXFP4) {
-      decode_mxfp4_row(rows + i * head_dim, values, key_scales, head_dim);
-      scales[i] = 1.0f;
-    } else {
-      decode_fp8_row(rows + i * head_dim, values, head_dim);
-      std::memcpy(&scales[i], key_scales, sizeof(float));
-    }
-  }
-}
-
 }  // namespace flashindexer::cpu

@@ -1,11 +1,15 @@
 // The CPU scoring core, shared by mqa_logits, paged_mqa_logits and the indexer ops so that the
 // logits they produce are the same bits.
 //
-// Arithmetic of one score (the CPU backend's canonical order; the library is compiled with
-// -ffp-contract=off so no multiply-add is fused):
-//   dot_h   = tree sum of 8 strided fp32 partial sums over d   (lane j sums d = j, j+8, ...)
-//   total   = sum over h in order of  W[h] * max(dot_h, 0)
-//   score   = kscale * total      (kscale = 1 for MXFP4 keys, whose scales are in the values)
+// Arithmetic of one score, identical on every SIMD target and thread count:
+//   dot_h = q_h[0] * k[0] + q_h[1] * k[1] + ... in order of d, one rounding per addition (the
+//           products of FP8 values are exact in fp32, so a fused multiply-add changes nothing)
+//   total = sum over h in order of  W[h] * relu(dot_h)   (a rounded multiply, then an add)
+//   score = kscale * total      (kscale = 1 for MXFP4 keys, whose scales are in the values)
+// relu keeps NaN (a NaN code in a garbage cache gives a NaN score, as in the reference).
+//
+// Work is organised in key tiles: kKeyTile keys are dequantized once into a transposed tile and
+// scored against every query row of a row block while the tile is hot in cache.
 #pragma once
 
 #include <algorithm>
@@ -19,14 +23,25 @@ namespace flashindexer::cpu {
 
 inline constexpr int kMaxHeads = 64;
 inline constexpr int kMaxScoringHeadDim = 128;
-inline constexpr int kKeyTile = 64;  // keys dequantized together: 64 x 128 floats = 32 KiB
+// Keys per tile: a multiple of 2 vectors on every target (32 lanes on AVX-512), and a
+// transposed tile of 128 x 64 floats (32 KiB) that fits the L1/L2 of any x86 core.
+inline constexpr int kKeyTile = 64;
+// Query rows scored against one tile before the next tile is loaded.
+inline constexpr int kRowBlock = 4;
 
 // One query row, dequantized: q [H][D] floats and its weights [H].
 struct QueryRow {
-  float q[kMaxHeads * kMaxScoringHeadDim];
-  float weights[kMaxHeads];
+  alignas(64) float q[kMaxHeads * kMaxScoringHeadDim];
+  alignas(64) float weights[kMaxHeads];
   int heads = 0;
   int head_dim = 0;
+};
+
+// kKeyTile keys, dequantized and transposed: values[d * kKeyTile + i] is element d of key i.
+// Lanes past the keys loaded are zero (their scores are computed and ignored).
+struct KeyTile {
+  alignas(64) float values[kMaxScoringHeadDim * kKeyTile];
+  alignas(64) float scales[kKeyTile];
 };
 
 // Fills `row` from query row (b, j) of q ([M, H, D] with j = 0, or [B, next_n, H, D]) and
@@ -34,32 +49,31 @@ struct QueryRow {
 void load_query_row(QueryRow& row, const QuantizedTensor& q, int64_t b, int64_t j,
                     const TensorView& weights, int64_t weight_row);
 
-inline float dot_product(const float* a, const float* b, int n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int d = 0; d < n; d += 8) {
-    for (int j = 0; j < 8; ++j) lane[j] += a[d + j] * b[d + j];
-  }
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
+// scores[i] = score of key i of the tile against `row`, for all kKeyTile lanes (SIMD, dispatched
+// at run time to the best target of the CPU).
+void score_tile(float* scores, const QueryRow& row, const KeyTile& tile);
 
-inline float score_key(const QueryRow& row, const float* key, float key_scale) {
-  float total = 0.0f;
-  for (int h = 0; h < row.heads; ++h) {
-    const float dot = dot_product(row.q + h * row.head_dim, key, row.head_dim);
-    total += row.weights[h] * std::max(dot, 0.0f);
-  }
-  return key_scale * total;
-}
+// Where one key's bytes are: D (FP8) or D/2 (MXFP4) value bytes and its scale bytes.
+struct KeyBytes {
+  const uint8_t* values;
+  const uint8_t* scales;
+};
 
 // Keys of the packed prefill workspace: values [N, D] e4m3 + scales [N] f32, or MXFP4.
 class PackedKeys {
  public:
-  explicit PackedKeys(const QuantizedTensor& keys) : keys_(keys) {}
-  // Dequantizes keys [first, first + count) into rows [count][D] and their scales.
-  void load(int64_t first, int count, float* rows, float* scales, int head_dim) const;
+  explicit PackedKeys(const QuantizedTensor& keys)
+      : keys_(keys), mxfp4_(keys.values.dtype == DType::kE2M1x2) {}
+  bool mxfp4() const { return mxfp4_; }
+  KeyBytes key(int64_t s) const {
+    return {element<uint8_t>(keys_.values, s, 0),
+            mxfp4_ ? element<uint8_t>(keys_.scales, s, 0)
+                   : reinterpret_cast<const uint8_t*>(element<float>(keys_.scales, s))};
+  }
 
  private:
   const QuantizedTensor& keys_;
+  bool mxfp4_;
 };
 
 // Keys of one request in the paged cache, addressed by context position.
@@ -67,24 +81,74 @@ class PagedKeys {
  public:
   PagedKeys(const PagedKCache& cache, const int32_t* block_table_row)
       : cache_(cache), block_table_row_(block_table_row) {}
-  void load(int64_t first, int count, float* rows, float* scales, int head_dim) const;
+  bool mxfp4() const { return cache_.format == KFormat::kMXFP4; }
+  KeyBytes key(int64_t position) const {
+    const int64_t page = block_table_row_[position / cache_.page_size];
+    const int64_t slot = position % cache_.page_size;
+    const uint8_t* page_base =
+        static_cast<const uint8_t*>(cache_.data) + page * cache_.page_stride_bytes;
+    const int64_t value_bytes = cache_.value_bytes_per_key();
+    return {page_base + slot * value_bytes,
+            page_base + cache_.page_size * value_bytes + slot * cache_.scale_bytes_per_key()};
+  }
 
  private:
   const PagedKCache& cache_;
   const int32_t* block_table_row_;
 };
 
-// scores[i] = score of key first + i, for i < count, in tiles of kKeyTile keys.
+// Dequantizes keys [first, first + count) of `keys` into `tile` (count <= kKeyTile).
 template <typename Keys>
-void score_keys(float* scores, const QueryRow& row, const Keys& keys, int64_t first,
-                int64_t count) {
-  alignas(64) float tile[kKeyTile * kMaxScoringHeadDim];
-  float tile_scales[kKeyTile];
-  for (int64_t begin = 0; begin < count; begin += kKeyTile) {
-    const int n = static_cast<int>(std::min<int64_t>(kKeyTile, count - begin));
-    keys.load(first + begin, n, tile, tile_scales, row.head_dim);
-    for (int i = 0; i < n; ++i) {
-      scores[begin + i] = score_key(row, tile + i * row.head_dim, tile_scales[i]);
+void load_key_tile(KeyTile& tile, const Keys& keys, int64_t first, int count, int head_dim) {
+  const bool mxfp4 = keys.mxfp4();
+  for (int i = 0; i < count; ++i) {
+    const KeyBytes bytes = keys.key(first + i);
+    if (mxfp4) {
+      decode_mxfp4_column(tile.values + i, kKeyTile, bytes.values, bytes.scales, head_dim);
+      tile.scales[i] = 1.0f;
+    } else {
+      decode_fp8_column(tile.values + i, kKeyTile, bytes.values, head_dim);
+      std::memcpy(&tile.scales[i], bytes.scales, sizeof(float));
+    }
+  }
+  for (int i = count; i < kKeyTile; ++i) {
+    for (int d = 0; d < head_dim; ++d) tile.values[d * kKeyTile + i] = 0.0f;
+    tile.scales[i] = 0.0f;
+  }
+}
+
+// A block of query rows scored together: row r sees keys [start[r], end[r]).
+struct RowBlock {
+  const QueryRow* rows[kRowBlock];
+  int64_t start[kRowBlock];
+  int64_t end[kRowBlock];
+  int count = 0;
+};
+
+// Scores every visible key of every row of the block, tile by tile, and hands each row's scores
+// to consume(r, first_key, scores, n): scores[i] is the score of key first_key + i.
+template <typename Keys, typename Consume>
+void score_row_block(const RowBlock& block, const Keys& keys, Consume&& consume) {
+  int64_t low = INT64_MAX;
+  int64_t high = INT64_MIN;
+  for (int r = 0; r < block.count; ++r) {
+    if (block.start[r] >= block.end[r]) continue;
+    low = std::min(low, block.start[r]);
+    high = std::max(high, block.end[r]);
+  }
+  if (low >= high) return;
+  const int head_dim = block.rows[0]->head_dim;
+  KeyTile tile;
+  alignas(64) float scores[kKeyTile];
+  for (int64_t tile_start = low; tile_start < high; tile_start += kKeyTile) {
+    const int64_t tile_end = std::min<int64_t>(tile_start + kKeyTile, high);
+    load_key_tile(tile, keys, tile_start, static_cast<int>(tile_end - tile_start), head_dim);
+    for (int r = 0; r < block.count; ++r) {
+      const int64_t first = std::max(tile_start, block.start[r]);
+      const int64_t last = std::min(tile_end, block.end[r]);
+      if (first >= last) continue;
+      score_tile(scores, *block.rows[r], tile);
+      consume(r, first, scores + (first - tile_start), last - first);
     }
   }
 }

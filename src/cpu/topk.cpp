@@ -1,44 +1,100 @@
-// CPU topk_per_row: rank keys of a row's visible logits, then an exact nth_element selection.
-#include <vector>
+// CPU topk_per_row: one read of each visible logit.
+//
+// A strided sample of the row gives a floor expected to let about 2k scores through; one pass
+// then streams the row through StreamingTopK, which drops everything below the floor at once.
+// If the guess was too high (fewer than min(n, k) survivors), the row is streamed again with no
+// floor, so the result is always exact.
+#include <omp.h>
+
+#include <algorithm>
+#include <functional>
 
 #include "cpu/cpu_ops.h"
 #include "cpu/decode_rows.h"
-#include "cpu/select.h"
+#include "cpu/streaming_topk.h"
 #include "flashindexer/formats.h"
 
 namespace flashindexer::cpu {
+namespace {
+
+constexpr int64_t kSamples = 1024;
+// Sample only when the sample expects at least this many of its members in the top k; fewer
+// would make the guess too noisy to pay for itself.
+constexpr int64_t kMinSampledTopK = 8;
+
+template <typename Logit>
+float to_float(Logit value) {
+  if constexpr (sizeof(Logit) == 2) {
+    return bf16_to_float(value);
+  } else {
+    return value;
+  }
+}
+
+// A floor below about 2k of the n scores, from a strided sample; 0 (no floor) for short rows.
+template <typename Logit>
+uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
+  if (n * kMinSampledTopK > kSamples * k) {
+    uint32_t sample[kSamples];
+    const int64_t stride = n / kSamples;
+    for (int64_t i = 0; i < kSamples; ++i) sample[i] = ordered_score_bits(to_float(row[i * stride]));
+    const int64_t rank = std::min<int64_t>(kSamples - 1, 2 * kSamples * k / n);
+    std::nth_element(sample, sample + rank, sample + kSamples, std::greater<uint32_t>());
+    return sample[rank];
+  }
+  return 0;
+}
+
+template <typename Logit>
+void stream_row(StreamingTopK& selector, const Logit* row, int64_t n) {
+  float scores[kMaxPushed];
+  for (int64_t begin = 0; begin < n; begin += kMaxPushed) {
+    const int count = static_cast<int>(std::min<int64_t>(kMaxPushed, n - begin));
+    for (int i = 0; i < count; ++i) scores[i] = to_float(row[begin + i]);
+    selector.push(scores, count, static_cast<uint32_t>(begin));
+  }
+}
+
+template <typename Logit>
+void select_row(int32_t* out, const Logit* row, int64_t n, int k, bool sorted, uint64_t* buffer) {
+  StreamingTopK selector;
+  selector.reset(buffer, k, sampled_floor(row, n, k));
+  stream_row(selector, row, n);
+  if (selector.size() < static_cast<size_t>(std::min<int64_t>(n, k))) {
+    selector.reset(buffer, k);
+    stream_row(selector, row, n);
+  }
+  selector.finish(sorted);
+  write_indices(out, selector.keys(), selector.size(), k);
+}
+
+}  // namespace
 
 void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                  bool sorted, int threads) {
+                  bool sorted, int threads, void* workspace) {
   const int64_t rows = out.shape[0];
-  const bool bf16 = logits.dtype == DType::kBF16;
-#pragma omp parallel num_threads(threads)
-  {
-    std::vector<uint64_t> keys;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t start = 0;
-      int64_t end;
-      if (ranges.is_prefill()) {
-        start = *element<int32_t>(ranges.ks, r);
-        end = *element<int32_t>(ranges.ke, r);
-      } else {
-        end = decode_row_end(ranges.lengths, ranges.next_n, r);
-      }
-      const int64_t visible = std::max<int64_t>(end - start, 0);
-      int32_t* out_row = element<int32_t>(out, r, 0);
-      keys.resize(visible);
-      if (bf16) {
-        const uint16_t* row = element<uint16_t>(logits, r, start);
-        for (int64_t i = 0; i < visible; ++i) keys[i] = rank_key(bf16_to_float(row[i]), i);
-      } else {
-        const float* row = element<float>(logits, r, start);
-        for (int64_t i = 0; i < visible; ++i) keys[i] = rank_key(row[i], i);
-      }
-      const size_t kept = keep_largest(keys.data(), keys.size(), k, sorted);
-      write_indices(out_row, keys.data(), kept, k);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t start = 0;
+    int64_t end;
+    if (ranges.is_prefill()) {
+      start = *element<int32_t>(ranges.ks, r);
+      end = *element<int32_t>(ranges.ke, r);
+    } else {
+      end = decode_row_end(ranges.lengths, ranges.next_n, r);
+    }
+    const int64_t visible = std::max<int64_t>(end - start, 0);
+    uint64_t* buffer = static_cast<uint64_t*>(workspace) +
+                       omp_get_thread_num() * streaming_topk_capacity(k);
+    int32_t* out_row = element<int32_t>(out, r, 0);
+    if (logits.dtype == DType::kBF16) {
+      select_row(out_row, element<uint16_t>(logits, r, start), visible, k, sorted, buffer);
+    } else {
+      select_row(out_row, element<float>(logits, r, start), visible, k, sorted, buffer);
     }
   }
 }
+
+size_t topk_thread_workspace_bytes(int k) { return streaming_topk_capacity(k) * sizeof(uint64_t); }
 
 }  // namespace flashindexer::cpu

@@ -1,36 +1,11 @@
 // Public indexer entry points: validate, then run on the tensors' device.
 #include "flashindexer/indexer.h"
 
-#include <vector>
-
 #include "ops/dispatch.h"
 #include "ops/scoring_checks.h"
 #include "ops/topk_checks.h"
 
 namespace flashindexer {
-namespace {
-
-// Runs `body(workspace)` with the caller's workspace, or with one allocated for this call.
-template <typename Body>
-Status with_cpu_workspace(const char* op, int k, int threads, const RunOptions& options,
-                          Body body) {
-  const size_t needed = indexer_cpu_workspace_size(k, threads);
-  if (options.workspace == nullptr) {
-    std::vector<uint64_t> owned((needed + sizeof(uint64_t) - 1) / sizeof(uint64_t));
-    body(owned.data());
-    return Status::Ok();
-  }
-  if (options.workspace_bytes < needed) {
-    return Status::WorkspaceTooSmall(concat(op, ": workspace has ", options.workspace_bytes,
-                                            " bytes, expected at least ", needed, " for k=", k,
-                                            " on ", threads, " threads"));
-  }
-  body(options.workspace);
-  return Status::Ok();
-}
-
-}  // namespace
-
 size_t indexer_cpu_workspace_size(int k, int threads) {
   return static_cast<size_t>(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
 }
@@ -46,7 +21,8 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) return not_on_cuda(check.op());
   const int threads = cpu_threads(options);
-  return with_cpu_workspace(check.op(), k, threads, options, [&](void* workspace) {
+  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
+                            [&](void* workspace) {
     cpu::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, workspace,
                          threads);
   });
@@ -64,7 +40,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) return not_on_cuda(check.op());
   const int threads = cpu_threads(options);
-  return with_cpu_workspace(check.op(), k, threads, options, [&](void* workspace) {
+  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
+                            [&](void* workspace) {
     cpu::indexer_decode(out, q, cache, weights, context_lens, block_table, k, topk_options.sorted,
                         workspace, threads);
   });

@@ -87,8 +87,15 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
     return not_on_cuda(check.op());
 #endif
   }
-  cpu::topk_per_row(out, logits, ranges, k, topk_options.sorted, cpu_threads(options));
-  return Status::Ok();
+  const int threads = cpu_threads(options);
+  return with_cpu_workspace(check.op(), topk_per_row_cpu_workspace_size(k, threads), options,
+                            [&](void* workspace) {
+    cpu::topk_per_row(out, logits, ranges, k, topk_options.sorted, threads, workspace);
+  });
+}
+
+size_t topk_per_row_cpu_workspace_size(int k, int threads) {
+  return static_cast<size_t>(cpu::resolve_threads(threads)) * cpu::topk_thread_workspace_bytes(k);
 }
 
 size_t topk_per_row_cuda_workspace_size(int64_t rows, int64_t width, int k) {

@@ -1,0 +1,51 @@
+// How the CPU scoring ops group query rows into blocks that share key tiles.
+//
+// Prefill: consecutive rows (mostly one request, whose ranges overlap). Decode: the next_n rows
+// of one request, which read the same pages, so each page is dequantized once for all of them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/decode_rows.h"
+#include "cpu/score.h"
+
+namespace flashindexer::cpu {
+
+struct PrefillBlocks {
+  int64_t rows;
+  int64_t count() const { return (rows + kRowBlock - 1) / kRowBlock; }
+  int64_t first_row(int64_t block) const { return block * kRowBlock; }
+  int size(int64_t block) const {
+    return static_cast<int>(std::min<int64_t>(kRowBlock, rows - first_row(block)));
+  }
+};
+
+struct DecodeBlocks {
+  int64_t batch;
+  int next_n;
+  int64_t per_request() const { return (next_n + kRowBlock - 1) / kRowBlock; }
+  int64_t count() const { return batch * per_request(); }
+  int64_t request(int64_t block) const { return block / per_request(); }
+  int64_t first_row(int64_t block) const {
+    return request(block) * next_n + (block % per_request()) * kRowBlock;
+  }
+  int size(int64_t block) const {
+    const int64_t first_j = (block % per_request()) * kRowBlock;
+    return static_cast<int>(std::min<int64_t>(kRowBlock, next_n - first_j));
+  }
+};
+
+}  // namespace flashindexer::cpu
+
+namespace flashindexer::cpu {
+
+// Loads the query rows of block b into rows[0, size) and describes them in `block`.
+void load_prefill_block(RowBlock& block, QueryRow* rows, const PrefillBlocks& blocks, int64_t b,
+                        const QuantizedTensor& q, const TensorView& weights, const TensorView& ks,
+                        const TensorView& ke);
+void load_decode_block(RowBlock& block, QueryRow* rows, const DecodeBlocks& blocks, int64_t b,
+                       const QuantizedTensor& q, const TensorView& weights,
+                       const TensorView& context_lens);
+
+}  // namespace flashindexer::cpu
