@@ -14,9 +14,10 @@
 //       1. Sample: groups of 4 consecutive keys at evenly spaced positions (2K-16K keys).
 //          Threshold T = the sample's rank-r key, r = q + 4 sqrt(q) + 8 with q = sample * k / n,
 //          so about 1.6-2.7 k keys of the segment are >= T.
-//       2. Stream the segment once with 16-byte loads (4 per thread in flight); each warp
-//          appends its keys >= T to its own slice of the shared buffer, at positions from a
-//          warp scan (deterministic, no shared atomics on the hot path).
+//       2. Stream the segment once with 16-byte evict-first loads (the next step's loads are
+//          issued before the current step is processed); the hot test is a float compare
+//          against the value of T; each warp appends its keys >= T to its own 512-entry slice
+//          of the shared buffer at positions from a warp scan (deterministic, no atomics).
 //       3. If >= k' keys survived and no slice overflowed, the survivors contain the top-k':
 //          radix select + compaction in shared memory. Otherwise (a > 4 sigma sample, or more
 //          than 8192 keys >= T because of massive ties) the exact fallback runs: radix select
