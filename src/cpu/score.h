@@ -23,9 +23,9 @@ namespace flashindexer::cpu {
 
 inline constexpr int kMaxHeads = 64;
 inline constexpr int kMaxScoringHeadDim = 128;
-// Keys per tile: a multiple of 2 vectors on every target (32 lanes on AVX-512), and a
-// transposed tile of 128 x 64 floats (32 KiB) that fits the L1/L2 of any x86 core.
-inline constexpr int kKeyTile = 64;
+// Keys per tile: a multiple of 3 vectors on every target (1, 4, 8 or 16 lanes), and a
+// transposed tile of 128 x 48 floats (24 KiB) that fits the L1 of any x86 core.
+inline constexpr int kKeyTile = 48;
 // Query rows scored against one tile before the next tile is loaded.
 inline constexpr int kRowBlock = 4;
 

@@ -13,16 +13,23 @@
 
 namespace flashindexer::cpu {
 
+// Branch-free (scores are random, a branch on the sign would mispredict half the time):
+// sign set -> ~bits, sign clear -> bits | 0x80000000, then -0 -> +0 and NaN -> 0.
 inline uint32_t ordered_score_bits(float score) {
-  if (std::isnan(score)) return 0;
   uint32_t bits;
   std::memcpy(&bits, &score, sizeof bits);
-  if (bits == 0x80000000u) bits = 0;  // -0.0 ties with +0.0
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  uint32_t order = bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u);
+  order += bits == 0x80000000u;  // -0: 0x7fffffff + 1 = the order of +0
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  return nan ? 0u : order;
+}
+
+inline uint64_t rank_key_of_bits(uint32_t order_bits, uint32_t index) {
+  return static_cast<uint64_t>(order_bits) << 32 | static_cast<uint32_t>(~index);
 }
 
 inline uint64_t rank_key(float score, uint32_t index) {
-  return static_cast<uint64_t>(ordered_score_bits(score)) << 32 | static_cast<uint32_t>(~index);
+  return rank_key_of_bits(ordered_score_bits(score), index);
 }
 
 inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }

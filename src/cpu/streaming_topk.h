@@ -17,6 +17,11 @@ namespace flashindexer::cpu {
 
 inline constexpr int kMaxPushed = 256;
 
+// Appends to `out` the rank keys of the scores whose order bits are >= floor (SIMD, dispatched
+// to the CPU's best target); returns how many. `out` has room for n keys.
+size_t filter_scores(const float* scores, size_t n, uint32_t floor, uint32_t first_index,
+                     uint64_t* out);
+
 inline size_t streaming_topk_capacity(int k) { return 2 * static_cast<size_t>(k) + kMaxPushed; }
 
 class StreamingTopK {
@@ -31,13 +36,7 @@ class StreamingTopK {
 
   // Offers scores[i] for the key of relative index first_index + i, i < n <= kMaxPushed.
   void push(const float* scores, int n, uint32_t first_index) {
-    size_t count = count_;
-    for (int i = 0; i < n; ++i) {
-      const uint32_t bits = ordered_score_bits(scores[i]);
-      keys_[count] = static_cast<uint64_t>(bits) << 32 | static_cast<uint32_t>(~(first_index + i));
-      count += bits >= floor_;
-    }
-    count_ = count;
+    count_ += filter_scores(scores, static_cast<size_t>(n), floor_, first_index, keys_ + count_);
     if (count_ >= 2 * k_) prune();
   }
 

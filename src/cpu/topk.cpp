@@ -18,9 +18,10 @@ namespace flashindexer::cpu {
 namespace {
 
 constexpr int64_t kSamples = 1024;
-// Sample only when the sample expects at least this many of its members in the top k; fewer
-// would make the guess too noisy to pay for itself.
+// Sample only when the sample expects at least this many of its members in the top k (fewer
+// would make the guess too noisy to pay for itself), and only rows several times longer than k.
 constexpr int64_t kMinSampledTopK = 8;
+constexpr int64_t kMinRowOverK = 4;
 
 template <typename Logit>
 float to_float(Logit value) {
@@ -34,7 +35,7 @@ float to_float(Logit value) {
 // A floor below about 2k of the n scores, from a strided sample; 0 (no floor) for short rows.
 template <typename Logit>
 uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
-  if (n * kMinSampledTopK > kSamples * k) {
+  if (kSamples * k >= kMinSampledTopK * n && n >= kMinRowOverK * k) {
     uint32_t sample[kSamples];
     const int64_t stride = n / kSamples;
     for (int64_t i = 0; i < kSamples; ++i) sample[i] = ordered_score_bits(to_float(row[i * stride]));
@@ -47,11 +48,15 @@ uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
 
 template <typename Logit>
 void stream_row(StreamingTopK& selector, const Logit* row, int64_t n) {
-  float scores[kMaxPushed];
+  float widened[kMaxPushed];
   for (int64_t begin = 0; begin < n; begin += kMaxPushed) {
     const int count = static_cast<int>(std::min<int64_t>(kMaxPushed, n - begin));
-    for (int i = 0; i < count; ++i) scores[i] = to_float(row[begin + i]);
-    selector.push(scores, count, static_cast<uint32_t>(begin));
+    if constexpr (sizeof(Logit) == 2) {  // bf16: widen (exactly) to fp32 first
+      for (int i = 0; i < count; ++i) widened[i] = to_float(row[begin + i]);
+      selector.push(widened, count, static_cast<uint32_t>(begin));
+    } else {
+      selector.push(row + begin, count, static_cast<uint32_t>(begin));
+    }
   }
 }
 

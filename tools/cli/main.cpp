@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench.h"
 #include "cli/info.h"
 #include "cli/run.h"
 #include "cli/workload.h"
@@ -45,8 +46,37 @@ int parse_and_run(int argc, char** argv) {
   CLI::App* info_app =
       app.add_subcommand("info", "Print the version, build, CPU features and visible GPUs");
 
+  cli::BenchConfig bench;
+  CLI::App* bench_app = app.add_subcommand(
+      "bench",
+      "Time the CPU ops against the machine's measured ceilings and a PyTorch/NumPy baseline");
+  std::string bench_device = "cpu";
+  bench_app
+      ->add_option("--device", bench_device,
+                   "Device to benchmark (cpu; the GPU top-k has tools/bench/bench_topk.py)")
+      ->check(CLI::IsMember({"cpu"}))
+      ->capture_default_str();
+  bench_app->add_option("--preset", bench.preset, "Cases: issue (the full list) or quick (small)")
+      ->check(CLI::IsMember({"issue", "quick"}))
+      ->capture_default_str();
+  bench_app->add_option("--json", bench.json_path, "Write the records as a JSON array");
+  bench_app
+      ->add_option("--baseline", bench.baseline,
+                   "auto: PyTorch CPU if importable, else NumPy; none: skip the baseline")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  bench_app->add_option("--python", bench.python, "Python interpreter of the baseline")
+      ->capture_default_str();
+  bench_app->add_option("--repeats", bench.repeats, "Timed runs per op (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_app->add_option("--threads", bench.threads, "CPU threads (0 = the OpenMP default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   if (run_app->parsed()) return cli::run_command(run);
+  if (bench_app->parsed()) return cli::bench_command(bench);
   if (info_app->parsed()) return cli::info_command();
   return 0;
 }

@@ -45,6 +45,16 @@ constexpr float kRankSlack = 8.0f;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
+// Histogram select (select_core.cuh): 11-bit digits, 2048 bins, 4 per thread for the block
+// scan that finds the boundary bin (8 KiB of shared memory). A boundary bin of <= 256 keys is
+// resolved by brute force (each key counts the keys above it: <= 256 steps for 256 threads),
+// which is cheaper than another histogram round over all candidates.
+constexpr int kHistBits = 11;
+constexpr int kHistBins = 1 << kHistBits;
+constexpr int kHistBinsPerThread = kHistBins / kThreads;
+constexpr int kBruteForceMax = 256;
+static_assert(kHistBinsPerThread * kThreads == kHistBins);
+
 // Splitting a row over several CTAs (rows too few to fill the GPU): aim at 2 CTAs per SM; each
 // split keeps its own exact top-k in the workspace and a merge kernel selects among
 // splits x k candidates, which it holds in shared memory: 16384 x 8 B = 128 KiB (1 CTA per SM).

@@ -286,6 +286,248 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Histogram select (the fast path). Candidates are rank keys in per-warp slices of a shared
+// buffer: warp w owns buffer[w * slice, w * slice + count(w)). A round histograms the candidates
+// inside a rank-key range [lo, hi] into 2048 bins of 2^shift keys each (the bin of a key is
+// min((key - lo) >> shift, 2047)), finds the bin B that holds the wanted rank with one block
+// scan, and either resolves B exactly (<= kBruteForceMax keys: each counts the keys above it) or
+// narrows [lo, hi] to B and repeats: 11 bits per round over the occupied range only (digits
+// common to all candidates are never spent on), usually one round for the survivors of a
+// sampled threshold, whose first histogram is even built while streaming. The result is the
+// cutoff rank key K: exactly `want` candidates have key >= K. Rank keys are distinct, so K (and
+// the compacted set) do not depend on the order in which atomics are served.
+
+struct Candidates {
+  const uint64_t* buffer;
+  int slice;               // slots per warp
+  const uint32_t* counts;  // per-warp counts, or nullptr: dense [0, valid)
+  uint32_t valid;
+  __device__ __forceinline__ uint32_t count(int warp) const {
+    if (counts != nullptr) return counts[warp];
+    const int64_t left = static_cast<int64_t>(valid) - static_cast<int64_t>(warp) * slice;
+    return left <= 0 ? 0u : (left > slice ? static_cast<uint32_t>(slice) : static_cast<uint32_t>(left));
+  }
+};
+
+// Slots per warp for `valid` dense keys: every warp gets a share, a multiple of 32.
+__device__ __forceinline__ int dense_slice(uint32_t valid) {
+  const int per_warp = static_cast<int>((valid + kWarps - 1) / kWarps);
+  return per_warp < 32 ? 32 : (per_warp + 31) / 32 * 32;
+}
+
+__device__ __forceinline__ int shift_for_range(uint64_t width) {
+  const int bits = width == 0 ? 0 : 64 - __clzll(static_cast<long long>(width));
+  return bits > kHistBits ? bits - kHistBits : 0;
+}
+
+__device__ __forceinline__ uint32_t hist_bin(uint64_t key, uint64_t lo, int shift) {
+  const uint64_t bin = (key - lo) >> shift;
+  return bin > kHistBins - 1 ? static_cast<uint32_t>(kHistBins - 1) : static_cast<uint32_t>(bin);
+}
+
+// All threads of the warp (warp-uniform call): adds 1 to bins[bin] for every lane with take,
+// one atomic per distinct bin (same-address shared atomics serialize; real scores concentrate).
+__device__ __forceinline__ void warp_hist_add(uint32_t* bins, uint32_t bin, bool take) {
+  const uint32_t peers = __match_any_sync(0xffffffffu, take ? bin : 0xffffffffu);
+  if (take && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&bins[bin], __popc(peers));
+}
+
+struct HistShared {
+  uint32_t bins[kHistBins];
+  uint32_t scan[kWarps + 1];
+  uint32_t warp_min[kWarps];
+  uint32_t warp_max[kWarps];
+  uint32_t boundary_bin;
+  uint32_t above;   // keys in bins above the boundary bin
+  uint32_t in_bin;  // keys in the boundary bin
+  uint32_t gathered;
+  uint64_t cutoff;
+  uint64_t gather[kBruteForceMax];
+};
+
+// Finds the bin B (from the top) with above < target <= above + bins[B]; needs
+// 1 <= target <= sum of bins. Thread t owns bins 2047 - 4t .. 2044 - 4t. Contains barriers.
+__device__ inline void find_hist_boundary(HistShared& hs, uint32_t target) {
+  uint32_t counts[kHistBinsPerThread];
+  uint32_t sum = 0;
+  const int top = kHistBins - 1 - kHistBinsPerThread * static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < kHistBinsPerThread; ++j) {
+    counts[j] = hs.bins[top - j];
+    sum += counts[j];
+  }
+  uint32_t total;
+  const uint32_t before = block_exclusive_scan(sum, hs.scan, total);
+  if (before < target && target <= before + sum) {
+    uint32_t above = before;
+    bool found = false;
+#pragma unroll
+    for (int j = 0; j < kHistBinsPerThread; ++j) {
+      if (!found && above + counts[j] >= target) {
+        found = true;
+        hs.boundary_bin = static_cast<uint32_t>(top - j);
+        hs.above = above;
+        hs.in_bin = counts[j];
+      } else if (!found) {
+        above += counts[j];
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Block reduce of per-warp values written to hs.warp_min / warp_max (after a barrier).
+__device__ __forceinline__ uint32_t reduce_warp_max(const HistShared& hs) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) m = m > hs.warp_max[w] ? m : hs.warp_max[w];
+  return m;
+}
+__device__ __forceinline__ uint32_t reduce_warp_min(const HistShared& hs) {
+  uint32_t m = 0xffffffffu;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) m = m < hs.warp_min[w] ? m : hs.warp_min[w];
+  return m;
+}
+
+// The cutoff K of the `want` largest candidates inside [lo, hi] (every candidate above hi counts
+// as taken by the caller): 1 <= want <= candidates in [lo, hi]. hist_ready: hs.bins already
+// holds this round's histogram for (lo, shift) (built while streaming). Contains barriers.
+__device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uint64_t lo,
+                                         uint64_t hi, int shift, bool hist_ready,
+                                         HistShared& hs) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
+  const uint32_t mine = c.count(warp);
+  for (;;) {
+    if (!hist_ready) {
+      for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
+      __syncthreads();
+      for (uint32_t j = 0; j < mine; j += 32) {
+        const uint32_t i = j + lane;
+        const uint64_t key = i < mine ? slice[i] : 0;
+        const bool take = i < mine && key >= lo && key <= hi;
+        warp_hist_add(hs.bins, take ? hist_bin(key, lo, shift) : 0u, take);
+      }
+      __syncthreads();
+    }
+    hist_ready = false;
+    if (threadIdx.x == 0) hs.gathered = 0;
+    find_hist_boundary(hs, want);
+    const uint32_t bin = hs.boundary_bin;
+    const uint32_t in_bin = hs.in_bin;
+    const uint32_t remaining = want - hs.above;
+    const uint64_t bin_lo = lo + (static_cast<uint64_t>(bin) << shift);
+    uint64_t bin_hi = hi;
+    if (bin < kHistBins - 1 && hi - bin_lo > (uint64_t{1} << shift) - 1) {
+      bin_hi = bin_lo + ((uint64_t{1} << shift) - 1);
+    }
+    if (in_bin <= kBruteForceMax) {
+      for (uint32_t i = lane; i < mine; i += 32) {
+        const uint64_t key = slice[i];
+        if (key >= bin_lo && key <= bin_hi) hs.gather[atomicAdd(&hs.gathered, 1u)] = key;
+      }
+      __syncthreads();
+      const uint32_t m = hs.gathered;
+      for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
+        const uint64_t key = hs.gather[i];
+        uint32_t greater = 0;
+        for (uint32_t q = 0; q < m; ++q) greater += hs.gather[q] > key ? 1u : 0u;
+        if (greater == remaining - 1) hs.cutoff = key;
+      }
+      __syncthreads();
+      return hs.cutoff;
+    }
+    lo = bin_lo;
+    hi = bin_hi;
+    want = remaining;
+    shift = shift_for_range(hi - lo);
+  }
+}
+
+// Copies the candidates with key >= cutoff to selection[0, count) in slot order (warp by warp,
+// 32 slots at a time, placed by ballots and a block scan of the warps' counts: deterministic).
+__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff,
+                                          uint64_t* selection, uint32_t* scan_scratch) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
+  const uint32_t mine = c.count(warp);
+  const uint32_t lower_lanes = (1u << lane) - 1;
+  uint32_t warp_total = 0;
+  for (uint32_t j = 0; j < mine; j += 32) {
+    const uint32_t i = j + lane;
+    const bool take = i < mine && slice[i] >= cutoff;
+    warp_total += __popc(__ballot_sync(0xffffffffu, take));
+  }
+  uint32_t total;
+  const uint32_t warp_offset =
+      block_exclusive_scan(lane == 0 ? warp_total : 0u, scan_scratch, total);
+  uint32_t position = __shfl_sync(0xffffffffu, warp_offset, 0);
+  for (uint32_t j = 0; j < mine; j += 32) {
+    const uint32_t i = j + lane;
+    const uint64_t key = i < mine ? slice[i] : 0;
+    const bool take = i < mine && key >= cutoff;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
+    position += __popc(ballot);
+  }
+  __syncthreads();
+  return total;
+}
+
+// Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into
+// selection[0, count); returns count (= min(want, candidates)).
+__device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint32_t min_key,
+                                        uint32_t max_key, uint64_t* selection,
+                                        HistShared& hs) {
+  uint64_t cutoff = 0;  // every key: all wanted
+  if (want == 0) {
+    cutoff = ~uint64_t{0};  // no key: +inf is 0xff800000, so no rank key is all ones
+  } else if (want < c.valid) {
+    const uint64_t lo = static_cast<uint64_t>(min_key) << 32;
+    const uint64_t hi = (static_cast<uint64_t>(max_key) << 32) | 0xffffffffu;
+    cutoff = select_cutoff(c, want, lo, hi, shift_for_range(hi - lo), false, hs);
+  }
+  return compact_cutoff(c, cutoff, selection, hs.scan);
+}
+
+// A lower bound T of the sample's rank-th largest key, at most 2^10 key steps below it: two
+// 11-bit histogram rounds (key bits 31..21, then 20..10 inside the boundary bin), instead of a
+// full select. Also the sample's largest key. 1 <= rank <= sampled. Contains barriers.
+__device__ inline void sample_threshold(const uint32_t* sample, int sampled, uint32_t rank,
+                                        HistShared& hs, uint32_t& threshold,
+                                        uint32_t& sample_max) {
+  const int warp = threadIdx.x >> 5;
+  for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
+  __syncthreads();
+  uint32_t largest = 0;
+  for (int j = 0; j < sampled; j += kThreads) {  // warp-uniform trip count
+    const int i = j + static_cast<int>(threadIdx.x);
+    const uint32_t key = i < sampled ? sample[i] : 0u;
+    largest = largest > key ? largest : key;
+    warp_hist_add(hs.bins, key >> 21, i < sampled);
+  }
+  largest = __reduce_max_sync(0xffffffffu, largest);
+  if ((threadIdx.x & 31) == 0) hs.warp_max[warp] = largest;
+  __syncthreads();
+  find_hist_boundary(hs, rank);
+  const uint32_t top_bin = hs.boundary_bin;
+  const uint32_t remaining = rank - hs.above;
+  sample_max = reduce_warp_max(hs);
+  for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < sampled; i += kThreads) {
+    const uint32_t key = sample[i];
+    if ((key >> 21) == top_bin) atomicAdd(&hs.bins[(key >> 10) & (kHistBins - 1)], 1u);
+  }
+  __syncthreads();
+  find_hist_boundary(hs, remaining);
+  threshold = (top_bin << 21) | (hs.boundary_bin << 10);
+}
+
 // Visible range [start, start + count) of a row, clamped to [0, width].
 __device__ inline void row_range(const Params& p, int64_t row, int64_t& start, int64_t& count) {
   int64_t begin = 0;

@@ -1,7 +1,7 @@
 // topk_merge_kernel: the exact top-k of a row from its splits' top-k (decode / few rows).
 //
 // One CTA per row. Loads the row's split results (<= splits x k <= 16384 rank keys, 128 KiB)
-// from the workspace into shared memory in split order, selects the k largest with the radix
+// from the workspace into shared memory in split order, selects the k largest with the histogram
 // select of select_core.cuh, compacts them in slot order (deterministic) and writes the row,
 // sorted best first when asked. 1 CTA per SM: the buffer takes 128 KiB + the selection array.
 #include <cuda_runtime.h>
@@ -19,9 +19,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                      // [kMergeCapacity]
   uint64_t* selection = shared_keys + kMergeCapacity;  // [selection_capacity(k)]
-  __shared__ uint32_t hist[2 * kRadixBins];
-  __shared__ uint32_t scan_scratch[kWarps + 1];
-  __shared__ SelectState state;
+  __shared__ HistShared hs;
 
   const int64_t row = blockIdx.x;
   __shared__ uint32_t split_offsets[kMaxSplits + 1];
@@ -51,19 +49,29 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
     target[j] = valid ? static_cast<int>(begin + i) : -1;
     loaded[j] = valid ? keys[g] : 0;
   }
+  uint32_t lowest = 0xffffffffu;
+  uint32_t highest = 0;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    if (target[j] >= 0) buffer[target[j]] = loaded[j];
+    if (target[j] >= 0) {
+      buffer[target[j]] = loaded[j];
+      const uint32_t score = static_cast<uint32_t>(loaded[j] >> 32);
+      lowest = lowest < score ? lowest : score;
+      highest = highest > score ? highest : score;
+    }
+  }
+  lowest = __reduce_min_sync(0xffffffffu, lowest);
+  highest = __reduce_max_sync(0xffffffffu, highest);
+  if ((threadIdx.x & 31) == 0) {
+    hs.warp_min[threadIdx.x >> 5] = lowest;
+    hs.warp_max[threadIdx.x >> 5] = highest;
   }
   __syncthreads();
   const uint32_t valid = split_offsets[p.splits];
   const uint32_t want = valid < static_cast<uint32_t>(p.k) ? valid : static_cast<uint32_t>(p.k);
-  auto get = [&](int64_t i, uint64_t& key) {
-    key = buffer[i];
-    return i < valid;
-  };
-  select_largest(get, kMergeCapacity, valid, want, hist, &state);
-  const uint32_t count = compact_selected(get, kMergeCapacity, &state, selection, scan_scratch);
+  const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
+  const uint32_t count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs),
+                                      selection, hs);
   write_row(p, row, selection, count);
 }
 

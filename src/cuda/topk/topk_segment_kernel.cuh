@@ -45,8 +45,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                       // [kBufferCapacity] rank keys
   uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
-  __shared__ uint32_t hist[2 * kRadixBins];
-  __shared__ uint32_t scan_scratch[kWarps + 1];
+  __shared__ HistShared hs;  // histogram select; its bins also serve the fallback radix select
   __shared__ uint32_t warp_counts[kWarps];
   __shared__ SelectState state;
 
@@ -93,19 +92,28 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       const int i = j * kThreads + threadIdx.x;
       keys[j] = i < n ? S::key(scores, i) : 0u;
     }
+    uint32_t lowest = 0xffffffffu;
+    uint32_t highest = 0;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
       const int i = j * kThreads + threadIdx.x;
-      if (i < n) buffer[i] = rank_key(keys[j], index_base + i);
+      if (i < n) {
+        buffer[i] = rank_key(keys[j], index_base + i);
+        lowest = lowest < keys[j] ? lowest : keys[j];
+        highest = highest > keys[j] ? highest : keys[j];
+      }
+    }
+    lowest = __reduce_min_sync(0xffffffffu, lowest);
+    highest = __reduce_max_sync(0xffffffffu, highest);
+    if (lane == 0) {
+      hs.warp_min[warp] = lowest;
+      hs.warp_max[warp] = highest;
     }
     __syncthreads();
     const uint32_t valid = static_cast<uint32_t>(n);
-    auto get = [&](int64_t i, uint64_t& key) {
-      key = buffer[i];
-      return i < valid;
-    };
-    select_largest(get, kBufferCapacity, valid, want, hist, &state);
-    count = compact_selected(get, kBufferCapacity, &state, selection, scan_scratch);
+    const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
+    count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection,
+                         hs);
   } else {
     // 1. Sampled threshold.
     uint32_t* sample = reinterpret_cast<uint32_t*>(buffer);
@@ -143,12 +151,17 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     const float expected_rank = static_cast<float>(sampled) * want / static_cast<float>(n);
     float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
     rank = rank > sampled ? sampled : rank;
-    auto get_sample = [&](int64_t i, uint64_t& key) {
-      key = static_cast<uint64_t>(sample[i]) << 32;
-      return true;
-    };
-    radix_select<32, true>(get_sample, sampled, static_cast<uint32_t>(rank), hist, &state);
-    const uint32_t threshold = static_cast<uint32_t>(state.prefix >> 32);
+    uint32_t threshold;
+    uint32_t sample_max;
+    sample_threshold(sample, sampled, static_cast<uint32_t>(rank), hs, threshold, sample_max);
+    // The survivors' first histogram round is built while streaming: range [T, sample max]
+    // (keys above the sample's largest fall into the top bin).
+    const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
+    const int first_shift =
+        shift_for_range((static_cast<uint64_t>(sample_max - threshold) << 32) | 0xffffffffu);
+    for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
+    __syncthreads();  // the sample is read and the bins are clear before the slices are written
+    uint32_t highest = 0;  // largest survivor key of this thread
 
     // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
     uint64_t* slice = buffer + warp * kWarpSlice;
@@ -168,16 +181,21 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       const bool keep = i >= 0 && key >= threshold;
       const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
       const uint32_t position = __popc(ballot & ((1u << lane) - 1));
-      if (keep && position < kWarpSlice) {
-        slice[position] = rank_key(key, index_base + static_cast<uint32_t>(i));
+      if (keep) {
+        const uint64_t ranked = rank_key(key, index_base + static_cast<uint32_t>(i));
+        if (position < kWarpSlice) slice[position] = ranked;
+        atomicAdd(&hs.bins[hist_bin(ranked, lo, first_shift)], 1u);
+        highest = highest > key ? highest : key;
       }
       warp_count = __popc(ballot);
     }
     // The hot loop compares floats: for every non-NaN x, score_key(x) >= threshold exactly
     // when x >= threshold_value (the float whose key is the threshold); NaN keys (0) are below
     // any threshold > 0, and a threshold of 0 sends the segment to the fallback.
-    const uint32_t threshold_bits =
-        (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
+    // A threshold in (0, 0x007fffff] (only -inf, 0x007fffff, and no score lies in it: NaNs are 0)
+    // compares as -inf: every non-NaN score passes, the same set as key >= threshold.
+    uint32_t threshold_bits = (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
+    if (threshold != 0 && threshold <= 0x007fffffu) threshold_bits = 0xff800000u;
     const float threshold_value = __uint_as_float(threshold_bits);
     const uint4* vector_base = reinterpret_cast<const uint4*>(scores + head);
     const int vector_count = static_cast<int>(vectors);
@@ -220,11 +238,12 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 #pragma unroll
           for (int e = 0; e < kPerVector; ++e) {
             if (S::vector_value(loaded[u], e) >= threshold_value) {
-              if (position < kWarpSlice) {
-                slice[position] = rank_key(S::vector_key(loaded[u], e),
-                                           index_base + static_cast<uint32_t>(
-                                                            head + v * kPerVector + e));
-              }
+              const uint32_t key = S::vector_key(loaded[u], e);
+              const uint64_t ranked =
+                  rank_key(key, index_base + static_cast<uint32_t>(head + v * kPerVector + e));
+              if (position < kWarpSlice) slice[position] = ranked;
+              atomicAdd(&hs.bins[hist_bin(ranked, lo, first_shift)], 1u);
+              highest = highest > key ? highest : key;
               ++position;
             }
           }
@@ -232,7 +251,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       }
       warp_count += step_total;
     }
-    if (lane == 0) warp_counts[warp] = warp_count;
+    highest = __reduce_max_sync(0xffffffffu, highest);
+    if (lane == 0) {
+      warp_counts[warp] = warp_count;
+      hs.warp_max[warp] = highest;
+    }
     __syncthreads();
     uint32_t survivors = 0;
     bool overflow = false;
@@ -243,20 +266,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     }
 
     if (threshold != 0 && !overflow && survivors >= want) {
-      // 3. Exact selection among the survivors.
-      auto get = [&](int64_t i, uint64_t& key) {
-        key = buffer[i];
-        return static_cast<uint32_t>(i % kWarpSlice) < warp_counts[i / kWarpSlice];
-      };
-      select_largest(get, kBufferCapacity, survivors, want, hist, &state);
-      count = compact_selected(get, kBufferCapacity, &state, selection, scan_scratch);
+      // 3. Exact selection among the survivors: the streamed histogram, then (rarely) more
+      // rounds inside the boundary bin.
+      const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
+      uint64_t cutoff = 0;  // all survivors wanted
+      if (want < survivors) {
+        const uint64_t hi = (static_cast<uint64_t>(reduce_warp_max(hs)) << 32) | 0xffffffffu;
+        cutoff = select_cutoff(candidates, want, lo, hi, first_shift, true, hs);
+      }
+      count = compact_cutoff(candidates, cutoff, selection, hs.scan);
     } else {
       // Exact fallback over global memory.
       auto get_global = [&](int64_t i, uint64_t& key) {
         key = static_cast<uint64_t>(S::key(scores, i)) << 32;
         return true;
       };
-      radix_select<32, true>(get_global, n, want, hist, &state);
+      radix_select<32, true>(get_global, n, want, hs.bins, &state);
       const bool whole_bin = state.done != 0;
       const uint32_t boundary_mask = static_cast<uint32_t>(state.mask >> 32);
       const uint32_t boundary = static_cast<uint32_t>(state.prefix >> 32);
@@ -272,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
         const bool tie = i < n && !whole_bin && key == boundary;
         uint32_t both;
         const uint32_t before = block_exclusive_scan((above ? 1u : 0u) | (tie ? 1u << 16 : 0u),
-                                                     scan_scratch, both);
+                                                     hs.scan, both);
         const uint32_t above_position = above_taken + (before & 0xffffu);
         const uint32_t tie_rank = ties_seen + (before >> 16);
         if (above) {

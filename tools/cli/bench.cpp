@@ -1,0 +1,338 @@
+// `flashindexer bench`: times the CPU ops on the cases of the CPU-backend issue, next to the
+// machine's ceilings measured in the same process and to what a user would otherwise run
+// (tools/bench/cpu_baseline.py: PyTorch CPU when importable, else NumPy, on the same inputs,
+// written to a temporary folder and run as a child process).
+#include "cli/bench.h"
+
+#include <fmt/core.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/ceilings.h"
+#include "flashindexer/flashindexer.h"
+
+namespace flashindexer::cli {
+namespace {
+
+constexpr int kDim = 128;
+constexpr int kPageSize = 64;
+
+struct Case {
+  std::string name;
+  std::string mode;  // prefill | decode | topk
+  int64_t rows;
+  int64_t keys;      // per row: the chunk's keys (prefill), each request's context (decode)
+  int heads;
+  int k;
+};
+
+std::vector<Case> cases_of(const std::string& preset) {
+  const bool quick = preset == "quick";
+  const int64_t prefill_rows = quick ? 32 : 512, prefill_keys = quick ? 4096 : 32768;
+  const int64_t decode_rows = quick ? 4 : 16, decode_keys = quick ? 8192 : 65536;
+  const int64_t topk_rows = quick ? 32 : 512, topk_keys = quick ? 16384 : 131072;
+  std::vector<Case> cases;
+  for (int heads : {64, 32}) {
+    for (int k : {2048, 512}) {
+      cases.push_back({fmt::format("prefill {}x{} H={} k={}", prefill_rows, prefill_keys, heads, k),
+                       "prefill", prefill_rows, prefill_keys, heads, k});
+      cases.push_back({fmt::format("decode {}x{} H={} k={}", decode_rows, decode_keys, heads, k),
+                       "decode", decode_rows, decode_keys, heads, k});
+    }
+  }
+  for (int k : {2048, 512}) {
+    cases.push_back({fmt::format("topk {}x{} f32 k={}", topk_rows, topk_keys, k), "topk",
+                     topk_rows, topk_keys, 0, k});
+  }
+  return cases;
+}
+
+double median_ms(const std::function<void()>& run, int repeats) {
+  run();  // warm-up: first touch of outputs and workspace
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void require(const Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+template <typename T>
+void write_file(const std::filesystem::path& path, const std::vector<T>& values) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(values.data()),
+             static_cast<std::streamsize>(values.size() * sizeof(T)));
+}
+
+// Quantized inputs of one scoring case, plus their dequantized f32 form for the baseline.
+struct ScoringInputs {
+  std::vector<uint8_t> q;          // [rows, H, D] e4m3 (scale folded into weights)
+  std::vector<float> weights;      // [rows, H]
+  std::vector<uint8_t> keys;       // [key_rows * N, D] e4m3
+  std::vector<float> key_scales;   // [key_rows * N]
+  std::vector<int32_t> ks, ke;     // [rows]
+};
+
+void quantize_rows(std::vector<uint8_t>& values, std::vector<float>& scales,
+                   std::vector<float>& input, int64_t rows) {
+  values.resize(rows * kDim);
+  scales.resize(rows);
+  require(quantize_k_fp8(TensorView::contiguous(values.data(), DType::kE4M3, {rows, kDim}),
+                         TensorView::contiguous(scales.data(), DType::kF32, {rows}),
+                         TensorView::contiguous(input.data(), DType::kF32, {rows, kDim})));
+}
+
+ScoringInputs make_inputs(const Case& c, std::mt19937_64& rng) {
+  ScoringInputs in;
+  std::normal_distribution<float> normal;
+  const int64_t key_rows = c.mode == "decode" ? c.rows : 1;
+  std::vector<float> keys(key_rows * c.keys * kDim);
+  // A shared mean direction gives every row's scores a common offset, as real keys do.
+  std::vector<float> mean(kDim);
+  for (float& x : mean) x = normal(rng);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = normal(rng) + 0.5f * mean[i % kDim];
+  quantize_rows(in.keys, in.key_scales, keys, key_rows * c.keys);
+  std::vector<float> q(c.rows * c.heads * kDim);
+  for (float& x : q) x = normal(rng);
+  std::vector<float> q_scales;
+  quantize_rows(in.q, q_scales, q, c.rows * c.heads);
+  in.weights.resize(c.rows * c.heads);
+  for (size_t i = 0; i < in.weights.size(); ++i) in.weights[i] = normal(rng) * q_scales[i];
+  for (int64_t t = 0; t < c.rows; ++t) {
+    // Prefill: the chunk's last rows, causal (the anchors' layout). Decode: whole contexts.
+    in.ks.push_back(0);
+    in.ke.push_back(static_cast<int32_t>(c.mode == "decode" ? c.keys : c.keys - c.rows + t + 1));
+  }
+  return in;
+}
+
+std::vector<float> dequantized(const std::vector<uint8_t>& values, int64_t rows) {
+  std::vector<float> out(rows * kDim);
+  std::vector<float> ones(rows, 1.0f);
+  require(dequantize_k_fp8(TensorView::contiguous(out.data(), DType::kF32, {rows, kDim}),
+                           TensorView::contiguous(const_cast<uint8_t*>(values.data()),
+                                                  DType::kE4M3, {rows, kDim}),
+                           TensorView::contiguous(ones.data(), DType::kF32, {rows})));
+  return out;
+}
+
+struct Record {
+  std::string name, op;
+  double median_ms = 0;
+  double work = 0;        // FLOP (scoring) or bytes (top-k)
+  std::string unit;       // FLOP | bytes
+  double rate = 0;        // GFLOP/s or GB/s
+  double fraction = 0;    // of the relevant ceiling
+  std::string baseline;   // torch | numpy | none
+  double baseline_ms = 0;
+};
+
+// Runs the baseline script on the inputs in `folder`; returns {name, median ms}.
+std::pair<std::string, double> run_baseline(const BenchConfig& config, const Case& c,
+                                            const std::filesystem::path& folder, int threads) {
+  if (config.baseline == "none") return {"none", 0.0};
+  const std::string command = fmt::format(
+      "{} {}/tools/bench/cpu_baseline.py --dir {} --mode {} --rows {} --keys {} --heads {} "
+      "--dim {} --k {} --repeats {} --threads {} 2>&1",
+      config.python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads,
+      kDim, c.k, config.repeats, threads);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {"unavailable", 0.0};
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  if (pclose(pipe) != 0) {
+    fmt::print(stderr, "baseline unavailable for {}: {}\n", c.name, output);
+    return {"unavailable", 0.0};
+  }
+  const auto find = [&](const std::string& key) {
+    const size_t at = output.find("\"" + key + "\": ");
+    return at == std::string::npos ? std::string() : output.substr(at + key.size() + 4);
+  };
+  const std::string name = find("baseline");
+  const std::string ms = find("median_ms");
+  return {name.substr(1, name.find('"', 1) - 1), std::stod(ms)};
+}
+
+}  // namespace
+
+int bench_command(const BenchConfig& config) {
+  const int threads = config.threads > 0 ? config.threads : omp_get_max_threads();
+  const Ceilings ceilings = measure_ceilings(threads);
+  fmt::print("flashindexer bench: cpu, {} threads, SIMD target {}\n", threads,
+             ceilings.simd_target);
+  fmt::print("ceilings (same process): fp32 FMA {:.1f} GFLOP/s, streaming read {:.1f} GB/s\n\n",
+             ceilings.fma_gflops, ceilings.read_gbytes);
+  RunOptions options;
+  options.cpu_threads = threads;
+  std::mt19937_64 rng(2026);
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / fmt::format("flashindexer-bench-{}", getpid());
+  std::filesystem::create_directories(folder);
+  std::vector<Record> records;
+
+  for (const Case& c : cases_of(config.preset)) {
+    std::vector<std::pair<std::string, std::function<void()>>> ops;
+    double flop = 0, bytes = 0;
+    ScoringInputs in;
+    std::vector<float> logits;
+    std::vector<int32_t> out(c.rows * c.k);
+    std::vector<uint8_t> cache_bytes;
+    std::vector<int32_t> block_table, lengths;
+    const TensorView out_view = TensorView::contiguous(out.data(), DType::kI32, {c.rows, c.k});
+    if (c.mode == "topk") {
+      logits.resize(c.rows * c.keys);
+      std::normal_distribution<float> normal;
+      for (float& x : logits) x = normal(rng);
+      write_file(folder / "logits.bin", logits);
+      bytes = static_cast<double>(logits.size() * sizeof(float));
+      lengths.assign(c.rows, static_cast<int32_t>(c.keys));
+      ops.emplace_back("topk_per_row", [&] {
+        require(topk_per_row(out_view,
+                             TensorView::contiguous(logits.data(), DType::kF32, {c.rows, c.keys}),
+                             RowRanges::decode(TensorView::contiguous(lengths.data(),
+                                                                       DType::kI32, {c.rows})),
+                             c.k, {}, options));
+      });
+    } else {
+      in = make_inputs(c, rng);
+      int64_t pairs = 0;
+      for (int64_t t = 0; t < c.rows; ++t) pairs += in.ke[t] - in.ks[t];
+      flop = 2.0 * pairs * c.heads * kDim;
+      const QuantizedTensor q{c.mode == "decode"
+                                  ? TensorView::contiguous(in.q.data(), DType::kE4M3,
+                                                           {c.rows, 1, c.heads, kDim})
+                                  : TensorView::contiguous(in.q.data(), DType::kE4M3,
+                                                           {c.rows, c.heads, kDim}),
+                              {}};
+      const TensorView weights =
+          TensorView::contiguous(in.weights.data(), DType::kF32, {c.rows, c.heads});
+      logits.resize(c.rows * c.keys);
+      const TensorView logits_view =
+          TensorView::contiguous(logits.data(), DType::kF32, {c.rows, c.keys});
+      if (c.mode == "prefill") {
+        const QuantizedTensor keys{
+            TensorView::contiguous(in.keys.data(), DType::kE4M3, {c.keys, kDim}),
+            TensorView::contiguous(in.key_scales.data(), DType::kF32, {c.keys})};
+        const TensorView ks = TensorView::contiguous(in.ks.data(), DType::kI32, {c.rows});
+        const TensorView ke = TensorView::contiguous(in.ke.data(), DType::kI32, {c.rows});
+        ops.emplace_back("mqa_logits", [&, q, keys, weights, ks, ke, logits_view] {
+          require(mqa_logits(logits_view, q, keys, weights, ks, ke, {.clean = false}, options));
+        });
+        ops.emplace_back("indexer_prefill", [&, q, keys, weights, ks, ke] {
+          require(indexer_prefill(out_view, q, keys, weights, ks, ke, c.k, {}, options));
+        });
+      } else {
+        // The paged cache: every request's keys in its own shuffled pages.
+        const int64_t pages_per_row = c.keys / kPageSize;
+        const int64_t num_pages = pages_per_row * c.rows;
+        const int64_t page_stride = PagedKCache::page_bytes(KFormat::kFP8, kPageSize, kDim);
+        cache_bytes.resize(num_pages * page_stride);
+        std::vector<int32_t> pages(num_pages);
+        for (int64_t p = 0; p < num_pages; ++p) pages[p] = static_cast<int32_t>(p);
+        std::shuffle(pages.begin(), pages.end(), rng);
+        block_table = pages;
+        PagedKCache cache;
+        cache.data = cache_bytes.data();
+        cache.num_pages = num_pages;
+        cache.page_size = kPageSize;
+        cache.head_dim = kDim;
+        cache.page_stride_bytes = page_stride;
+        for (int64_t key = 0; key < c.rows * c.keys; ++key) {
+          const int64_t request = key / c.keys, position = key % c.keys;
+          uint8_t* page = cache_bytes.data() +
+                          block_table[request * pages_per_row + position / kPageSize] * page_stride;
+          std::copy_n(&in.keys[key * kDim], kDim, page + (position % kPageSize) * kDim);
+          std::copy_n(reinterpret_cast<const uint8_t*>(&in.key_scales[key]), 4,
+                      page + kPageSize * kDim + (position % kPageSize) * 4);
+        }
+        lengths.assign(c.rows, static_cast<int32_t>(c.keys));
+        const TensorView lens = TensorView::contiguous(lengths.data(), DType::kI32, {c.rows});
+        const TensorView table =
+            TensorView::contiguous(block_table.data(), DType::kI32, {c.rows, pages_per_row});
+        ops.emplace_back("paged_mqa_logits", [&, q, cache, weights, lens, table, logits_view] {
+          require(paged_mqa_logits(logits_view, q, cache, weights, lens, table, {.clean = false},
+                                   options));
+        });
+        ops.emplace_back("indexer_decode", [&, q, cache, weights, lens, table] {
+          require(indexer_decode(out_view, q, cache, weights, lens, table, c.k, {}, options));
+        });
+      }
+      const int64_t key_rows = c.mode == "decode" ? c.rows : 1;
+      write_file(folder / "q.bin", dequantized(in.q, c.rows * c.heads));
+      write_file(folder / "keys.bin", dequantized(in.keys, key_rows * c.keys));
+      write_file(folder / "kscale.bin", in.key_scales);
+      write_file(folder / "weights.bin", in.weights);
+      write_file(folder / "ks.bin", in.ks);
+      write_file(folder / "ke.bin", in.ke);
+    }
+    const auto [baseline, baseline_ms] = run_baseline(config, c, folder, threads);
+    for (const auto& [op, run] : ops) {
+      // Scoring alone has no top-k: its baseline is the end-to-end one only when it is an
+      // indexer op or the top-k op itself.
+      const bool end_to_end = op.rfind("indexer", 0) == 0 || op == "topk_per_row";
+      Record record;
+      record.name = c.name;
+      record.op = op;
+      record.median_ms = median_ms(run, config.repeats);
+      const bool is_topk = op == "topk_per_row";
+      record.work = is_topk ? bytes : flop;
+      record.unit = is_topk ? "bytes" : "FLOP";
+      record.rate = record.work / (record.median_ms * 1e6);
+      record.fraction =
+          record.rate / (is_topk ? ceilings.read_gbytes : ceilings.fma_gflops);
+      record.baseline = end_to_end ? baseline : "none";
+      record.baseline_ms = end_to_end ? baseline_ms : 0.0;
+      records.push_back(record);
+    }
+  }
+  std::filesystem::remove_all(folder);
+
+  fmt::print("| case | op | ours ms | rate | fraction of ceiling | baseline | baseline ms | "
+             "speedup |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Record& r : records) {
+    fmt::print("| {} | {} | {:.2f} | {:.1f} {} | {:.2f} | {} | {} | {} |\n", r.name, r.op,
+               r.median_ms, r.rate, r.unit == "bytes" ? "GB/s" : "GFLOP/s", r.fraction,
+               r.baseline, r.baseline_ms > 0 ? fmt::format("{:.1f}", r.baseline_ms) : "-",
+               r.baseline_ms > 0 ? fmt::format("{:.1f}x", r.baseline_ms / r.median_ms) : "-");
+  }
+  if (!config.json_path.empty()) {
+    std::ofstream file(config.json_path);
+    file << "[\n";
+    for (size_t i = 0; i < records.size(); ++i) {
+      const Record& r = records[i];
+      file << fmt::format(
+          "  {{\"name\": \"{}\", \"device\": \"cpu\", \"op\": \"{}\", \"median_ms\": {:.6f}, "
+          "\"work\": {:.0f}, \"work_unit\": \"{}\", \"fraction_of_ceiling\": {:.4f}, "
+          "\"ceiling\": {:.3f}, \"baseline\": \"{}\", \"baseline_ms\": {}}}{}\n",
+          r.name, r.op, r.median_ms, r.work, r.unit, r.fraction,
+          r.unit == "bytes" ? ceilings.read_gbytes : ceilings.fma_gflops, r.baseline,
+          r.baseline_ms > 0 ? fmt::format("{:.6f}", r.baseline_ms) : "null",
+          i + 1 < records.size() ? "," : "");
+    }
+    file << "]\n";
+    fmt::print("\nwrote {} records to {}\n", records.size(), config.json_path);
+  }
+  return 0;
+}
+
+}  // namespace flashindexer::cli

@@ -1,0 +1,20 @@
+// `flashindexer bench`: the CPU backend against the machine's ceilings and a framework baseline.
+#pragma once
+
+#include <string>
+
+namespace flashindexer::cli {
+
+struct BenchConfig {
+  std::string preset = "issue";  // issue: the full case list; quick: small shapes (smoke test)
+  std::string json_path;         // write the records as a JSON array when set
+  std::string baseline = "auto"; // auto: PyTorch CPU, else NumPy, via tools/bench/cpu_baseline.py; none
+  std::string python = "python3";
+  int repeats = 3;
+  int threads = 0;  // 0 = the OpenMP default
+};
+
+// Exit status: 0 on success, 2 when an op fails.
+int bench_command(const BenchConfig& config);
+
+}  // namespace flashindexer::cli

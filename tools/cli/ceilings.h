@@ -1,0 +1,16 @@
+// The machine's ceilings, measured in the process that benchmarks against them.
+#pragma once
+
+namespace flashindexer::cli {
+
+struct Ceilings {
+  double fma_gflops = 0;     // fp32 multiply-add throughput on all threads, GFLOP/s
+  double read_gbytes = 0;    // streaming read bandwidth on all threads, GB/s
+  const char* simd_target = "";
+};
+
+// Runs an fp32 FMA microkernel (the best SIMD target, independent accumulators) and a streaming
+// SIMD sum over a buffer far larger than the caches, on `threads` OpenMP threads.
+Ceilings measure_ceilings(int threads);
+
+}  // namespace flashindexer::cli
