@@ -1,12 +1,13 @@
 // CPU page-cache writer and workspace gather (spec §4.2, §4.3, §4.6).
 #include <cstring>
-#include <vector>
 
 #include "cpu/cpu_ops.h"
 #include "cpu/elements.h"
 
 namespace flashindexer::cpu {
 namespace {
+
+constexpr int kMaxHeadDim = 128;  // the cache's head_dim is checked to be 64 or 128
 
 struct KeyLocation {
   uint8_t* values;
@@ -31,15 +32,15 @@ void insert_k_cache(const PagedKCache& cache, const TensorView& keys,
     const int64_t slot = slot_mapping.dtype == DType::kI64 ? *element<int64_t>(slot_mapping, i)
                                                            : *element<int32_t>(slot_mapping, i);
     if (slot < 0) continue;
-    std::vector<float> key(head_dim);
-    load_floats(key.data(), keys, i * keys.stride[0], head_dim);
+    float key[kMaxHeadDim];
+    load_floats(key, keys, i * keys.stride[0], head_dim);
     const KeyLocation at = locate(cache, slot / cache.page_size, slot % cache.page_size);
     if (cache.format == KFormat::kFP8) {
       float scale;
-      quantize_k_fp8_row(at.values, &scale, key.data(), head_dim);
+      quantize_k_fp8_row(at.values, &scale, key, head_dim);
       std::memcpy(at.scales, &scale, sizeof scale);
     } else {
-      quantize_mxfp4_row(at.values, at.scales, key.data(), head_dim);
+      quantize_mxfp4_row(at.values, at.scales, key, head_dim);
     }
   }
 }

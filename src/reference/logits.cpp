@@ -68,42 +68,74 @@ std::vector<std::vector<double>> query_heads(const QuantizedTensor& q, int64_t b
 
 }  // namespace
 
+namespace {
+
+std::vector<double> packed_key(const QuantizedTensor& keys, int64_t s, double* key_scale) {
+  const int head_dim = head_dim_of(keys);
+  if (is_mxfp4(keys)) {
+    *key_scale = 1.0;
+    return dequantize_mxfp4_row(at<uint8_t>(keys.values, {s, 0}),
+                                at<uint8_t>(keys.scales, {s, 0}), head_dim);
+  }
+  *key_scale = *at<float>(keys.scales, {s});
+  return dequantize_fp8_row(at<uint8_t>(keys.values, {s, 0}), head_dim, 1.0);
+}
+
+std::vector<double> paged_key(const PagedKCache& cache, const TensorView& block_table, int64_t b,
+                              int64_t pos, double* key_scale) {
+  const int32_t page = *at<int32_t>(block_table, {b, pos / cache.page_size});
+  const int64_t row = pos % cache.page_size;
+  const uint8_t* page_base =
+      static_cast<const uint8_t*>(cache.data) + page * cache.page_stride_bytes;
+  const int64_t value_bytes = cache.value_bytes_per_key();
+  const uint8_t* values = page_base + row * value_bytes;
+  const uint8_t* scales =
+      page_base + cache.page_size * value_bytes + row * cache.scale_bytes_per_key();
+  if (cache.format == KFormat::kMXFP4) {
+    *key_scale = 1.0;
+    return dequantize_mxfp4_row(values, scales, cache.head_dim);
+  }
+  *key_scale = *reinterpret_cast<const float*>(scales);
+  return dequantize_fp8_row(values, cache.head_dim, 1.0);
+}
+
+}  // namespace
+
+std::vector<Score> prefill_scores(const QuantizedTensor& q, const QuantizedTensor& keys,
+                                  const TensorView& weights, int64_t t, int64_t start,
+                                  int64_t end) {
+  const std::vector<std::vector<double>> heads = query_heads(q, t, 0);
+  std::vector<Score> scores;
+  for (int64_t s = start; s < end; ++s) {
+    double key_scale;
+    const std::vector<double> key = packed_key(keys, s, &key_scale);
+    scores.push_back(score(heads, at<float>(weights, {t, 0}), weights.stride[1], key, key_scale));
+  }
+  return scores;
+}
+
+std::vector<Score> decode_scores(const QuantizedTensor& q, const PagedKCache& cache,
+                                 const TensorView& weights, const TensorView& block_table,
+                                 int64_t r, int64_t start, int64_t end) {
+  const int64_t next_n = q.values.shape[1];
+  const std::vector<std::vector<double>> heads = query_heads(q, r / next_n, r % next_n);
+  std::vector<Score> scores;
+  for (int64_t pos = start; pos < end; ++pos) {
+    double key_scale;
+    const std::vector<double> key = paged_key(cache, block_table, r / next_n, pos, &key_scale);
+    scores.push_back(score(heads, at<float>(weights, {r, 0}), weights.stride[1], key, key_scale));
+  }
+  return scores;
+}
+
 Score prefill_score(const QuantizedTensor& q, const QuantizedTensor& keys,
                     const TensorView& weights, int64_t t, int64_t s) {
-  const int head_dim = head_dim_of(keys);
-  std::vector<double> key;
-  double key_scale = 1.0;
-  if (is_mxfp4(keys)) {
-    key = dequantize_mxfp4_row(at<uint8_t>(keys.values, {s, 0}), at<uint8_t>(keys.scales, {s, 0}),
-                               head_dim);
-  } else {
-    key = dequantize_fp8_row(at<uint8_t>(keys.values, {s, 0}), head_dim, 1.0);
-    key_scale = *at<float>(keys.scales, {s});
-  }
-  return score(query_heads(q, t, 0), at<float>(weights, {t, 0}), weights.stride[1], key, key_scale);
+  return prefill_scores(q, keys, weights, t, s, s + 1)[0];
 }
 
 Score decode_score(const QuantizedTensor& q, const PagedKCache& cache, const TensorView& weights,
                    const TensorView& block_table, int64_t r, int64_t pos) {
-  const int64_t next_n = q.values.shape[1];
-  const int64_t b = r / next_n;
-  const int64_t j = r % next_n;
-  const int32_t page = *at<int32_t>(block_table, {b, pos / cache.page_size});
-  const int64_t row = pos % cache.page_size;
-  const uint8_t* page_base = static_cast<const uint8_t*>(cache.data) + page * cache.page_stride_bytes;
-  const int64_t value_bytes = cache.value_bytes_per_key();
-  const int64_t scale_bytes = cache.scale_bytes_per_key();
-  const uint8_t* values = page_base + row * value_bytes;
-  const uint8_t* scales = page_base + cache.page_size * value_bytes + row * scale_bytes;
-  std::vector<double> key;
-  double key_scale = 1.0;
-  if (cache.format == KFormat::kMXFP4) {
-    key = dequantize_mxfp4_row(values, scales, cache.head_dim);
-  } else {
-    key = dequantize_fp8_row(values, cache.head_dim, 1.0);
-    key_scale = *reinterpret_cast<const float*>(scales);
-  }
-  return score(query_heads(q, b, j), at<float>(weights, {r, 0}), weights.stride[1], key, key_scale);
+  return decode_scores(q, cache, weights, block_table, r, pos, pos + 1)[0];
 }
 
 Range decode_range(const TensorView& context_lens, int next_n, int64_t row) {
@@ -132,9 +164,10 @@ void mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quanti
     const int64_t start = read_i32(ks, t);
     const int64_t end = read_i32(ke, t);
     float* out = static_cast<float*>(logits.data) + t * logits.stride[0];
+    const std::vector<Score> scores = prefill_scores(q, keys, weights, t, start, end);
     for (int64_t s = 0; s < width; ++s) {
       if (s >= start && s < end) {
-        out[s] = static_cast<float>(prefill_score(q, keys, weights, t, s).value);
+        out[s] = static_cast<float>(scores[s - start].value);
       } else if (clean) {
         out[s] = -std::numeric_limits<float>::infinity();
       }
@@ -151,9 +184,10 @@ void paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q, const 
   for (int64_t r = 0; r < rows; ++r) {
     const Range range = decode_range(context_lens, next_n, r);
     float* out = static_cast<float*>(logits.data) + r * logits.stride[0];
+    const std::vector<Score> scores = decode_scores(q, cache, weights, block_table, r, 0, range.end);
     for (int64_t s = 0; s < width; ++s) {
       if (s < range.end) {
-        out[s] = static_cast<float>(decode_score(q, cache, weights, block_table, r, s).value);
+        out[s] = static_cast<float>(scores[s].value);
       } else if (clean) {
         out[s] = -std::numeric_limits<float>::infinity();
       }

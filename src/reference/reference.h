@@ -41,6 +41,14 @@ Score prefill_score(const QuantizedTensor& q, const QuantizedTensor& keys,
 Score decode_score(const QuantizedTensor& q, const PagedKCache& cache, const TensorView& weights,
                    const TensorView& block_table, int64_t r, int64_t pos);
 
+// The same for keys [start, end) of one row, dequantizing the row's query heads once.
+std::vector<Score> prefill_scores(const QuantizedTensor& q, const QuantizedTensor& keys,
+                                  const TensorView& weights, int64_t t, int64_t start,
+                                  int64_t end);
+std::vector<Score> decode_scores(const QuantizedTensor& q, const PagedKCache& cache,
+                                 const TensorView& weights, const TensorView& block_table,
+                                 int64_t r, int64_t start, int64_t end);
+
 // Visible range [start, end) of a row, as RowRanges defines it.
 struct Range {
   int64_t start;

@@ -569,18 +569,13 @@ std::vector<std::string> verify_row(const Workload& workload, const HostOperands
   const std::string where = fmt::format("{} row {}", batch.shape->name, row);
   std::vector<std::string> mismatches;
 
-  // The oracle is slow (fp64, operands dequantized per call): score the row's keys in parallel.
   const int64_t visible_keys = query.key_end - query.key_begin;
-  std::vector<reference::Score> scores(visible_keys);  // [visible keys]
-#pragma omp parallel for schedule(dynamic, 64)
-  for (int64_t i = 0; i < visible_keys; ++i) {
-    const int64_t s = query.key_begin + i;
-    scores[i] =
-        batch.shape->decode
-            ? reference::decode_score(operands.q, operands.cache, operands.weights,
-                                      operands.block_table, row, s)
-            : reference::prefill_score(operands.q, operands.workspace, operands.weights, row, s);
-  }
+  const std::vector<reference::Score> scores =  // [visible keys]
+      batch.shape->decode
+          ? reference::decode_scores(operands.q, operands.cache, operands.weights,
+                                     operands.block_table, row, query.key_begin, query.key_end)
+          : reference::prefill_scores(operands.q, operands.workspace, operands.weights, row,
+                                      query.key_begin, query.key_end);
   int64_t bad_logits = 0;
   std::string examples;
   for (int64_t i = 0; i < visible_keys; ++i) {

@@ -37,7 +37,9 @@ int multiprocessor_count() {
 int plan_splits(int64_t rows, int64_t width, int k, int sms) {
   if (rows <= 0 || width <= topk::kMinSegment) return 1;
   const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * sms;
-  int64_t splits = (target_ctas + rows - 1) / rows;
+  // Rounded down: one wave of CTAs (ceil would start a second, partial wave: 64 rows x 5 = 320
+  // CTAs > 264 slots).
+  int64_t splits = target_ctas / rows;
   splits = std::min<int64_t>(splits, topk::kMaxSplits);
   splits = std::min<int64_t>(splits, topk::kMergeCapacity / k);
   splits = std::min<int64_t>(splits, (width + topk::kMinSegment - 1) / topk::kMinSegment);

@@ -122,11 +122,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
                                        : (groups > kMaxSampleGroups ? kMaxSampleGroups : groups);
     const int sampled = static_cast<int>(groups) * kSampleGroupKeys;
     // Groups are loaded kGroupsInFlight per thread at a time (all their loads in flight), then
-    // stored: two latencies for the largest sample instead of eight.
+    // stored: one latency up to 1024 groups (rows of <= 128K keys), four for the largest sample
+    // (4 groups in flight spill at the 64-register cap).
     constexpr int kGroupsPerThread = kMaxSampleGroups / kThreads;
-    constexpr int kGroupsInFlight = 4;
+    constexpr int kGroupsInFlight = 2;
 #pragma unroll
     for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
+      if (batch * kThreads >= groups) break;
       uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
 #pragma unroll
       for (int gi = 0; gi < kGroupsInFlight; ++gi) {
@@ -154,14 +156,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     uint32_t threshold;
     uint32_t sample_max;
     sample_threshold(sample, sampled, static_cast<uint32_t>(rank), hs, threshold, sample_max);
-    // The survivors' first histogram round is built while streaming: range [T, sample max]
-    // (keys above the sample's largest fall into the top bin).
+    // The survivors' first histogram round is built while streaming, on score keys only (32-bit
+    // arithmetic in the loop): 2048 bins over [T, sample max]; keys above the sample's largest
+    // fall into the top bin, whose range is then [its start, all ones].
     const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
-    const int first_shift =
-        shift_for_range((static_cast<uint64_t>(sample_max - threshold) << 32) | 0xffffffffu);
+    const int first_shift = shift_for_range(static_cast<uint64_t>(sample_max - threshold)) + 32;
+    const int score_shift = first_shift - 32;
+    auto survivor_bin = [&](uint32_t key) {
+      const uint32_t bin = (key - threshold) >> score_shift;
+      return bin > kHistBins - 1 ? static_cast<uint32_t>(kHistBins - 1) : bin;
+    };
     for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
     __syncthreads();  // the sample is read and the bins are clear before the slices are written
-    uint32_t highest = 0;  // largest survivor key of this thread
 
     // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
     uint64_t* slice = buffer + warp * kWarpSlice;
@@ -184,8 +190,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       if (keep) {
         const uint64_t ranked = rank_key(key, index_base + static_cast<uint32_t>(i));
         if (position < kWarpSlice) slice[position] = ranked;
-        atomicAdd(&hs.bins[hist_bin(ranked, lo, first_shift)], 1u);
-        highest = highest > key ? highest : key;
+        atomicAdd(&hs.bins[survivor_bin(key)], 1u);
       }
       warp_count = __popc(ballot);
     }
@@ -242,8 +247,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
               const uint64_t ranked =
                   rank_key(key, index_base + static_cast<uint32_t>(head + v * kPerVector + e));
               if (position < kWarpSlice) slice[position] = ranked;
-              atomicAdd(&hs.bins[hist_bin(ranked, lo, first_shift)], 1u);
-              highest = highest > key ? highest : key;
+              atomicAdd(&hs.bins[survivor_bin(key)], 1u);
               ++position;
             }
           }
@@ -251,11 +255,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       }
       warp_count += step_total;
     }
-    highest = __reduce_max_sync(0xffffffffu, highest);
-    if (lane == 0) {
-      warp_counts[warp] = warp_count;
-      hs.warp_max[warp] = highest;
-    }
+    if (lane == 0) warp_counts[warp] = warp_count;
     __syncthreads();
     uint32_t survivors = 0;
     bool overflow = false;
@@ -271,8 +271,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
       uint64_t cutoff = 0;  // all survivors wanted
       if (want < survivors) {
-        const uint64_t hi = (static_cast<uint64_t>(reduce_warp_max(hs)) << 32) | 0xffffffffu;
-        cutoff = select_cutoff(candidates, want, lo, hi, first_shift, true, hs);
+        cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
       }
       count = compact_cutoff(candidates, cutoff, selection, hs.scan);
     } else {
