@@ -60,7 +60,7 @@ class DeviceBuffer {
   cudaError_t error_ = cudaSuccess;
 };
 
-enum class Dist { kNormal, kOffset100, kAllEqual, kCoarseTies, kSpecials, kAscending };
+enum class Dist { kNormal, kOffset100, kAllEqual, kCoarseTies, kSpecials, kAscending, kNarrow };
 enum class Form { kPrefill, kDecode, kDecodeNextN, kDecode2D };
 enum class Lengths { kMixed, kFull, kShort };
 
@@ -120,6 +120,8 @@ float draw(Dist dist, std::mt19937_64& engine, int64_t row, int64_t column, floa
     }
     case Dist::kAscending:
       return static_cast<float>(column) * 0.5f + row_base;
+    case Dist::kNarrow:  // 12 adjacent floats: every histogram round must fall back on indices
+      return 1.0f + static_cast<float>(engine() % 12) * 0x1p-23f;
   }
   return 0.0f;
 }
@@ -359,6 +361,24 @@ TEST(TopKCuda, NanRanksBelowMinusInfAndSignedZerosAreEqual) {
   run_case({280, 3000, 2048, Dist::kSpecials});
   run_case({280, 30000, 512, Dist::kSpecials, true});
   run_case({7, 60000, 2048, Dist::kSpecials, false, false, Form::kDecode});
+}
+
+// Scores packed into a few adjacent floats: the histogram select narrows over several rounds
+// (score bits, then index bits), in shared memory (direct path), after a sampled threshold, and
+// in the split merge.
+TEST(TopKCuda, NarrowScoreRangesAreResolvedExactly) {
+  SKIP_WITHOUT_GPU();
+  run_case({280, 6000, 2048, Dist::kNarrow});
+  run_case({280, 60000, 1024, Dist::kNarrow});
+  run_case({4, 200000, 2048, Dist::kNarrow, false, true, Form::kDecode});
+}
+
+// Few rows of long rows: the split path with the largest split counts (k = 512: 16 splits).
+TEST(TopKCuda, SplitRowsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  run_case({1, 131072, 512, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
+  run_case({64, 131072, 2048, Dist::kNormal, false, false, Form::kDecode});
+  run_case({33, 65536, 1024, Dist::kOffset100, false, true, Form::kDecode});
 }
 
 TEST(TopKCuda, ShortAndEmptyRowsArePaddedWithMinusOne) {

@@ -5,7 +5,9 @@ Calls the C++ op through tools/bench/topk_shim.cpp (ctypes) on torch CUDA tensor
 current stream. For every case: checks our answer against torch on a few rows (the selected
 values must be the same multiset; for distinct fp32 values the index sets must be equal too),
 then times both with CUDA events, L2 flushed before every timed call (a 256 MiB write), and
-prints one markdown table. Effective TB/s = visible logits bytes / our time.
+prints one markdown table. Effective TB/s = visible logits bytes / our time. Each call is timed
+twice: launched from Python (host launch overhead included: it dominates below ~60 us) and as
+the replay of a CUDA graph that captured it (the GPU time, as served under graph capture).
 
   python3 tools/bench/bench_topk.py --shim build-cuda/libflashindexer_topk_shim.so
 """
@@ -103,6 +105,18 @@ def time_ms(fn, flush, iters):
     return statistics.median(times)
 
 
+def graph_of(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build-cuda/libflashindexer_topk_shim.so")
@@ -114,8 +128,9 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"median of {args.iters} CUDA-event timings, L2 flushed before each call\n")
-    print("| case | ours ms | torch.topk ms | speedup | ours TB/s (logits read) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| case | ours ms | torch.topk ms | speedup | ours TB/s (logits read) "
+          "| ours graph ms | torch graph ms | graph speedup |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, rows, width, k, dtype, form, offset in CASES:
         if args.only and args.only not in name:
             continue
@@ -132,9 +147,19 @@ def main():
         iters = args.iters if rows * width >= (1 << 26) else args.iters * 4
         ours = time_ms(call, flush, iters)
         theirs = time_ms(lambda: torch.topk(logits, k, dim=1, sorted=False), flush, iters)
+        ours_graph_obj = graph_of(call)
+        ours_graph = time_ms(ours_graph_obj.replay, flush, iters)
+        theirs_graph_obj = graph_of(lambda: torch.topk(logits, k, dim=1, sorted=False))
+        theirs_graph = time_ms(theirs_graph_obj.replay, flush, iters)
+        out.fill_(-7)
+        ours_graph_obj.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(first, out), f"{name}: graph replay not bit-identical"
         tbps = rows * width * logits.element_size() / (ours * 1e-3) / 1e12
-        print(f"| {name} | {ours:.4f} | {theirs:.4f} | {theirs / ours:.1f}x | {tbps:.2f} |",
+        print(f"| {name} | {ours:.4f} | {theirs:.4f} | {theirs / ours:.1f}x | {tbps:.2f} "
+              f"| {ours_graph:.4f} | {theirs_graph:.4f} | {theirs_graph / ours_graph:.1f}x |",
               flush=True)
+        del ours_graph_obj, theirs_graph_obj
         del logits, out, call
         torch.cuda.empty_cache()
 

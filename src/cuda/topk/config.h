@@ -46,13 +46,14 @@ constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
 // Histogram select (select_core.cuh): 11-bit digits, 2048 bins, 4 per thread for the block
-// scan that finds the boundary bin (8 KiB of shared memory). A boundary bin of <= 256 keys is
-// resolved by brute force (each key counts the keys above it: <= 256 steps for 256 threads),
-// which is cheaper than another histogram round over all candidates.
+// scan that finds the boundary bin (8 KiB of shared memory). A boundary bin of <= 128 keys is
+// resolved by brute force (each key counts the keys above it, 8 loads in flight: <= 16 steps),
+// which is cheaper than another histogram round over all candidates (at 256 keys, a first
+// version's dependent 256-step loop made the 8192-key direct path slower than 8-bit radix).
 constexpr int kHistBits = 11;
 constexpr int kHistBins = 1 << kHistBits;
 constexpr int kHistBinsPerThread = kHistBins / kThreads;
-constexpr int kBruteForceMax = 256;
+constexpr int kBruteForceMax = 128;
 static_assert(kHistBinsPerThread * kThreads == kHistBins);
 
 // Splitting a row over several CTAs (rows too few to fill the GPU): aim at 2 CTAs per SM; each

@@ -7,6 +7,9 @@
 // row are distinct: the k largest rank keys are exactly the reference's set, whatever the
 // algorithm that finds them.
 //
+// The histogram select (select_cutoff, below) serves the fast paths; the radix select serves the
+// exact fallback over global memory.
+//
 // Radix select finds, over any set of rank keys (in shared or global memory, given by a
 // functor), a (prefix, mask) pair such that exactly `rank` keys satisfy
 // (key & mask) >= prefix, 8 bits per pass from the top, stopping as soon as the boundary bin is
@@ -197,58 +200,6 @@ __device__ void radix_select(Get get, int64_t slots, uint32_t rank, uint32_t* hi
   __syncthreads();
 }
 
-// Select the `want` largest of `valid` keys: radix select unless all are wanted.
-template <typename Get>
-__device__ void select_largest(Get get, int64_t slots, uint32_t valid, uint32_t want,
-                               uint32_t* hist, SelectState* state) {
-  if (want > 0 && want < valid) {
-    radix_select<0, true>(get, slots, want, hist, state);
-  } else {
-    if (threadIdx.x == 0) {
-      state->prefix = 0;
-      state->mask = 0;
-      state->remaining = 0;
-      state->done = 1;
-    }
-    __syncthreads();
-  }
-}
-
-// Copies the keys with (key & mask) >= prefix to selection[0, count) in slot order of a
-// deterministic layout: warp w owns slots [w * slots / kWarps, (w + 1) * slots / kWarps), read
-// 32 consecutive slots at a time (no bank conflicts), placed by ballots and a scan of the warps'
-// counts. slots must be a multiple of 32 * kWarps. Returns count.
-template <typename Get>
-__device__ uint32_t compact_selected(Get get, int slots, const SelectState* state,
-                                     uint64_t* selection, uint32_t* scan_scratch) {
-  const uint64_t prefix = state->prefix;
-  const uint64_t mask = state->mask;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int per_warp = slots / kWarps;
-  const int first = warp * per_warp + lane;
-  const uint32_t lower_lanes = (1u << lane) - 1;
-  uint32_t warp_total = 0;
-  for (int j = 0; j < per_warp; j += 32) {
-    uint64_t key;
-    const bool take = get(first + j, key) && (key & mask) >= prefix;
-    warp_total += __popc(__ballot_sync(0xffffffffu, take));
-  }
-  uint32_t total;
-  const uint32_t warp_offset =
-      block_exclusive_scan(lane == 0 ? warp_total : 0u, scan_scratch, total);
-  uint32_t position = __shfl_sync(0xffffffffu, warp_offset, 0);
-  for (int j = 0; j < per_warp; j += 32) {
-    uint64_t key;
-    const bool take = get(first + j, key) && (key & mask) >= prefix;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
-    position += __popc(ballot);
-  }
-  __syncthreads();
-  return total;
-}
-
 // Sorts selection[0, width) descending (width a power of two) with a bitonic network.
 __device__ inline void bitonic_sort_descending(uint64_t* selection, int width) {
   for (int size = 2; size <= width; size <<= 1) {
@@ -343,7 +294,7 @@ struct HistShared {
   uint32_t in_bin;  // keys in the boundary bin
   uint32_t gathered;
   uint64_t cutoff;
-  uint64_t gather[kBruteForceMax];
+  uint64_t gather[kBruteForceMax + 8];  // + 8: the unrolled scan reads past m
 };
 
 // Finds the bin B (from the top) with above < target <= above + bins[B]; needs
@@ -431,10 +382,19 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
       }
       __syncthreads();
       const uint32_t m = hs.gathered;
+      // Each key counts the keys above it; 8 independent loads per step (a dependent chain of
+      // shared loads would be latency-bound). Slots m..m+7 are read as 0 (ranks below all).
+      for (uint32_t i = threadIdx.x; i < kBruteForceMax + 8; i += kThreads) {
+        if (i >= m) hs.gather[i] = 0;
+      }
+      __syncthreads();
       for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
         const uint64_t key = hs.gather[i];
         uint32_t greater = 0;
-        for (uint32_t q = 0; q < m; ++q) greater += hs.gather[q] > key ? 1u : 0u;
+        for (uint32_t q = 0; q < m; q += 8) {
+#pragma unroll
+          for (int u = 0; u < 8; ++u) greater += hs.gather[q + u] > key ? 1u : 0u;
+        }
         if (greater == remaining - 1) hs.cutoff = key;
       }
       __syncthreads();
