@@ -49,32 +49,21 @@ size_t indexer_thread_workspace_bytes(int k) {
 void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                      const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                      bool sorted, void* workspace, int threads) {
-  const PrefillBlocks blocks{out.shape[0]};
   const PackedKeys packed(keys);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    QueryRow rows[kRowBlock];
-    RowBlock block;
-    load_prefill_block(block, rows, blocks, b, q, weights, ks, ke);
-    select_block(out, blocks.first_row(b), block, packed, k, sorted,
-                 thread_candidates(workspace, k));
-  }
+  for_each_prefill_block(q, weights, ks, ke, threads, [&](const RowBlock& block, int64_t first_row) {
+    select_block(out, first_row, block, packed, k, sorted, thread_candidates(workspace, k));
+  });
 }
 
 void indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                     const TensorView& weights, const TensorView& context_lens,
                     const TensorView& block_table, int k, bool sorted, void* workspace,
                     int threads) {
-  const DecodeBlocks blocks{q.values.shape[0], static_cast<int>(q.values.shape[1])};
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    QueryRow rows[kRowBlock];
-    RowBlock block;
-    load_decode_block(block, rows, blocks, b, q, weights, context_lens);
-    const PagedKeys paged(cache, element<int32_t>(block_table, blocks.request(b), 0));
-    select_block(out, blocks.first_row(b), block, paged, k, sorted,
-                 thread_candidates(workspace, k));
-  }
+  for_each_decode_block(q, weights, context_lens, threads,
+                        [&](const RowBlock& block, int64_t first_row, int64_t request) {
+    const PagedKeys paged(cache, element<int32_t>(block_table, request, 0));
+    select_block(out, first_row, block, paged, k, sorted, thread_candidates(workspace, k));
+  });
 }
 
 }  // namespace flashindexer::cpu

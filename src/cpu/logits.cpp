@@ -19,45 +19,33 @@ void fill_outside(float* row, int64_t width, int64_t start, int64_t end) {
 void mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                 const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
                 int threads) {
-  const PrefillBlocks blocks{logits.shape[0]};
   const PackedKeys packed(keys);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    QueryRow rows[kRowBlock];
-    RowBlock block;
-    load_prefill_block(block, rows, blocks, b, q, weights, ks, ke);
-    const int64_t first_row = blocks.first_row(b);
+  for_each_prefill_block(q, weights, ks, ke, threads, [&](const RowBlock& block, int64_t first_row) {
     score_row_block(block, packed, [&](int r, int64_t first, const float* scores, int64_t n) {
       std::memcpy(element<float>(logits, first_row + r, first), scores, n * sizeof(float));
     });
-    if (!clean) continue;
+    if (!clean) return;
     for (int r = 0; r < block.count; ++r) {
       fill_outside(element<float>(logits, first_row + r, 0), logits.shape[1], block.start[r],
                    block.end[r]);
     }
-  }
+  });
 }
 
 void paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, bool clean, int threads) {
-  const int next_n = static_cast<int>(q.values.shape[1]);
-  const DecodeBlocks blocks{q.values.shape[0], next_n};
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    QueryRow rows[kRowBlock];
-    RowBlock block;
-    load_decode_block(block, rows, blocks, b, q, weights, context_lens);
-    const int64_t first_row = blocks.first_row(b);
-    const PagedKeys paged(cache, element<int32_t>(block_table, blocks.request(b), 0));
+  for_each_decode_block(q, weights, context_lens, threads,
+                        [&](const RowBlock& block, int64_t first_row, int64_t request) {
+    const PagedKeys paged(cache, element<int32_t>(block_table, request, 0));
     score_row_block(block, paged, [&](int r, int64_t first, const float* scores, int64_t n) {
       std::memcpy(element<float>(logits, first_row + r, first), scores, n * sizeof(float));
     });
-    if (!clean) continue;
+    if (!clean) return;
     for (int r = 0; r < block.count; ++r) {
       fill_outside(element<float>(logits, first_row + r, 0), logits.shape[1], 0, block.end[r]);
     }
-  }
+  });
 }
 
 }  // namespace flashindexer::cpu

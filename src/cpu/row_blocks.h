@@ -49,3 +49,36 @@ void load_decode_block(RowBlock& block, QueryRow* rows, const DecodeBlocks& bloc
                        const TensorView& context_lens);
 
 }  // namespace flashindexer::cpu
+
+namespace flashindexer::cpu {
+
+// Runs body(block, first_row) for every block of prefill rows of q [M, H, D], the block's query
+// rows loaded, on `threads` OpenMP threads (rows are independent: no bit depends on the split).
+template <typename Body>
+void for_each_prefill_block(const QuantizedTensor& q, const TensorView& weights,
+                            const TensorView& ks, const TensorView& ke, int threads, Body&& body) {
+  const PrefillBlocks blocks{q.values.shape[0]};
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    QueryRow rows[kRowBlock];
+    RowBlock block;
+    load_prefill_block(block, rows, blocks, b, q, weights, ks, ke);
+    body(block, blocks.first_row(b));
+  }
+}
+
+// The same for decode rows of q [B, next_n, H, D]: body(block, first_row, request).
+template <typename Body>
+void for_each_decode_block(const QuantizedTensor& q, const TensorView& weights,
+                           const TensorView& context_lens, int threads, Body&& body) {
+  const DecodeBlocks blocks{q.values.shape[0], static_cast<int>(q.values.shape[1])};
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    QueryRow rows[kRowBlock];
+    RowBlock block;
+    load_decode_block(block, rows, blocks, b, q, weights, context_lens);
+    body(block, blocks.first_row(b), blocks.request(b));
+  }
+}
+
+}  // namespace flashindexer::cpu
