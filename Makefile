@@ -6,7 +6,11 @@ JOBS ?= $(shell nproc)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev \
-	libhwy-dev libcli11-dev libfmt-dev
+	libhwy-dev libcli11-dev libfmt-dev python3-venv
+# The Python package is installed into this project-local virtual environment by `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+PYTHON_TEST_PACKAGES := scikit-build-core nanobind numpy ml_dtypes pytest
 
 .PHONY: all deps configure build demo test clean
 
@@ -37,8 +41,15 @@ build: configure
 demo: build
 	$(BUILD_DIR)/flashindexer run --device auto
 
+# C++ tests, then the Python package: built as a wheel by scikit-build-core (library + module
+# only, CUDA kernels included when nvcc is found), installed into $(VENV), tested with pytest.
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES)
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
+	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
+	$(VENV)/bin/python -m pytest tests/python
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-py

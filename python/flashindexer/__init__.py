@@ -1,0 +1,48 @@
+"""FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models.
+
+For every query row it scores every visible key,
+
+    logit[t, s] = kscale[s] * sum_h W[t, h] * relu(q[t, h, :] . k[s, :])   (FP8 or MXFP4 inputs)
+
+and returns the indices of the top-k keys, exactly and deterministically. The ops take any
+DLPack tensor (PyTorch, CuPy, JAX, NumPy; CPU or CUDA) without copying; see ``flashindexer.ops``
+for the conventions (outputs, workspace, streams, errors) and each op's shapes and dtypes.
+
+``flashindexer.reference`` is a NumPy oracle for your tests; ``flashindexer.torch`` registers
+the ops as torch.library custom ops (importing it imports PyTorch; this package does not).
+Importing this package never initialises CUDA.
+"""
+
+from . import _C, reference
+from .cache import PagedKCache, PagedKeys, build_k_cache, bytes_per_key, empty_k_cache, page_bytes
+from .ops import (
+    QuantizedTensor,
+    build_info,
+    cuda_device_count,
+    dequantize_k_fp8,
+    dequantize_mxfp4,
+    gather_k_workspace,
+    indexer_cpu_workspace_size,
+    indexer_decode,
+    indexer_prefill,
+    insert_k_cache,
+    mqa_logits,
+    paged_mqa_logits,
+    quantize_k_fp8,
+    quantize_mxfp4,
+    topk_per_row,
+    topk_per_row_cpu_workspace_size,
+    topk_per_row_cuda_workspace_size,
+)
+
+__version__ = _C.__version__
+MAX_TOPK = _C.MAX_TOPK
+
+__all__ = [
+    "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info", "build_k_cache",
+    "bytes_per_key", "cuda_device_count", "dequantize_k_fp8", "dequantize_mxfp4",
+    "empty_k_cache", "gather_k_workspace", "indexer_cpu_workspace_size", "indexer_decode",
+    "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",
+    "quantize_k_fp8", "quantize_mxfp4", "reference", "topk_per_row",
+    "topk_per_row_cpu_workspace_size", "topk_per_row_cuda_workspace_size",
+]

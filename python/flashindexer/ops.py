@@ -1,0 +1,294 @@
+"""Every op of the C++ API, over any DLPack tensor (PyTorch, CuPy, JAX, NumPy; CPU or CUDA).
+
+Conventions shared by every op:
+
+* Inputs are used in place (no copy); strides are honoured, the last dimension must be
+  contiguous. Byte formats: FP8 e4m3 as torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn or uint8;
+  packed MXFP4 (two E2M1 values per byte, low nibble = even element) and UE8M0 scales as uint8.
+* Outputs are allocated beside the inputs (same framework and device) unless passed as ``out=``;
+  an ``out=`` tensor may be a strided view (for example logits rows padded to a wider stride).
+* ``stream``: the CUDA stream for CUDA tensors: an integer cudaStream_t, a torch.cuda.Stream or a
+  CuPy stream. Default: PyTorch's current stream for PyTorch tensors, CuPy's for CuPy arrays.
+* ``workspace``: scratch on the op's device. When omitted, the CPU ops allocate their own and the
+  CUDA top-k gets one allocated beside the inputs; pass one (``*_workspace_size``) to keep
+  allocation off the hot path.
+* ``cpu_threads``: 0 = the OpenMP default. Results never depend on it.
+* Errors: ValueError (bad shape, stride, range, device), TypeError (bad dtype),
+  NotImplementedError (valid, but this build or device cannot run it: today only
+  ``topk_per_row`` and ``dequantize_k_fp8`` run on CUDA tensors). Messages name the argument.
+  The GIL is released while an op runs.
+"""
+
+from typing import Any, NamedTuple, Optional
+
+from . import _C
+from ._tensors import device_index, empty, is_cuda, raw, shape, stream_handle
+from .cache import PagedKCache
+
+
+class QuantizedTensor(NamedTuple):
+    """A quantized operand: values plus scales (None for FP8 queries, whose scale is in W).
+
+    FP8 keys: values [N, D] e4m3, scales [N] float32.
+    MXFP4:    values [..., D/2] uint8 (packed E2M1), scales [..., D/32] uint8 (UE8M0).
+    """
+
+    values: Any
+    scales: Optional[Any] = None
+
+
+def _quantized(name, operand):
+    if isinstance(operand, (tuple, list)):
+        if len(operand) != 2:
+            raise ValueError(f"{name} has {len(operand)} parts, expected (values, scales)")
+        return QuantizedTensor(operand[0], operand[1])
+    return QuantizedTensor(operand, None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Quantization
+
+
+def quantize_k_fp8(input, *, out=None, stream=None, cpu_threads=0):
+    """FP8 per-row quantization (spec §3.2) of keys or query heads.
+
+    input: [N, D] float32 or bfloat16.
+    Returns QuantizedTensor(values [N, D] e4m3, scales [N] float32) with
+    scale[r] = 2^ceil(log2(max(amax_r, 1e-4) / 448)) and values = e4m3(input / scale).
+    out: optional (values, scales) to write into.
+    """
+    dims = shape(input, "quantize_k_fp8: input")
+    values, scales = out if out is not None else (
+        empty(input, dims, "e4m3"), empty(input, dims[:1], "f32"))
+    _C.quantize_k_fp8(raw(values), raw(scales), raw(input), stream_handle(stream, [input]),
+                      cpu_threads)
+    return QuantizedTensor(values, scales)
+
+
+def dequantize_k_fp8(values, scales, *, out=None, stream=None, cpu_threads=0):
+    """out[r, d] = e4m3(values[r, d]) * scales[r].
+
+    values: [N, D] e4m3; scales: [N] float32. Returns out [N, D] float32. Runs on CPU or CUDA.
+    """
+    if out is None:
+        out = empty(values, shape(values, "dequantize_k_fp8: values"), "f32")
+    _C.dequantize_k_fp8(raw(out), raw(values), raw(scales), stream_handle(stream, [values]),
+                        cpu_threads)
+    return out
+
+
+def quantize_mxfp4(input, *, out=None, stream=None, cpu_threads=0):
+    """MXFP4 quantization (spec §3.3) over blocks of 32 values of the last dimension.
+
+    input: [N, D] or [M, H, D] float32 or bfloat16, D a multiple of 32.
+    Returns QuantizedTensor(values [..., D/2] uint8 packed E2M1 (element 2i in the low nibble),
+    scales [..., D/32] uint8 UE8M0). out: optional (values, scales).
+    """
+    dims = shape(input, "quantize_mxfp4: input")
+    values, scales = out if out is not None else (
+        empty(input, dims[:-1] + (dims[-1] // 2,), "u8"),
+        empty(input, dims[:-1] + (dims[-1] // 32,), "u8"))
+    _C.quantize_mxfp4(raw(values), raw(scales), raw(input), stream_handle(stream, [input]),
+                      cpu_threads)
+    return QuantizedTensor(values, scales)
+
+
+def dequantize_mxfp4(values, scales, *, out=None, stream=None, cpu_threads=0):
+    """out[..., d] = e2m1(values) * 2^(scale byte - 127).
+
+    values: [..., D/2] uint8; scales: [..., D/32] uint8. Returns out [..., D] float32.
+    """
+    if out is None:
+        dims = shape(values, "dequantize_mxfp4: values")
+        out = empty(values, dims[:-1] + (dims[-1] * 2,), "f32")
+    _C.dequantize_mxfp4(raw(out), raw(values), raw(scales), stream_handle(stream, [values]),
+                        cpu_threads)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The paged K cache
+
+
+def insert_k_cache(cache: PagedKCache, keys, slot_mapping, *, stream=None, cpu_threads=0):
+    """Quantizes ``keys`` (by the cache's format) and writes key i into slot slot_mapping[i].
+
+    keys: [N', D] float32 or bfloat16 with N' >= N; slot_mapping: [N] int64 or int32; slots < 0
+    are skipped; key ``slot`` lives in page slot // page_size, row slot % page_size.
+    Writes cache.data in place and returns None.
+    """
+    _C.insert_k_cache(cache, raw(keys), raw(slot_mapping), stream_handle(stream, [keys]),
+                      cpu_threads)
+
+
+def gather_k_workspace(cache: PagedKCache, block_table, cu_seq_lens, *, num_keys=None, out=None,
+                       stream=None, cpu_threads=0):
+    """Copies each request's keys out of the cache into the packed prefill workspace (§4.6).
+
+    block_table: [R, P] int32; cu_seq_lens: [R + 1] int32, nondecreasing offsets.
+    Returns QuantizedTensor(values, scales): FP8 values [Nws, D] e4m3 + scales [Nws] float32, or
+    MXFP4 values [Nws, D/2] uint8 + scales [Nws, D/32] uint8. Nws = num_keys, by default
+    cu_seq_lens[-1] (read from the tensor: pass num_keys for CUDA tensors to avoid a sync).
+    """
+    if out is None:
+        if num_keys is None:
+            num_keys = int(cu_seq_lens[-1])
+        d = cache.head_dim
+        if cache.format == "mxfp4":
+            out = (empty(block_table, (num_keys, d // 2), "u8"),
+                   empty(block_table, (num_keys, d // 32), "u8"))
+        else:
+            out = (empty(block_table, (num_keys, d), "e4m3"),
+                   empty(block_table, (num_keys,), "f32"))
+    values, scales = out
+    _C.gather_k_workspace(raw(values), raw(scales), cache, raw(block_table), raw(cu_seq_lens),
+                          stream_handle(stream, [block_table]), cpu_threads)
+    return QuantizedTensor(values, scales)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring
+
+
+def mqa_logits(q, keys, weights, ks, ke, *, clean=True, out=None, stream=None, cpu_threads=0):
+    """Prefill logits over the packed workspace:
+
+        logit[t, s] = kscale[s] * sum_h W[t, h] * relu(q[t, h, :] . k[s, :]),  ks[t] <= s < ke[t]
+
+    q: FP8 query values [M, H, D] e4m3 (scale folded into weights), or MXFP4
+       (values [M, H, D/2] uint8, scales [M, H, D/32] uint8).
+    keys: (values, scales): FP8 [N, D] e4m3 + [N] float32, or MXFP4 [N, D/2] + [N, D/32] uint8.
+    weights: [M, H] float32; ks, ke: [M] int32 with 0 <= ks <= ke <= N. H in {32, 64},
+    D in {64, 128}.
+    Returns logits [M, N] float32 (out= may have a wider row stride); with ``clean`` every column
+    outside a row's range is -inf, else left untouched.
+    """
+    q, keys = _quantized("q", q), _quantized("keys", keys)
+    if out is None:
+        rows = shape(weights, "mqa_logits: weights")[0]
+        out = empty(weights, (rows, shape(keys.values, "mqa_logits: keys.values")[0]), "f32")
+    _C.mqa_logits(raw(out), raw(q.values), raw(q.scales), raw(keys.values), raw(keys.scales),
+                  raw(weights), raw(ks), raw(ke), clean, stream_handle(stream, [weights]),
+                  cpu_threads)
+    return out
+
+
+def paged_mqa_logits(q, cache: PagedKCache, weights, context_lens, block_table, *, width=None,
+                     clean=True, out=None, stream=None, cpu_threads=0):
+    """Decode logits over the paged cache. Row r = b * next_n + j sees context positions
+    s < context_lens[b, j] (2-D form) or s < context_lens[b] - next_n + j + 1 (1-D form); the key
+    at position s is in page block_table[b, s // page_size], row s % page_size.
+
+    q: [B, next_n, H, D] e4m3, or MXFP4 (values [B, next_n, H, D/2], scales [B, next_n, H, D/32]);
+    weights: [B * next_n, H] float32; context_lens: [B] or [B, next_n] int32;
+    block_table: [B, P] int32. Returns logits [B * next_n, width] float32, width by default
+    P * page_size (every position the block table can address).
+    """
+    q = _quantized("q", q)
+    if out is None:
+        if width is None:
+            width = shape(block_table, "paged_mqa_logits: block_table")[1] * cache.page_size
+        out = empty(weights, (shape(weights, "paged_mqa_logits: weights")[0], width), "f32")
+    _C.paged_mqa_logits(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
+                        raw(context_lens), raw(block_table), clean,
+                        stream_handle(stream, [weights]), cpu_threads)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Selection
+
+
+def topk_per_row_cpu_workspace_size(k, threads=0):
+    """Bytes of workspace topk_per_row uses on CPU logits (independent of rows and width)."""
+    return int(_C.topk_per_row_cpu_workspace_size(k, threads))
+
+
+def topk_per_row_cuda_workspace_size(rows, width, k, device=-1):
+    """Bytes of workspace topk_per_row needs on CUDA logits [rows, width] on CUDA `device`
+    (-1: the current one); 0 when every row runs in one CTA or the build has no CUDA."""
+    return int(_C.topk_per_row_cuda_workspace_size(rows, width, k, device))
+
+
+def indexer_cpu_workspace_size(k, threads=0):
+    """Bytes of workspace indexer_prefill / indexer_decode use on the CPU."""
+    return int(_C.indexer_cpu_workspace_size(k, threads))
+
+
+def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=False, out=None,
+                 workspace=None, stream=None, cpu_threads=0):
+    """The k best visible columns of every row, under one total order: larger score first,
+    NaN below -inf, -0 == +0, ties to the smaller index.
+
+    logits: [rows, width] float32 or bfloat16 (row stride >= width); 1 <= k <= 4096.
+    Visible columns: prefill form ks, ke: [rows] int32 (ks[t] <= s < ke[t]); or decode form
+    lengths: [rows] int32 (s < lengths[r]) or [B] int32 with next_n rows per request
+    (s < lengths[r // next_n] - next_n + r % next_n + 1).
+    Returns out [rows, k] int32 of indices relative to the row start (s - ks[t]); a row with
+    n < k visible keys fills n slots and writes -1 into the rest. ``sorted``: best first.
+    CUDA: asynchronous on the stream, graph-capturable; range values are not checked (clamped).
+    """
+    rows, width = shape(logits, "topk_per_row: logits")
+    if out is None:
+        out = empty(logits, (rows, k), "i32")
+    if workspace is None and is_cuda(logits):
+        needed = topk_per_row_cuda_workspace_size(rows, width, k, device_index(logits))
+        if needed:
+            workspace = empty(logits, (needed,), "u8")
+    _C.topk_per_row(raw(out), raw(logits), k, raw(ks), raw(ke), raw(lengths), next_n, sorted,
+                    stream_handle(stream, [logits]), workspace, cpu_threads)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring + selection
+
+
+def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
+                    stream=None, cpu_threads=0):
+    """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
+    [M, N] logits in memory.
+
+    q: [M, H, D] e4m3 (or MXFP4 (values, scales)); keys: (values [N, D] e4m3, scales [N] float32)
+    (or MXFP4); weights: [M, H] float32; ks, ke: [M] int32, 0 <= ks <= ke <= N.
+    Returns out [M, k] int32: key indices relative to ks[t], -1 past a row's visible keys.
+    """
+    q, keys = _quantized("q", q), _quantized("keys", keys)
+    if out is None:
+        out = empty(weights, (shape(weights, "indexer_prefill: weights")[0], k), "i32")
+    _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
+                       raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted,
+                       stream_handle(stream, [weights]), workspace, cpu_threads)
+    return out
+
+
+def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, *, sorted=False,
+                   out=None, workspace=None, stream=None, cpu_threads=0):
+    """topk_per_row(paged_mqa_logits(...), k) exactly, without the logits in memory.
+
+    q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
+    weights: [B * next_n, H] float32; context_lens: [B] or [B, next_n] int32;
+    block_table: [B, P] int32. Returns out [B * next_n, k] int32 of context positions, -1 past
+    a row's visible keys.
+    """
+    q = _quantized("q", q)
+    if out is None:
+        out = empty(weights, (shape(weights, "indexer_decode: weights")[0], k), "i32")
+    _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
+                      raw(context_lens), raw(block_table), k, sorted,
+                      stream_handle(stream, [weights]), workspace, cpu_threads)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The build
+
+
+def build_info():
+    """What this build contains: {'version', 'cuda', 'cuda_archs', 'compiler'}."""
+    return dict(_C.build_info())
+
+
+def cuda_device_count():
+    """CUDA devices visible now (0 without the CUDA backend or a GPU). Initialises CUDA."""
+    return int(_C.cuda_device_count())

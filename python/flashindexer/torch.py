@@ -1,0 +1,294 @@
+"""FlashIndexer ops as PyTorch custom ops (torch.library), for torch.compile and CUDA graphs.
+
+Importing this module registers ``torch.ops.flashindexer.*``:
+
+====================================  ==========================================================
+op                                    returns
+====================================  ==========================================================
+quantize_k_fp8(input)                 (values [N, D] float8_e4m3fn, scales [N] float32)
+dequantize_k_fp8(values, scales)      [N, D] float32
+quantize_mxfp4(input)                 (values [..., D/2] uint8, scales [..., D/32] uint8)
+dequantize_mxfp4(values, scales)      [..., D] float32
+insert_k_cache(cache!, ...)           None; writes the cache pages (declared mutated)
+gather_k_workspace(cache, ...)        (values, scales) of the packed prefill workspace
+mqa_logits(...)                       [M, N] float32
+paged_mqa_logits(...)                 [B * next_n, width] float32
+topk_per_row(logits, k, ...)          [rows, k] int32
+topk_per_row_out(out!, logits, ...)   None; writes out (declared mutated)
+indexer_prefill(...)                  [M, k] int32
+indexer_decode(...)                   [B * next_n, k] int32
+====================================  ==========================================================
+
+Every op has a fake (meta) implementation giving the output shapes, so it traces under
+torch.compile, and runs on PyTorch's current CUDA stream with workspace from PyTorch's caching
+allocator, so it can be captured in a CUDA graph (the ops whose CUDA backend exists:
+topk_per_row and dequantize_k_fp8; the others raise NotImplementedError on CUDA tensors).
+Quantized operands are passed as separate values / scales tensors (scales None for FP8
+queries); the paged cache as its uint8 page tensor plus page_size, head_dim and format.
+The Python functions of the same names below wrap the ops with the argument forms of
+``flashindexer`` (QuantizedTensor pairs, PagedKCache).
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import ops as _ops
+from .cache import PagedKCache
+
+_FP8 = torch.float8_e4m3fn
+
+
+def _cache(data, page_size, head_dim, format):
+    return PagedKCache(data, page_size, head_dim, format)
+
+
+def _q(values, scales):
+    return values if scales is None else (values, scales)
+
+
+# ----------------------------------------------------------------------------------------------
+# Quantization
+
+
+@torch.library.custom_op("flashindexer::quantize_k_fp8", mutates_args=())
+def _quantize_k_fp8(input: Tensor) -> Tuple[Tensor, Tensor]:
+    values, scales = _ops.quantize_k_fp8(input)
+    return values, scales
+
+
+@_quantize_k_fp8.register_fake
+def _(input):
+    return (input.new_empty(input.shape, dtype=_FP8),
+            input.new_empty(input.shape[:1], dtype=torch.float32))
+
+
+@torch.library.custom_op("flashindexer::dequantize_k_fp8", mutates_args=())
+def _dequantize_k_fp8(values: Tensor, scales: Tensor) -> Tensor:
+    return _ops.dequantize_k_fp8(values, scales)
+
+
+@_dequantize_k_fp8.register_fake
+def _(values, scales):
+    return values.new_empty(values.shape, dtype=torch.float32)
+
+
+@torch.library.custom_op("flashindexer::quantize_mxfp4", mutates_args=())
+def _quantize_mxfp4(input: Tensor) -> Tuple[Tensor, Tensor]:
+    values, scales = _ops.quantize_mxfp4(input)
+    return values, scales
+
+
+@_quantize_mxfp4.register_fake
+def _(input):
+    lead, d = tuple(input.shape[:-1]), input.shape[-1]
+    return (input.new_empty(lead + (d // 2,), dtype=torch.uint8),
+            input.new_empty(lead + (d // 32,), dtype=torch.uint8))
+
+
+@torch.library.custom_op("flashindexer::dequantize_mxfp4", mutates_args=())
+def _dequantize_mxfp4(values: Tensor, scales: Tensor) -> Tensor:
+    return _ops.dequantize_mxfp4(values, scales)
+
+
+@_dequantize_mxfp4.register_fake
+def _(values, scales):
+    return values.new_empty(tuple(values.shape[:-1]) + (values.shape[-1] * 2,), dtype=torch.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# The paged K cache
+
+
+@torch.library.custom_op("flashindexer::insert_k_cache", mutates_args=("cache",))
+def _insert_k_cache(cache: Tensor, keys: Tensor, slot_mapping: Tensor, page_size: int,
+                    head_dim: int, format: str) -> None:
+    _ops.insert_k_cache(_cache(cache, page_size, head_dim, format), keys, slot_mapping)
+
+
+@_insert_k_cache.register_fake
+def _(cache, keys, slot_mapping, page_size, head_dim, format):
+    return None
+
+
+@torch.library.custom_op("flashindexer::gather_k_workspace", mutates_args=())
+def _gather_k_workspace(cache: Tensor, page_size: int, head_dim: int, format: str,
+                        block_table: Tensor, cu_seq_lens: Tensor,
+                        num_keys: int) -> Tuple[Tensor, Tensor]:
+    values, scales = _ops.gather_k_workspace(_cache(cache, page_size, head_dim, format),
+                                             block_table, cu_seq_lens, num_keys=num_keys)
+    return values, scales
+
+
+@_gather_k_workspace.register_fake
+def _(cache, page_size, head_dim, format, block_table, cu_seq_lens, num_keys):
+    if format == "mxfp4":
+        return (cache.new_empty((num_keys, head_dim // 2), dtype=torch.uint8),
+                cache.new_empty((num_keys, head_dim // 32), dtype=torch.uint8))
+    return (cache.new_empty((num_keys, head_dim), dtype=_FP8),
+            cache.new_empty((num_keys,), dtype=torch.float32))
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring
+
+
+@torch.library.custom_op("flashindexer::mqa_logits", mutates_args=())
+def _mqa_logits(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor, k_scales: Tensor,
+                weights: Tensor, ks: Tensor, ke: Tensor, clean: bool = True) -> Tensor:
+    return _ops.mqa_logits(_q(q_values, q_scales), (k_values, k_scales), weights, ks, ke,
+                           clean=clean)
+
+
+@_mqa_logits.register_fake
+def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, clean=True):
+    return weights.new_empty((weights.shape[0], k_values.shape[0]), dtype=torch.float32)
+
+
+@torch.library.custom_op("flashindexer::paged_mqa_logits", mutates_args=())
+def _paged_mqa_logits(q_values: Tensor, q_scales: Optional[Tensor], cache: Tensor, page_size: int,
+                      head_dim: int, format: str, weights: Tensor, context_lens: Tensor,
+                      block_table: Tensor, width: int, clean: bool = True) -> Tensor:
+    return _ops.paged_mqa_logits(_q(q_values, q_scales), _cache(cache, page_size, head_dim, format),
+                                 weights, context_lens, block_table, width=width, clean=clean)
+
+
+@_paged_mqa_logits.register_fake
+def _(q_values, q_scales, cache, page_size, head_dim, format, weights, context_lens, block_table,
+      width, clean=True):
+    return weights.new_empty((weights.shape[0], width), dtype=torch.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Selection
+
+
+@torch.library.custom_op("flashindexer::topk_per_row", mutates_args=())
+def _topk_per_row(logits: Tensor, k: int, ks: Optional[Tensor] = None, ke: Optional[Tensor] = None,
+                  lengths: Optional[Tensor] = None, next_n: int = 1,
+                  sorted: bool = False) -> Tensor:
+    return _ops.topk_per_row(logits, k, ks=ks, ke=ke, lengths=lengths, next_n=next_n,
+                             sorted=sorted)
+
+
+@_topk_per_row.register_fake
+def _(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=False):
+    return logits.new_empty((logits.shape[0], k), dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::topk_per_row_out", mutates_args=("out",))
+def _topk_per_row_out(out: Tensor, logits: Tensor, k: int, ks: Optional[Tensor] = None,
+                      ke: Optional[Tensor] = None, lengths: Optional[Tensor] = None,
+                      next_n: int = 1, sorted: bool = False) -> None:
+    _ops.topk_per_row(logits, k, ks=ks, ke=ke, lengths=lengths, next_n=next_n, sorted=sorted,
+                      out=out)
+
+
+@_topk_per_row_out.register_fake
+def _(out, logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=False):
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring + selection
+
+
+@torch.library.custom_op("flashindexer::indexer_prefill", mutates_args=())
+def _indexer_prefill(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
+                     k_scales: Tensor, weights: Tensor, ks: Tensor, ke: Tensor, k: int,
+                     sorted: bool = False) -> Tensor:
+    return _ops.indexer_prefill(_q(q_values, q_scales), (k_values, k_scales), weights, ks, ke, k,
+                                sorted=sorted)
+
+
+@_indexer_prefill.register_fake
+def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, k, sorted=False):
+    return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::indexer_decode", mutates_args=())
+def _indexer_decode(q_values: Tensor, q_scales: Optional[Tensor], cache: Tensor, page_size: int,
+                    head_dim: int, format: str, weights: Tensor, context_lens: Tensor,
+                    block_table: Tensor, k: int, sorted: bool = False) -> Tensor:
+    return _ops.indexer_decode(_q(q_values, q_scales), _cache(cache, page_size, head_dim, format),
+                               weights, context_lens, block_table, k, sorted=sorted)
+
+
+@_indexer_decode.register_fake
+def _(q_values, q_scales, cache, page_size, head_dim, format, weights, context_lens, block_table,
+      k, sorted=False):
+    return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Python-level wrappers with the argument forms of flashindexer
+
+
+def _split(operand):
+    if isinstance(operand, (tuple, list)):
+        return operand[0], operand[1]
+    return operand, None
+
+
+def quantize_k_fp8(input):
+    return _ops.QuantizedTensor(*torch.ops.flashindexer.quantize_k_fp8(input))
+
+
+def dequantize_k_fp8(values, scales):
+    return torch.ops.flashindexer.dequantize_k_fp8(values, scales)
+
+
+def quantize_mxfp4(input):
+    return _ops.QuantizedTensor(*torch.ops.flashindexer.quantize_mxfp4(input))
+
+
+def dequantize_mxfp4(values, scales):
+    return torch.ops.flashindexer.dequantize_mxfp4(values, scales)
+
+
+def insert_k_cache(cache: PagedKCache, keys, slot_mapping):
+    torch.ops.flashindexer.insert_k_cache(cache.data, keys, slot_mapping, cache.page_size,
+                                          cache.head_dim, cache.format)
+
+
+def gather_k_workspace(cache: PagedKCache, block_table, cu_seq_lens, num_keys):
+    return _ops.QuantizedTensor(*torch.ops.flashindexer.gather_k_workspace(
+        cache.data, cache.page_size, cache.head_dim, cache.format, block_table, cu_seq_lens,
+        num_keys))
+
+
+def mqa_logits(q, keys, weights, ks, ke, clean=True):
+    q_values, q_scales = _split(q)
+    return torch.ops.flashindexer.mqa_logits(q_values, q_scales, keys[0], keys[1], weights, ks,
+                                             ke, clean)
+
+
+def paged_mqa_logits(q, cache: PagedKCache, weights, context_lens, block_table, width=None,
+                     clean=True):
+    q_values, q_scales = _split(q)
+    if width is None:
+        width = block_table.shape[1] * cache.page_size
+    return torch.ops.flashindexer.paged_mqa_logits(
+        q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
+        context_lens, block_table, width, clean)
+
+
+def topk_per_row(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=False, out=None):
+    if out is not None:
+        torch.ops.flashindexer.topk_per_row_out(out, logits, k, ks, ke, lengths, next_n, sorted)
+        return out
+    return torch.ops.flashindexer.topk_per_row(logits, k, ks, ke, lengths, next_n, sorted)
+
+
+def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False):
+    q_values, q_scales = _split(q)
+    return torch.ops.flashindexer.indexer_prefill(q_values, q_scales, keys[0], keys[1], weights,
+                                                  ks, ke, k, sorted)
+
+
+def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False):
+    q_values, q_scales = _split(q)
+    return torch.ops.flashindexer.indexer_decode(
+        q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
+        context_lens, block_table, k, sorted)

@@ -1,0 +1,282 @@
+// flashindexer._C: the C++ API over any DLPack tensor, one function per op.
+//
+// Every function takes its outputs (the Python package allocates them when the caller does not),
+// the inputs, and the run options: `stream` (a cudaStream_t as an integer; 0 = the legacy
+// default stream), `workspace` (a tensor on the op's device, or None to let the op allocate on
+// the CPU) and `cpu_threads` (0 = the OpenMP default). Argument rules and dtypes are in
+// tensor_args.h; shapes in the C++ headers and in the Python package's docstrings. Nothing here
+// touches CUDA at import time.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "flashindexer/flashindexer.h"
+#include "tensor_args.h"
+
+namespace nb = nanobind;
+namespace fi = flashindexer;
+using fi::python::ArgumentList;
+
+namespace {
+
+fi::QuantizedTensor quantized_input(ArgumentList& args, const char* values_name, nb::handle values,
+                                    const char* scales_name, nb::handle scales, bool mxfp4) {
+  return {args.input(values_name, values, mxfp4 ? fi::DType::kE2M1x2 : fi::DType::kE4M3),
+          args.input(scales_name, scales, fi::DType::kUE8M0)};
+}
+
+// FP8 queries carry no scales (folded into the weights); MXFP4 queries always do.
+bool is_mxfp4_query(nb::handle q_scales) { return !q_scales.is_none(); }
+
+void quantize_k_fp8(nb::handle values, nb::handle scales, nb::handle input, uintptr_t stream,
+                    int cpu_threads) {
+  ArgumentList args("quantize_k_fp8");
+  const fi::TensorView input_view = args.input("input", input);
+  const fi::TensorView values_view = args.output("values", values, fi::DType::kE4M3);
+  const fi::TensorView scales_view = args.output("scales", scales);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] { return fi::quantize_k_fp8(values_view, scales_view, input_view, options); });
+}
+
+void dequantize_k_fp8(nb::handle out, nb::handle values, nb::handle scales, uintptr_t stream,
+                      int cpu_threads) {
+  ArgumentList args("dequantize_k_fp8");
+  const fi::TensorView values_view = args.input("values", values, fi::DType::kE4M3);
+  const fi::TensorView scales_view = args.input("scales", scales);
+  const fi::TensorView out_view = args.output("out", out);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] { return fi::dequantize_k_fp8(out_view, values_view, scales_view, options); });
+}
+
+void quantize_mxfp4(nb::handle values, nb::handle scales, nb::handle input, uintptr_t stream,
+                    int cpu_threads) {
+  ArgumentList args("quantize_mxfp4");
+  const fi::TensorView input_view = args.input("input", input);
+  const fi::TensorView values_view = args.output("values", values, fi::DType::kE2M1x2);
+  const fi::TensorView scales_view = args.output("scales", scales, fi::DType::kUE8M0);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] { return fi::quantize_mxfp4(values_view, scales_view, input_view, options); });
+}
+
+void dequantize_mxfp4(nb::handle out, nb::handle values, nb::handle scales, uintptr_t stream,
+                      int cpu_threads) {
+  ArgumentList args("dequantize_mxfp4");
+  const fi::TensorView values_view = args.input("values", values, fi::DType::kE2M1x2);
+  const fi::TensorView scales_view = args.input("scales", scales, fi::DType::kUE8M0);
+  const fi::TensorView out_view = args.output("out", out);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] { return fi::dequantize_mxfp4(out_view, values_view, scales_view, options); });
+}
+
+void insert_k_cache(nb::handle cache, nb::handle keys, nb::handle slot_mapping, uintptr_t stream,
+                    int cpu_threads) {
+  ArgumentList args("insert_k_cache");
+  const fi::TensorView keys_view = args.input("keys", keys);
+  const fi::TensorView slots_view = args.input("slot_mapping", slot_mapping);
+  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/true);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] { return fi::insert_k_cache(cache_view, keys_view, slots_view, options); });
+}
+
+void gather_k_workspace(nb::handle values, nb::handle scales, nb::handle cache,
+                        nb::handle block_table, nb::handle cu_seq_lens, uintptr_t stream,
+                        int cpu_threads) {
+  ArgumentList args("gather_k_workspace");
+  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
+  const bool mxfp4 = cache_view.format == fi::KFormat::kMXFP4;
+  const fi::TensorView values_view =
+      args.output("values", values, mxfp4 ? fi::DType::kE2M1x2 : fi::DType::kE4M3);
+  const fi::TensorView scales_view = args.output("scales", scales, fi::DType::kUE8M0);
+  const fi::TensorView table_view = args.input("block_table", block_table);
+  const fi::TensorView lens_view = args.input("cu_seq_lens", cu_seq_lens);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] {
+    return fi::gather_k_workspace(values_view, scales_view, cache_view, table_view, lens_view,
+                                  options);
+  });
+}
+
+void mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
+                nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, bool clean,
+                uintptr_t stream, int cpu_threads) {
+  ArgumentList args("mqa_logits");
+  const bool mxfp4 = is_mxfp4_query(q_scales);
+  const fi::QuantizedTensor q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, mxfp4);
+  const fi::QuantizedTensor keys =
+      quantized_input(args, "keys.values", k_values, "keys.scales", k_scales, mxfp4);
+  const fi::TensorView weights_view = args.input("weights", weights);
+  const fi::TensorView ks_view = args.input("ks", ks);
+  const fi::TensorView ke_view = args.input("ke", ke);
+  const fi::TensorView logits_view = args.output("logits", logits);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] {
+    return fi::mqa_logits(logits_view, q, keys, weights_view, ks_view, ke_view,
+                          fi::LogitsOptions{.clean = clean}, options);
+  });
+}
+
+void paged_mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb::handle cache,
+                      nb::handle weights, nb::handle context_lens, nb::handle block_table,
+                      bool clean, uintptr_t stream, int cpu_threads) {
+  ArgumentList args("paged_mqa_logits");
+  const fi::QuantizedTensor q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
+  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
+  const fi::TensorView weights_view = args.input("weights", weights);
+  const fi::TensorView lens_view = args.input("context_lens", context_lens);
+  const fi::TensorView table_view = args.input("block_table", block_table);
+  const fi::TensorView logits_view = args.output("logits", logits);
+  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] {
+    return fi::paged_mqa_logits(logits_view, q, cache_view, weights_view, lens_view, table_view,
+                                fi::LogitsOptions{.clean = clean}, options);
+  });
+}
+
+void topk_per_row(nb::handle out, nb::handle logits, int k, nb::handle ks, nb::handle ke,
+                  nb::handle lengths, int next_n, bool sorted, uintptr_t stream,
+                  nb::handle workspace, int cpu_threads) {
+  ArgumentList args("topk_per_row");
+  const bool prefill = !ks.is_none() || !ke.is_none();
+  if (prefill == !lengths.is_none()) {
+    fi::python::raise(PyExc_ValueError,
+                      "topk_per_row: pass either ks and ke (prefill rows) or lengths (decode "
+                      "rows), not both and not neither");
+  }
+  const fi::TensorView logits_view = args.input("logits", logits);
+  const fi::RowRanges ranges =
+      prefill ? fi::RowRanges::prefill(args.input("ks", ks), args.input("ke", ke))
+              : fi::RowRanges::decode(args.input("lengths", lengths), next_n);
+  const fi::TensorView out_view = args.output("out", out);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  args.run([&] {
+    return fi::topk_per_row(out_view, logits_view, ranges, k, fi::TopKOptions{.sorted = sorted},
+                            options);
+  });
+}
+
+void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
+                     nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
+                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
+  ArgumentList args("indexer_prefill");
+  const bool mxfp4 = is_mxfp4_query(q_scales);
+  const fi::QuantizedTensor q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, mxfp4);
+  const fi::QuantizedTensor keys =
+      quantized_input(args, "keys.values", k_values, "keys.scales", k_scales, mxfp4);
+  const fi::TensorView weights_view = args.input("weights", weights);
+  const fi::TensorView ks_view = args.input("ks", ks);
+  const fi::TensorView ke_view = args.input("ke", ke);
+  const fi::TensorView out_view = args.output("out", out);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  args.run([&] {
+    return fi::indexer_prefill(out_view, q, keys, weights_view, ks_view, ke_view, k,
+                               fi::TopKOptions{.sorted = sorted}, options);
+  });
+}
+
+void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
+                    nb::handle weights, nb::handle context_lens, nb::handle block_table, int k,
+                    bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
+  ArgumentList args("indexer_decode");
+  const fi::QuantizedTensor q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
+  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
+  const fi::TensorView weights_view = args.input("weights", weights);
+  const fi::TensorView lens_view = args.input("context_lens", context_lens);
+  const fi::TensorView table_view = args.input("block_table", block_table);
+  const fi::TensorView out_view = args.output("out", out);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  args.run([&] {
+    return fi::indexer_decode(out_view, q, cache_view, weights_view, lens_view, table_view, k,
+                              fi::TopKOptions{.sorted = sorted}, options);
+  });
+}
+
+fi::KFormat parse_format(const std::string& format) {
+  if (format == "fp8") return fi::KFormat::kFP8;
+  if (format == "mxfp4") return fi::KFormat::kMXFP4;
+  fi::python::raise(PyExc_ValueError,
+                    "format is \"" + format + "\", expected \"fp8\" or \"mxfp4\"");
+}
+
+nb::dict build_info() {
+  const fi::BuildInfo info = fi::build_info();
+  nb::dict result;
+  result["version"] = fi::kVersion;
+  result["cuda"] = info.cuda;
+  result["cuda_archs"] = info.cuda_archs;
+  result["compiler"] = info.compiler;
+  return result;
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "FlashIndexer C++ API over DLPack tensors (use the flashindexer package instead).";
+  m.attr("__version__") = fi::kVersion;
+  m.attr("MAX_TOPK") = fi::kMaxTopK;
+  const auto stream = nb::arg("stream") = 0;
+  const auto threads = nb::arg("cpu_threads") = 0;
+  const auto workspace = nb::arg("workspace").none() = nb::none();
+  const auto any = [](const char* name) { return nb::arg(name).none(); };
+
+  m.def("quantize_k_fp8", &quantize_k_fp8, any("values"), any("scales"), any("input"), stream,
+        threads);
+  m.def("dequantize_k_fp8", &dequantize_k_fp8, any("out"), any("values"), any("scales"), stream,
+        threads);
+  m.def("quantize_mxfp4", &quantize_mxfp4, any("values"), any("scales"), any("input"), stream,
+        threads);
+  m.def("dequantize_mxfp4", &dequantize_mxfp4, any("out"), any("values"), any("scales"), stream,
+        threads);
+  m.def("insert_k_cache", &insert_k_cache, any("cache"), any("keys"), any("slot_mapping"), stream,
+        threads);
+  m.def("gather_k_workspace", &gather_k_workspace, any("values"), any("scales"), any("cache"),
+        any("block_table"), any("cu_seq_lens"), stream, threads);
+  m.def("mqa_logits", &mqa_logits, any("logits"), any("q_values"), any("q_scales"), any("k_values"),
+        any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("clean") = true, stream,
+        threads);
+  m.def("paged_mqa_logits", &paged_mqa_logits, any("logits"), any("q_values"), any("q_scales"),
+        any("cache"), any("weights"), any("context_lens"), any("block_table"),
+        nb::arg("clean") = true, stream, threads);
+  m.def("topk_per_row", &topk_per_row, any("out"), any("logits"), nb::arg("k"),
+        any("ks") = nb::none(), any("ke") = nb::none(), any("lengths") = nb::none(),
+        nb::arg("next_n") = 1, nb::arg("sorted") = false, stream, workspace, threads);
+  m.def("indexer_prefill", &indexer_prefill, any("out"), any("q_values"), any("q_scales"),
+        any("k_values"), any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("k"),
+        nb::arg("sorted") = false, stream, workspace, threads);
+  m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
+        any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
+        nb::arg("sorted") = false, stream, workspace, threads);
+
+  m.def("topk_per_row_cpu_workspace_size", &fi::topk_per_row_cpu_workspace_size, nb::arg("k"),
+        nb::arg("threads") = 0);
+  m.def(
+      "topk_per_row_cuda_workspace_size",
+      [](int64_t rows, int64_t width, int k, int device) {
+        size_t bytes = 0;
+        ArgumentList::run_on(device,
+                             [&] { bytes = fi::topk_per_row_cuda_workspace_size(rows, width, k); });
+        return bytes;
+      },
+      nb::arg("rows"), nb::arg("width"), nb::arg("k"), nb::arg("device") = -1);
+  m.def("indexer_cpu_workspace_size", &fi::indexer_cpu_workspace_size, nb::arg("k"),
+        nb::arg("threads") = 0);
+  m.def(
+      "page_bytes",
+      [](const std::string& format, int page_size, int head_dim) {
+        return fi::PagedKCache::page_bytes(parse_format(format), page_size, head_dim);
+      },
+      nb::arg("format"), nb::arg("page_size"), nb::arg("head_dim"));
+  m.def(
+      "bytes_per_key",
+      [](const std::string& format, int head_dim) {
+        return fi::PagedKCache::bytes_per_key(parse_format(format), head_dim);
+      },
+      nb::arg("format"), nb::arg("head_dim"));
+  m.def("build_info", &build_info);
+  m.def("cuda_device_count", [] {
+    nb::gil_scoped_release released;
+    return fi::cuda_device_count();
+  });
+}

@@ -1,0 +1,106 @@
+"""The binding itself: zero copies, argument conversion, errors, import-time behaviour."""
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import flashindexer as fi
+from flashindexer import _C
+
+
+def test_import_loads_neither_torch_nor_cuda():
+    code = ("import sys, flashindexer; "
+            "assert 'torch' not in sys.modules and 'cupy' not in sys.modules; "
+            "maps = open('/proc/self/maps').read(); "
+            "assert 'libcuda.so' not in maps, 'CUDA driver loaded at import'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_outputs_are_written_in_place():
+    x = np.ones((4, 128), np.float32)
+    out = np.zeros((4, 128), np.float32)
+    values, scales = fi.quantize_k_fp8(x)
+    assert fi.dequantize_k_fp8(values, scales, out=out) is out
+    np.testing.assert_array_equal(out, x)
+
+
+def test_read_only_inputs_are_accepted_and_read_only_outputs_rejected():
+    x = np.ones((4, 128), np.float32)
+    x.flags.writeable = False
+    values, scales = fi.quantize_k_fp8(x)
+    out = np.zeros((4, 128), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="dequantize_k_fp8: out is read-only"):
+        fi.dequantize_k_fp8(values, scales, out=out)
+
+
+def test_raw_module_takes_tagged_arrays_and_rejects_bad_tags():
+    values = np.full((2, 64), 0x38, np.uint8)  # e4m3 1.0
+    scales = np.full(2, 2.0, np.float32)
+    out = np.zeros((2, 64), np.float32)
+    _C.dequantize_k_fp8(out, (values, "e4m3"), scales)
+    assert (out == 2.0).all()
+    with pytest.raises(ValueError, match='names format "e5m2"'):
+        _C.dequantize_k_fp8(out, (values, "e5m2"), scales)
+    with pytest.raises(TypeError, match="cannot hold format bf16"):
+        _C.dequantize_k_fp8(out, (values, "bf16"), scales)
+    with pytest.raises(TypeError, match="values has dtype e2m1x2, expected e4m3"):
+        _C.dequantize_k_fp8(out, (values, "e2m1x2"), scales)
+
+
+def test_rank_and_zero_dimensional_arguments_are_rejected():
+    with pytest.raises(ValueError, match="has rank 5"):
+        fi.dequantize_k_fp8(np.zeros((1, 1, 1, 1, 4), np.uint8), np.zeros(1, np.float32))
+    with pytest.raises(ValueError, match="scales has rank 0"):
+        _C.dequantize_k_fp8(np.zeros((1, 4), np.float32), np.zeros((1, 4), np.uint8),
+                            np.float32(1.0))
+
+
+def test_non_contiguous_inner_dimension_is_a_value_error():
+    logits = np.zeros((4, 200), np.float32)[:, ::2]
+    with pytest.raises(ValueError, match="logits"):
+        fi.topk_per_row(logits, 4, lengths=np.full(4, 100, np.int32))
+
+
+def test_workspace_on_the_wrong_device_kind_or_misaligned_is_rejected():
+    logits = np.zeros((4, 100), np.float32)
+    lengths = np.full(4, 100, np.int32)
+    workspace = np.zeros(fi.topk_per_row_cpu_workspace_size(4) + 64, np.uint8)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        fi.topk_per_row(logits, 4, lengths=lengths, workspace=workspace[1:])
+    with pytest.raises(ValueError, match="workspace must be contiguous"):
+        fi.topk_per_row(logits, 4, lengths=lengths, workspace=workspace.reshape(-1, 2)[:, :1])
+
+
+def test_the_gil_is_released_while_an_op_runs(rng):
+    # A Python thread ticks every millisecond while three ~30 ms ops run: with the GIL held it
+    # could tick only between the calls (a handful of times).
+    logits = rng.standard_normal((64, 200_000)).astype(np.float32)
+    lengths = np.full(64, 200_000, np.int32)
+    ticks = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    for _ in range(3):
+        fi.topk_per_row(logits, 2048, lengths=lengths, cpu_threads=1)
+    done.set()
+    thread.join()
+    assert len(ticks) > 10
+
+
+def test_build_info_and_sizes():
+    info = fi.build_info()
+    assert info["version"] == fi.__version__ and isinstance(info["cuda"], bool)
+    assert fi.page_bytes("fp8", 64, 128) == 64 * 132
+    assert fi.page_bytes("mxfp4", 64, 128) == 64 * 68
+    assert fi.topk_per_row_cpu_workspace_size(2048) > 0
+    assert fi.MAX_TOPK == 4096
