@@ -1,6 +1,6 @@
 // CPU topk_per_row: one read of each visible logit.
 //
-// A strided sample of the row gives a floor expected to let about 2k scores through; one pass
+// A sample of the row gives a floor expected to let about 3k/2 scores through; one pass
 // then streams the row through StreamingTopK, which drops everything below the floor at once.
 // If the guess was too high (fewer than min(n, k) survivors), the row is streamed again with no
 // floor, so the result is always exact.
@@ -17,11 +17,19 @@
 namespace flashindexer::cpu {
 namespace {
 
-constexpr int64_t kSamples = 1024;
+// The sample: kSampleLines runs of kSampleRun consecutive scores (one cache line each), spread
+// evenly over the row, so sampling costs a few dozen cache misses, not one per sample.
+constexpr int64_t kSampleRun = 16;
+constexpr int64_t kSampleLines = 128;
+constexpr int64_t kSamples = kSampleRun * kSampleLines;
 // Sample only when the sample expects at least this many of its members in the top k (fewer
 // would make the guess too noisy to pay for itself), and only rows several times longer than k.
 constexpr int64_t kMinSampledTopK = 8;
 constexpr int64_t kMinRowOverK = 4;
+// The floor is the sample's score at the rank that expects 3k/2 survivors: below the 2k at
+// which the selector prunes, so a good guess costs one selection at the end, and far enough
+// above k that a guess too high (fewer than k survivors: a second pass) is rare.
+constexpr int64_t kSurvivorsPerK2 = 3;  // survivors expected = kSurvivorsPerK2 * k / 2
 
 template <typename Logit>
 float to_float(Logit value) {
@@ -32,18 +40,21 @@ float to_float(Logit value) {
   }
 }
 
-// A floor below about 2k of the n scores, from a strided sample; 0 (no floor) for short rows.
+// A floor below about 3k/2 of the n scores, from the sample; 0 (no floor) for short rows.
 template <typename Logit>
 uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
-  if (kSamples * k >= kMinSampledTopK * n && n >= kMinRowOverK * k) {
-    uint32_t sample[kSamples];
-    const int64_t stride = n / kSamples;
-    for (int64_t i = 0; i < kSamples; ++i) sample[i] = ordered_score_bits(to_float(row[i * stride]));
-    const int64_t rank = std::min<int64_t>(kSamples - 1, 2 * kSamples * k / n);
-    std::nth_element(sample, sample + rank, sample + kSamples, std::greater<uint32_t>());
-    return sample[rank];
+  if (kSamples * k < kMinSampledTopK * n || n < kMinRowOverK * k) return 0;
+  uint32_t sample[kSamples];
+  const int64_t line_stride = (n - kSampleRun) / (kSampleLines - 1);
+  for (int64_t line = 0; line < kSampleLines; ++line) {
+    const Logit* run = row + line * line_stride;
+    for (int64_t i = 0; i < kSampleRun; ++i) {
+      sample[line * kSampleRun + i] = ordered_score_bits(to_float(run[i]));
+    }
   }
-  return 0;
+  const int64_t rank = std::min<int64_t>(kSamples - 1, kSurvivorsPerK2 * kSamples * k / (2 * n));
+  std::nth_element(sample, sample + rank, sample + kSamples, std::greater<uint32_t>());
+  return sample[rank];
 }
 
 template <typename Logit>

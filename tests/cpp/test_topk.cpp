@@ -176,6 +176,30 @@ TEST(TopK, MatchesReferenceOnRandomBf16Logits) {
   }
 }
 
+// White-box: the CPU path guesses a floor from 128 runs of 16 scores spread evenly over a long
+// row (src/cpu/topk.cpp). Here exactly those positions hold the largest scores, so the guess is
+// far too high, fewer than k scores survive it, and the row must be rescanned: still exact.
+TEST(TopK, ExactWhenTheSampledFloorIsTooHigh) {
+  FI_SEEDED_RNG(rng);
+  const int64_t width = 65536;
+  HostTensor logits = make_logits(rng, DType::kF32, 2, width, Fill::kRandom);
+  const int64_t line_stride = (width - 16) / 127;
+  for (int64_t row = 0; row < 2; ++row) {
+    for (int64_t line = 0; line < 128; ++line) {
+      for (int64_t i = 0; i < 16; ++i) {
+        logits.data<float>()[row * width + line * line_stride + i] =
+            1000.0f + static_cast<float>(line * 16 + i);
+      }
+    }
+  }
+  HostTensor lengths = i32_tensor({static_cast<int32_t>(width), static_cast<int32_t>(width)});
+  for (int k : {512, 2048}) {
+    TopKRun run;
+    run.k = k;
+    check_topk(logits, RowRanges::decode(lengths.view()), run);
+  }
+}
+
 TEST(TopK, TiesAtTheKthValueBreakTowardSmallerIndex) {
   FI_SEEDED_RNG(rng);
   for (bool sorted : {false, true}) {
