@@ -95,22 +95,55 @@ void gather_k_workspace(nb::handle values, nb::handle scales, nb::handle cache,
   });
 }
 
+// The scoring inputs mqa_logits and indexer_prefill share, imported once.
+struct PrefillInputs {
+  fi::QuantizedTensor q, keys;
+  fi::TensorView weights, ks, ke;
+};
+
+PrefillInputs prefill_inputs(ArgumentList& args, nb::handle q_values, nb::handle q_scales,
+                             nb::handle k_values, nb::handle k_scales, nb::handle weights,
+                             nb::handle ks, nb::handle ke) {
+  const bool mxfp4 = is_mxfp4_query(q_scales);
+  PrefillInputs in;
+  in.q = quantized_input(args, "q.values", q_values, "q.scales", q_scales, mxfp4);
+  in.keys = quantized_input(args, "keys.values", k_values, "keys.scales", k_scales, mxfp4);
+  in.weights = args.input("weights", weights);
+  in.ks = args.input("ks", ks);
+  in.ke = args.input("ke", ke);
+  return in;
+}
+
+// The scoring inputs paged_mqa_logits and indexer_decode share, imported once.
+struct DecodeInputs {
+  fi::QuantizedTensor q;
+  fi::PagedKCache cache;
+  fi::TensorView weights, context_lens, block_table;
+};
+
+DecodeInputs decode_inputs(ArgumentList& args, nb::handle q_values, nb::handle q_scales,
+                           nb::handle cache, nb::handle weights, nb::handle context_lens,
+                           nb::handle block_table) {
+  DecodeInputs in;
+  in.q = quantized_input(args, "q.values", q_values, "q.scales", q_scales,
+                         is_mxfp4_query(q_scales));
+  in.cache = args.cache("cache", cache, /*writable=*/false);
+  in.weights = args.input("weights", weights);
+  in.context_lens = args.input("context_lens", context_lens);
+  in.block_table = args.input("block_table", block_table);
+  return in;
+}
+
 void mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
                 nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, bool clean,
                 uintptr_t stream, int cpu_threads) {
   ArgumentList args("mqa_logits");
-  const bool mxfp4 = is_mxfp4_query(q_scales);
-  const fi::QuantizedTensor q =
-      quantized_input(args, "q.values", q_values, "q.scales", q_scales, mxfp4);
-  const fi::QuantizedTensor keys =
-      quantized_input(args, "keys.values", k_values, "keys.scales", k_scales, mxfp4);
-  const fi::TensorView weights_view = args.input("weights", weights);
-  const fi::TensorView ks_view = args.input("ks", ks);
-  const fi::TensorView ke_view = args.input("ke", ke);
+  const PrefillInputs in =
+      prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView logits_view = args.output("logits", logits);
   const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
   args.run([&] {
-    return fi::mqa_logits(logits_view, q, keys, weights_view, ks_view, ke_view,
+    return fi::mqa_logits(logits_view, in.q, in.keys, in.weights, in.ks, in.ke,
                           fi::LogitsOptions{.clean = clean}, options);
   });
 }
@@ -119,17 +152,13 @@ void paged_mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scale
                       nb::handle weights, nb::handle context_lens, nb::handle block_table,
                       bool clean, uintptr_t stream, int cpu_threads) {
   ArgumentList args("paged_mqa_logits");
-  const fi::QuantizedTensor q =
-      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
-  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
-  const fi::TensorView weights_view = args.input("weights", weights);
-  const fi::TensorView lens_view = args.input("context_lens", context_lens);
-  const fi::TensorView table_view = args.input("block_table", block_table);
+  const DecodeInputs in =
+      decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
   const fi::TensorView logits_view = args.output("logits", logits);
   const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
   args.run([&] {
-    return fi::paged_mqa_logits(logits_view, q, cache_view, weights_view, lens_view, table_view,
-                                fi::LogitsOptions{.clean = clean}, options);
+    return fi::paged_mqa_logits(logits_view, in.q, in.cache, in.weights, in.context_lens,
+                                in.block_table, fi::LogitsOptions{.clean = clean}, options);
   });
 }
 
@@ -159,18 +188,12 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
                      nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
                      bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
   ArgumentList args("indexer_prefill");
-  const bool mxfp4 = is_mxfp4_query(q_scales);
-  const fi::QuantizedTensor q =
-      quantized_input(args, "q.values", q_values, "q.scales", q_scales, mxfp4);
-  const fi::QuantizedTensor keys =
-      quantized_input(args, "keys.values", k_values, "keys.scales", k_scales, mxfp4);
-  const fi::TensorView weights_view = args.input("weights", weights);
-  const fi::TensorView ks_view = args.input("ks", ks);
-  const fi::TensorView ke_view = args.input("ke", ke);
+  const PrefillInputs in =
+      prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView out_view = args.output("out", out);
   const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
   args.run([&] {
-    return fi::indexer_prefill(out_view, q, keys, weights_view, ks_view, ke_view, k,
+    return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
                                fi::TopKOptions{.sorted = sorted}, options);
   });
 }
@@ -179,17 +202,13 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
                     nb::handle weights, nb::handle context_lens, nb::handle block_table, int k,
                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
   ArgumentList args("indexer_decode");
-  const fi::QuantizedTensor q =
-      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
-  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
-  const fi::TensorView weights_view = args.input("weights", weights);
-  const fi::TensorView lens_view = args.input("context_lens", context_lens);
-  const fi::TensorView table_view = args.input("block_table", block_table);
+  const DecodeInputs in =
+      decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
   const fi::TensorView out_view = args.output("out", out);
   const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
   args.run([&] {
-    return fi::indexer_decode(out_view, q, cache_view, weights_view, lens_view, table_view, k,
-                              fi::TopKOptions{.sorted = sorted}, options);
+    return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens,
+                              in.block_table, k, fi::TopKOptions{.sorted = sorted}, options);
   });
 }
 
