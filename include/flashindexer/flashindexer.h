@@ -1,6 +1,7 @@
 // FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models.
 #pragma once
 
+#include "flashindexer/dist.h"
 #include "flashindexer/formats.h"
 #include "flashindexer/indexer.h"
 #include "flashindexer/kcache.h"
