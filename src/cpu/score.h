@@ -97,19 +97,27 @@ class PagedKeys {
   const int32_t* block_table_row_;
 };
 
+// Writes column i of tile rows [0, head_dim) from the e4m3 codes values[i], i < count (SIMD
+// conversion and 8 x 8 transposes where the CPU has 256-bit vectors; src/cpu/tile_load.cpp).
+void decode_fp8_tile(float* tile, const uint8_t* const* values, int count, int head_dim);
+
 // Dequantizes keys [first, first + count) of `keys` into `tile` (count <= kKeyTile).
 template <typename Keys>
 void load_key_tile(KeyTile& tile, const Keys& keys, int64_t first, int count, int head_dim) {
-  const bool mxfp4 = keys.mxfp4();
-  for (int i = 0; i < count; ++i) {
-    const KeyBytes bytes = keys.key(first + i);
-    if (mxfp4) {
+  if (keys.mxfp4()) {
+    for (int i = 0; i < count; ++i) {
+      const KeyBytes bytes = keys.key(first + i);
       decode_mxfp4_column(tile.values + i, kKeyTile, bytes.values, bytes.scales, head_dim);
       tile.scales[i] = 1.0f;
-    } else {
-      decode_fp8_column(tile.values + i, kKeyTile, bytes.values, head_dim);
+    }
+  } else {
+    const uint8_t* values[kKeyTile];
+    for (int i = 0; i < count; ++i) {
+      const KeyBytes bytes = keys.key(first + i);
+      values[i] = bytes.values;
       std::memcpy(&tile.scales[i], bytes.scales, sizeof(float));
     }
+    decode_fp8_tile(tile.values, values, count, head_dim);
   }
   for (int i = count; i < kKeyTile; ++i) {
     for (int d = 0; d < head_dim; ++d) tile.values[d * kKeyTile + i] = 0.0f;
