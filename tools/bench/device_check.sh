@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU top-k tests, sanitizers on a small subset, the benchmark, and optionally
 # an ncu look at one segment-kernel launch. Usage (repo root, binaries in $BIN):
-#   BIN=.carry OUT=/tmp/out STEPS="tests memcheck racecheck bench ncu" tools/bench/device_check.sh
+#   BIN=build OUT=/tmp/out STEPS="tests memcheck racecheck bench ncu" tools/bench/device_check.sh
 set -u
 BIN=${BIN:-build-cuda}
 OUT=${OUT:-/tmp/topk-out}
