@@ -37,8 +37,9 @@ void topk_per_row(const TensorView& out, const TensorView& logits, const RowRang
                   bool sorted, int threads, void* workspace);
 size_t topk_thread_workspace_bytes(int k);
 
-// Scratch of one CPU thread of the indexer, and of all of them.
+// Scratch of the CPU indexer: indexer_slots(threads) slots of indexer_thread_workspace_bytes(k).
 size_t indexer_thread_workspace_bytes(int k);
+size_t indexer_slots(int threads);
 int resolve_threads(int requested);
 
 void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,

@@ -52,32 +52,49 @@ void load_decode_block(RowBlock& block, QueryRow* rows, const DecodeBlocks& bloc
 
 namespace flashindexer::cpu {
 
-// Runs body(block, first_row) for every block of prefill rows of q [M, H, D], the block's query
-// rows loaded, on `threads` OpenMP threads (rows are independent: no bit depends on the split).
+// When there are fewer row blocks than threads (decode with a small batch), each block's keys
+// are split into segments scored by different threads; at most this many per block.
+inline constexpr int kMaxKeySegments = 64;
+
+// Segments per block: 1 when the blocks alone give every thread work, else enough that they do.
+// Decided from shapes only; no result depends on it (scores are per key, selection is exact).
+int segments_per_block(int64_t blocks, int threads);
+
+// Narrows the scored keys [start, end) of every row of `block` to segment `segment` of
+// `segments` equal, tile-aligned parts of the block's key range.
+void restrict_to_segment(RowBlock& block, int segment, int segments);
+
+// Runs body(block, first_row, item) for every (block, key segment) item of the prefill rows of
+// q [M, H, D], item = block index * segments + segment, the block's query rows loaded, on
+// `threads` OpenMP threads.
 template <typename Body>
 void for_each_prefill_block(const QuantizedTensor& q, const TensorView& weights,
-                            const TensorView& ks, const TensorView& ke, int threads, Body&& body) {
+                            const TensorView& ks, const TensorView& ke, int threads, int segments,
+                            Body&& body) {
   const PrefillBlocks blocks{q.values.shape[0]};
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
+  for (int64_t item = 0; item < blocks.count() * segments; ++item) {
     QueryRow rows[kRowBlock];
     RowBlock block;
-    load_prefill_block(block, rows, blocks, b, q, weights, ks, ke);
-    body(block, blocks.first_row(b));
+    load_prefill_block(block, rows, blocks, item / segments, q, weights, ks, ke);
+    restrict_to_segment(block, static_cast<int>(item % segments), segments);
+    body(block, blocks.first_row(item / segments), item);
   }
 }
 
-// The same for decode rows of q [B, next_n, H, D]: body(block, first_row, request).
+// The same for decode rows of q [B, next_n, H, D]: body(block, first_row, request, item).
 template <typename Body>
 void for_each_decode_block(const QuantizedTensor& q, const TensorView& weights,
-                           const TensorView& context_lens, int threads, Body&& body) {
+                           const TensorView& context_lens, int threads, int segments,
+                           Body&& body) {
   const DecodeBlocks blocks{q.values.shape[0], static_cast<int>(q.values.shape[1])};
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
+  for (int64_t item = 0; item < blocks.count() * segments; ++item) {
     QueryRow rows[kRowBlock];
     RowBlock block;
-    load_decode_block(block, rows, blocks, b, q, weights, context_lens);
-    body(block, blocks.first_row(b), blocks.request(b));
+    load_decode_block(block, rows, blocks, item / segments, q, weights, context_lens);
+    restrict_to_segment(block, static_cast<int>(item % segments), segments);
+    body(block, blocks.first_row(item / segments), blocks.request(item / segments), item);
   }
 }
 

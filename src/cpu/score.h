@@ -125,9 +125,13 @@ void load_key_tile(KeyTile& tile, const Keys& keys, int64_t first, int count, in
   }
 }
 
-// A block of query rows scored together: row r sees keys [start[r], end[r]).
+// A block of query rows scored together: row r sees keys [row_start[r], row_end[r]), of which
+// keys [start[r], end[r]) are scored now (all of them, or one segment when the block's keys are
+// split across threads; see row_blocks.h).
 struct RowBlock {
   const QueryRow* rows[kRowBlock];
+  int64_t row_start[kRowBlock];
+  int64_t row_end[kRowBlock];
   int64_t start[kRowBlock];
   int64_t end[kRowBlock];
   int count = 0;

@@ -7,7 +7,7 @@
 
 namespace flashindexer {
 size_t indexer_cpu_workspace_size(int k, int threads) {
-  return static_cast<size_t>(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
+  return cpu::indexer_slots(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
 }
 
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,

@@ -221,6 +221,52 @@ TEST(IndexerDecode, EqualsTopKOfPagedMqaLogits) {
   }
 }
 
+// With fewer row blocks than threads the CPU splits each block's keys into segments scored by
+// different threads and merges their selections: the logits and the selection must not change.
+TEST(IndexerDecode, SingleRequestSplitAcrossThreadsIsExact) {
+  FI_SEEDED_RNG(rng);
+  for (int next_n : {1, 2}) {
+    DecodeConfig config;
+    config.batch = 1;
+    config.next_n = next_n;
+    config.heads = 64;
+    config.max_len = 3000;
+    DecodeProblem p = make_decode_problem(rng, config, {3000});
+    const int k = 256;
+    HostTensor reference_logits = poisoned_logits(p.rows(), p.width);
+    RunOptions one_thread;
+    one_thread.cpu_threads = 1;
+    FI_ASSERT_OK(paged_mqa_logits(reference_logits.view(), p.q.view(), p.cache.cache(),
+                                  p.weights.view(), p.context_lens.view(), p.block_table.view(),
+                                  LogitsOptions{true}, one_thread));
+    std::vector<int32_t> row_lengths(p.ends.begin(), p.ends.end());
+    HostTensor lengths = i32_tensor(row_lengths);
+    HostTensor expected = poisoned_topk_output(p.rows(), k);
+    FI_ASSERT_OK(topk_per_row(expected.view(), reference_logits.view(),
+                              RowRanges::decode(lengths.view()), k, TopKOptions{true}));
+    for (int threads : {2, 5, 16}) {
+      SCOPED_TRACE(::testing::Message() << "next_n=" << next_n << " cpu_threads=" << threads);
+      RunOptions options;
+      options.cpu_threads = threads;
+      HostTensor logits = poisoned_logits(p.rows(), p.width);
+      FI_ASSERT_OK(paged_mqa_logits(logits.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                    p.context_lens.view(), p.block_table.view(),
+                                    LogitsOptions{true}, options));
+      EXPECT_EQ(std::memcmp(logits.data<float>(), reference_logits.data<float>(),
+                            p.rows() * p.width * sizeof(float)),
+                0)
+          << "logit bits depend on the thread count";
+      for (bool sorted : {false, true}) {
+        HostTensor out = poisoned_topk_output(p.rows(), k);
+        FI_ASSERT_OK(indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                    p.context_lens.view(), p.block_table.view(), k,
+                                    TopKOptions{sorted}, options));
+        EXPECT_TRUE(SameTopK(out, expected, k, sorted));
+      }
+    }
+  }
+}
+
 // ----------------------------------------------------------------------------- workspace
 
 TEST(IndexerPrefill, RejectsWorkspaceSmallerThanRequired) {
