@@ -73,6 +73,27 @@ void merge_segments(const TensorView& out, int64_t first_row, int rows, void* wo
   write_slot(out, first_row, rows, merged, k);
 }
 
+// One (block, segment) item: whole blocks select into the thread's slot and write their rows;
+// segments select into the item's own slot, merged by merge_all_segments afterwards.
+template <typename Keys>
+void select_item(const TensorView& out, const RowBlock& block, int64_t first_row, int64_t item,
+                 const Keys& keys, int k, bool sorted, int segments, void* workspace) {
+  const Slot slot = slot_at(workspace, k, segments == 1 ? omp_get_thread_num() : item);
+  select_into(block, keys, k, sorted && segments == 1, slot);
+  if (segments == 1) write_slot(out, first_row, block.count, slot, k);
+}
+
+template <typename Blocks>
+void merge_all_segments(const TensorView& out, const Blocks& blocks, void* workspace, int k,
+                        int segments, bool sorted, int threads) {
+  if (segments == 1) return;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    merge_segments(out, blocks.first_row(b), blocks.size(b), workspace, k, b * segments,
+                   segments, sorted);
+  }
+}
+
 }  // namespace
 
 int resolve_threads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
@@ -97,16 +118,9 @@ void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Quan
   const int segments = segments_per_block(blocks.count(), threads);
   for_each_prefill_block(q, weights, ks, ke, threads, segments,
                          [&](const RowBlock& block, int64_t first_row, int64_t item) {
-    const Slot slot = slot_at(workspace, k, segments == 1 ? omp_get_thread_num() : item);
-    select_into(block, packed, k, sorted && segments == 1, slot);
-    if (segments == 1) write_slot(out, first_row, block.count, slot, k);
+    select_item(out, block, first_row, item, packed, k, sorted, segments, workspace);
   });
-  if (segments == 1) return;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    merge_segments(out, blocks.first_row(b), blocks.size(b), workspace, k, b * segments,
-                   segments, sorted);
-  }
+  merge_all_segments(out, blocks, workspace, k, segments, sorted, threads);
 }
 
 void indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
@@ -119,16 +133,9 @@ void indexer_decode(const TensorView& out, const QuantizedTensor& q, const Paged
                         [&](const RowBlock& block, int64_t first_row, int64_t request,
                             int64_t item) {
     const PagedKeys paged(cache, element<int32_t>(block_table, request, 0));
-    const Slot slot = slot_at(workspace, k, segments == 1 ? omp_get_thread_num() : item);
-    select_into(block, paged, k, sorted && segments == 1, slot);
-    if (segments == 1) write_slot(out, first_row, block.count, slot, k);
+    select_item(out, block, first_row, item, paged, k, sorted, segments, workspace);
   });
-  if (segments == 1) return;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    merge_segments(out, blocks.first_row(b), blocks.size(b), workspace, k, b * segments,
-                   segments, sorted);
-  }
+  merge_all_segments(out, blocks, workspace, k, segments, sorted, threads);
 }
 
 }  // namespace flashindexer::cpu

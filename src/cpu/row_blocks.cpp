@@ -34,15 +34,10 @@ int segments_per_block(int64_t blocks, int threads) {
 }
 
 void restrict_to_segment(RowBlock& block, int segment, int segments) {
-  if (segments == 1) return;
-  int64_t low = INT64_MAX;
-  int64_t high = INT64_MIN;
-  for (int r = 0; r < block.count; ++r) {
-    if (block.row_start[r] >= block.row_end[r]) continue;
-    low = std::min(low, block.row_start[r]);
-    high = std::max(high, block.row_end[r]);
-  }
-  if (low >= high) return;
+  const KeySpan span = key_span(block.row_start, block.row_end, block.count);
+  if (segments == 1 || span.empty()) return;
+  const int64_t low = span.low;
+  const int64_t high = span.high;
   // Segment boundaries on whole tiles from `low`, so no tile is loaded by two segments.
   const int64_t tiles = (high - low + kKeyTile - 1) / kKeyTile;
   const int64_t first = low + tiles * segment / segments * kKeyTile;

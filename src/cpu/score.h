@@ -137,18 +137,31 @@ struct RowBlock {
   int count = 0;
 };
 
+// The smallest range [low, high) holding the non-empty ranges [start[r], end[r]), r < count;
+// low >= high when all are empty.
+struct KeySpan {
+  int64_t low = INT64_MAX;
+  int64_t high = INT64_MIN;
+  bool empty() const { return low >= high; }
+};
+inline KeySpan key_span(const int64_t* start, const int64_t* end, int count) {
+  KeySpan span;
+  for (int r = 0; r < count; ++r) {
+    if (start[r] >= end[r]) continue;
+    span.low = std::min(span.low, start[r]);
+    span.high = std::max(span.high, end[r]);
+  }
+  return span;
+}
+
 // Scores every visible key of every row of the block, tile by tile, and hands each row's scores
 // to consume(r, first_key, scores, n): scores[i] is the score of key first_key + i.
 template <typename Keys, typename Consume>
 void score_row_block(const RowBlock& block, const Keys& keys, Consume&& consume) {
-  int64_t low = INT64_MAX;
-  int64_t high = INT64_MIN;
-  for (int r = 0; r < block.count; ++r) {
-    if (block.start[r] >= block.end[r]) continue;
-    low = std::min(low, block.start[r]);
-    high = std::max(high, block.end[r]);
-  }
-  if (low >= high) return;
+  const KeySpan span = key_span(block.start, block.end, block.count);
+  if (span.empty()) return;
+  const int64_t low = span.low;
+  const int64_t high = span.high;
   const int head_dim = block.rows[0]->head_dim;
   KeyTile tile;
   alignas(64) float scores[kKeyTile];
