@@ -65,33 +65,6 @@ TEST(DistMapping, UsesSixtyFourBitArithmetic) {
 // ---------------------------------------------------------------------------------------------
 // DCP merge with simulated ranks
 
-enum class Fill {
-  kRandom,   // continuous values
-  kFewTies,  // four values: heavy ties across ranks at the k-th value
-  kSpecial,  // NaNs, +-inf, +-0 and a few integers
-};
-
-float random_logit(Rng& rng, Fill fill) {
-  switch (fill) {
-    case Fill::kRandom:
-      return rng.normal(10.0f);
-    case Fill::kFewTies:
-      return static_cast<float>(rng.uniform_int(0, 3)) - 1.0f;
-    case Fill::kSpecial: {
-      const double u = rng.uniform(0, 1);
-      if (u < 0.15)
-        return bits_float((rng.bernoulli(0.5) ? 0xFFC00000u : 0x7F800001u) |
-                          (rng.bits32() & 0xFFFFu));
-      if (u < 0.20) return kInf;
-      if (u < 0.30) return -kInf;
-      if (u < 0.35) return 0.0f;
-      if (u < 0.40) return -0.0f;
-      return static_cast<float>(rng.uniform_int(-3, 3));
-    }
-  }
-  return 0.0f;
-}
-
 struct DcpCase {
   int ranks = 2;
   int interleave = 1;

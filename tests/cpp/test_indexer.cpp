@@ -9,21 +9,6 @@
 namespace fitest {
 namespace {
 
-struct Case {
-  KFormat format;
-  int heads;
-  int head_dim;
-};
-const Case kCases[] = {{KFormat::kFP8, 32, 128},
-                       {KFormat::kFP8, 64, 64},
-                       {KFormat::kMXFP4, 64, 128},
-                       {KFormat::kMXFP4, 32, 64}};
-
-std::string describe(const Case& c) {
-  return std::string(kformat_name(c.format)) + " H=" + std::to_string(c.heads) +
-         " D=" + std::to_string(c.head_dim);
-}
-
 // A caller workspace of exactly indexer_cpu_workspace_size(k, threads) poisoned bytes.
 struct Workspace {
   std::vector<uint8_t> bytes;
@@ -52,7 +37,7 @@ Workspace workspace_for(int k, int threads) {
 }
 
 // Duplicated keys (exact ties) and all-zero keys (scores exactly 0, ties across rows).
-void add_ties(Rng& rng, Operand& keys, const Case& c, int64_t num_keys) {
+void add_ties(Rng& rng, Operand& keys, const OperandCase& c, int64_t num_keys) {
   for (int64_t i = 0; i < num_keys / 4; ++i) {
     copy_key_row(keys, c.format, c.head_dim, rng.uniform_int(0, num_keys - 1),
                  rng.uniform_int(0, num_keys - 1));
@@ -67,7 +52,7 @@ void add_ties(Rng& rng, Operand& keys, const Case& c, int64_t num_keys) {
 
 TEST(IndexerPrefill, EqualsTopKOfMqaLogits) {
   FI_SEEDED_RNG(rng);
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kOperandCases) {
     SCOPED_TRACE(describe(c));
     const int64_t M = rng.uniform_int(12, 20);
     const int64_t N = rng.uniform_int(400, 900);
@@ -112,7 +97,7 @@ TEST(IndexerPrefill, EqualsTopKOfMqaLogits) {
 TEST(IndexerPrefill, HeavyTiesAndShortRowsEqualTopKOfMqaLogits) {
   // Keys drawn from a handful of distinct rows: most scores tie, so the k-th value is shared.
   FI_SEEDED_RNG(rng);
-  for (const Case& c : {kCases[0], kCases[2]}) {
+  for (const OperandCase& c : {kOperandCases[0], kOperandCases[2]}) {
     SCOPED_TRACE(describe(c));
     const int64_t M = 10;
     const int64_t N = 600;
@@ -153,7 +138,7 @@ TEST(IndexerPrefill, HeavyTiesAndShortRowsEqualTopKOfMqaLogits) {
 TEST(IndexerDecode, EqualsTopKOfPagedMqaLogits) {
   FI_SEEDED_RNG(rng);
   int index = 0;
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kOperandCases) {
     for (bool two_dim : {false, true}) {
       DecodeConfig config;
       config.format = c.format;

@@ -269,6 +269,58 @@ inline void copy_key_row(Operand& keys, KFormat format, int head_dim, int64_t fr
 }
 
 // ---------------------------------------------------------------------------------------------
+// Operand kinds and logit rows shared by the test files
+
+// One kind of scoring operand: its format, head count and head dimension.
+struct OperandCase {
+  KFormat format;
+  int heads;
+  int head_dim;
+};
+// Both formats, both head counts, both head dimensions, in four combinations.
+inline constexpr OperandCase kOperandCases[] = {{KFormat::kFP8, 32, 128},
+                                                {KFormat::kFP8, 64, 64},
+                                                {KFormat::kMXFP4, 64, 128},
+                                                {KFormat::kMXFP4, 32, 64}};
+
+inline std::string describe(const OperandCase& c) {
+  return std::string(kformat_name(c.format)) + " H=" + std::to_string(c.heads) +
+         " D=" + std::to_string(c.head_dim);
+}
+
+// How a row of logits is filled.
+enum class Fill {
+  kRandom,   // continuous values: ties only by accident
+  kFewTies,  // four distinct values: heavy ties at the k-th value
+  kSpecial,  // NaNs of both signs and any payload, +-inf, +-0 mixed with numbers
+};
+
+inline float random_nan(Rng& rng) {
+  const uint32_t sign = rng.bernoulli(0.5) ? 0x80000000u : 0u;
+  return bits_float(sign | 0x7F800000u | (1u + rng.bits32() % 0x7FFFFFu));
+}
+
+inline float random_logit(Rng& rng, Fill fill) {
+  switch (fill) {
+    case Fill::kRandom:
+      return rng.normal(10.0f);
+    case Fill::kFewTies:
+      return static_cast<float>(rng.uniform_int(0, 3)) - 1.0f;
+    case Fill::kSpecial: {
+      const double u = rng.uniform(0, 1);
+      if (u < 0.12) return random_nan(rng);
+      if (u < 0.17) return kInf;
+      if (u < 0.25) return -kInf;
+      if (u < 0.30) return 0.0f;
+      if (u < 0.35) return -0.0f;
+      return static_cast<float>(rng.uniform_int(-3, 3));
+    }
+  }
+  return 0.0f;
+}
+
+
+// ---------------------------------------------------------------------------------------------
 // Prefill problems
 
 struct PrefillProblem {

@@ -11,21 +11,12 @@
 namespace fitest {
 namespace {
 
-struct Case {
-  KFormat format;
-  int heads;
-  int head_dim;
-};
-const Case kCases[] = {
+// Every supported (format, H, D).
+const OperandCase kCases[] = {
     {KFormat::kFP8, 32, 128},  {KFormat::kFP8, 64, 128},   {KFormat::kFP8, 32, 64},
     {KFormat::kFP8, 64, 64},   {KFormat::kMXFP4, 32, 128}, {KFormat::kMXFP4, 64, 128},
     {KFormat::kMXFP4, 32, 64}, {KFormat::kMXFP4, 64, 64},
 };
-
-std::string describe(const Case& c) {
-  return std::string(kformat_name(c.format)) + " H=" + std::to_string(c.heads) +
-         " D=" + std::to_string(c.head_dim);
-}
 
 using ScoreFn = std::function<reference::Score(int64_t row, int64_t column)>;
 
@@ -87,7 +78,7 @@ struct PrefillRun {
   ScoreFn score;
 };
 
-PrefillRun prefill_run(Rng& rng, const Case& c, int64_t rows, int64_t keys) {
+PrefillRun prefill_run(Rng& rng, const OperandCase& c, int64_t rows, int64_t keys) {
   PrefillRun run{make_prefill_problem(rng, c.format, rows, keys, c.heads, c.head_dim), {}, {}, {}};
   PrefillProblem& p = run.problem;
   for (int64_t t = 0; t < rows; ++t) {
@@ -104,7 +95,7 @@ PrefillRun prefill_run(Rng& rng, const Case& c, int64_t rows, int64_t keys) {
 
 TEST(MqaLogits, MatchesReferenceWithinDerivedTolerance) {
   FI_SEEDED_RNG(rng);
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kCases) {
     SCOPED_TRACE(describe(c));
     const int64_t M = rng.uniform_int(8, 16);
     const int64_t N = rng.uniform_int(200, 500);
@@ -121,7 +112,7 @@ TEST(MqaLogits, MatchesReferenceWithinDerivedTolerance) {
 
 TEST(MqaLogits, LeavesColumnsOutsideTheRangeUntouchedWhenNotClean) {
   FI_SEEDED_RNG(rng);
-  for (const Case& c : {kCases[0], kCases[5]}) {
+  for (const OperandCase& c : {kCases[0], kCases[5]}) {
     SCOPED_TRACE(describe(c));
     PrefillRun run = prefill_run(rng, c, 10, 300);
     PrefillProblem& p = run.problem;
@@ -134,7 +125,7 @@ TEST(MqaLogits, LeavesColumnsOutsideTheRangeUntouchedWhenNotClean) {
 
 TEST(MqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
   FI_SEEDED_RNG(rng);
-  for (const Case& c : {kCases[1], kCases[6]}) {
+  for (const OperandCase& c : {kCases[1], kCases[6]}) {
     SCOPED_TRACE(describe(c));
     PrefillProblem p = make_prefill_problem(rng, c.format, 21, 700, c.heads, c.head_dim);
     std::vector<uint32_t> first;
@@ -188,7 +179,7 @@ std::string describe(const DecodeConfig& config) {
 TEST(PagedMqaLogits, MatchesReferenceWithinDerivedTolerance) {
   FI_SEEDED_RNG(rng);
   int index = 0;
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kCases) {
     for (bool two_dim : {false, true}) {
       DecodeConfig config;
       config.format = c.format;

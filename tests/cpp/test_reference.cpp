@@ -67,19 +67,9 @@ double fp64_slack(int head_dim, int heads, double magnitude) {
                                        << " (tolerance " << tolerance << ")";
 }
 
-struct Case {
-  KFormat format;
-  int heads;
-  int head_dim;
-};
-const Case kCases[] = {{KFormat::kFP8, 32, 128},
-                       {KFormat::kFP8, 64, 64},
-                       {KFormat::kMXFP4, 64, 128},
-                       {KFormat::kMXFP4, 32, 64}};
-
 TEST(ReferenceLogits, PrefillMatchesDirectLoop) {
   FI_SEEDED_RNG(rng);
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kOperandCases) {
     SCOPED_TRACE(::testing::Message()
                  << kformat_name(c.format) << " H=" << c.heads << " D=" << c.head_dim);
     const int64_t M = 9;
@@ -122,7 +112,7 @@ TEST(ReferenceLogits, PrefillMatchesDirectLoop) {
 TEST(ReferenceLogits, PagedMatchesDirectLoop) {
   FI_SEEDED_RNG(rng);
   int config_index = 0;
-  for (const Case& c : kCases) {
+  for (const OperandCase& c : kOperandCases) {
     for (bool two_dim : {false, true}) {
       for (int next_n = 1; next_n <= 4; ++next_n) {
         DecodeConfig config;

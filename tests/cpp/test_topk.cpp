@@ -9,37 +9,6 @@
 namespace fitest {
 namespace {
 
-// How a row of logits is filled.
-enum class Fill {
-  kRandom,   // continuous values: ties only by accident
-  kFewTies,  // four distinct values: heavy ties at the k-th value
-  kSpecial,  // NaNs of both signs and any payload, +-inf, +-0 mixed with numbers
-};
-
-float random_nan(Rng& rng) {
-  const uint32_t sign = rng.bernoulli(0.5) ? 0x80000000u : 0u;
-  return bits_float(sign | 0x7F800000u | (1u + rng.bits32() % 0x7FFFFFu));
-}
-
-float random_logit(Rng& rng, Fill fill) {
-  switch (fill) {
-    case Fill::kRandom:
-      return rng.normal(10.0f);
-    case Fill::kFewTies:
-      return static_cast<float>(rng.uniform_int(0, 3)) - 1.0f;
-    case Fill::kSpecial: {
-      const double u = rng.uniform(0, 1);
-      if (u < 0.12) return random_nan(rng);
-      if (u < 0.17) return kInf;
-      if (u < 0.25) return -kInf;
-      if (u < 0.30) return 0.0f;
-      if (u < 0.35) return -0.0f;
-      return static_cast<float>(rng.uniform_int(-3, 3));
-    }
-  }
-  return 0.0f;
-}
-
 // Logits [rows, width] (f32 or bf16) with a padded row stride; columns outside a row's
 // visible range and the padding hold values that would win if they were read (+inf, NaN).
 HostTensor make_logits(Rng& rng, DType dtype, int64_t rows, int64_t width, Fill fill,
