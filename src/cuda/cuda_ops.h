@@ -2,6 +2,8 @@
 // cudaStream_t. Every op is asynchronous on its stream and graph-capturable.
 #pragma once
 
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"
@@ -11,6 +13,17 @@ namespace flashindexer::cuda {
 // out [N, D] f32 = e4m3(values [N, D]) * scales [N] f32.
 Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const TensorView& scales,
                         void* stream);
+
+// mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8, H 32 or 64,
+// D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
+// returns kUnsupported for MXFP4 or other head dims.
+Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
+                  const TensorView& weights, const TensorView& ks, const TensorView& ke,
+                  bool clean, void* stream);
+Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                        const PagedKCache& cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table,
+                        bool clean, void* stream);
 
 // topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/ops.
 // Rows are split across CTAs when they are too few to fill the GPU; that needs

@@ -4,6 +4,10 @@
 #include "ops/dispatch.h"
 #include "ops/scoring_checks.h"
 
+#ifdef FLASHINDEXER_WITH_CUDA
+#include "cuda/cuda_ops.h"
+#endif
+
 namespace flashindexer {
 
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
@@ -17,7 +21,14 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
       .stride_at_least("logits", logits, 0, logits.shape[1])
       .on_device("logits", logits, q.values.device);
   if (!check.ok()) return check.status();
-  if (logits.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (logits.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean,
+                            options.cuda_stream);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   cpu::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean, cpu_threads(options));
   return Status::Ok();
 }
@@ -35,7 +46,14 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
       .stride_at_least("logits", logits, 0, logits.shape[1])
       .on_device("logits", logits, q.values.device);
   if (!check.ok()) return check.status();
-  if (logits.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (logits.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
+                                  logits_options.clean, options.cuda_stream);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   cpu::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
                         logits_options.clean, cpu_threads(options));
   return Status::Ok();

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -692,6 +694,111 @@ inline HostTensor poisoned_logits(int64_t rows, int64_t cols, int64_t row_stride
   HostTensor logits(DType::kF32, {rows, cols}, row_stride);
   logits.fill<uint32_t>(kPoisonLogitBits);
   return logits;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scoring results against the reference
+
+using ScoreFn = std::function<reference::Score(int64_t row, int64_t column)>;
+
+// Every entry of a logits buffer: visible entries within the derived tolerance of the fp64
+// reference score; other columns of the view exactly -inf (clean) or untouched (not clean);
+// columns between the view's width and its row stride untouched.
+inline ::testing::AssertionResult LogitsMatch(const HostTensor& logits, const std::vector<int64_t>& starts,
+                                       const std::vector<int64_t>& ends, const ScoreFn& score,
+                                       int head_dim, int heads, bool clean) {
+  const int64_t width = logits.size(1);
+  const int64_t row_stride = logits.stride(0);
+  for (int64_t t = 0; t < logits.size(0); ++t) {
+    for (int64_t s = 0; s < row_stride; ++s) {
+      const float got = logits.data<float>()[t * row_stride + s];
+      if (s < width && s >= starts[t] && s < ends[t]) {
+        const reference::Score expected = score(t, s);
+        const double tolerance = logit_tolerance(head_dim, heads, expected.magnitude);
+        if (!(std::fabs(static_cast<double>(got) - expected.value) <= tolerance)) {
+          return ::testing::AssertionFailure()
+                 << "row " << t << " key " << s << ": got " << got << ", reference "
+                 << expected.value << ", |diff| " << std::fabs(got - expected.value)
+                 << " > tolerance " << tolerance << " (magnitude " << expected.magnitude << ")";
+        }
+      } else if (s < width && clean) {
+        if (float_bits(got) != float_bits(-kInf)) {
+          return ::testing::AssertionFailure()
+                 << "row " << t << " column " << s << " outside [" << starts[t] << ", " << ends[t]
+                 << ") is " << got << ", expected -inf (clean=true)";
+        }
+      } else if (float_bits(got) != kPoisonLogitBits) {
+        return ::testing::AssertionFailure()
+               << "row " << t << " column " << s << " was written (" << got << ") but "
+               << (s >= width ? "lies beyond the logits width "
+                              : "is outside the visible range with clean=false")
+               << (s >= width ? std::to_string(width) : std::string());
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Reference scores are computed once per problem and reused across option sets.
+inline ScoreFn cached(ScoreFn score, int64_t rows, int64_t width) {
+  auto cache = std::make_shared<std::vector<reference::Score>>(static_cast<size_t>(rows * width),
+                                                               reference::Score{NAN, NAN});
+  return [=](int64_t t, int64_t s) {
+    reference::Score& entry = (*cache)[t * width + s];
+    if (std::isnan(entry.value)) entry = score(t, s);
+    return entry;
+  };
+}
+
+// A problem with its reference scores (computed lazily, once).
+struct PrefillRun {
+  PrefillProblem problem;
+  std::vector<int64_t> starts;
+  std::vector<int64_t> ends;
+  ScoreFn score;
+};
+
+inline PrefillRun prefill_run(Rng& rng, const OperandCase& c, int64_t rows, int64_t keys) {
+  PrefillRun run{make_prefill_problem(rng, c.format, rows, keys, c.heads, c.head_dim), {}, {}, {}};
+  PrefillProblem& p = run.problem;
+  for (int64_t t = 0; t < rows; ++t) {
+    run.starts.push_back(p.ks.data<int32_t>()[t]);
+    run.ends.push_back(p.ke.data<int32_t>()[t]);
+  }
+  QuantizedTensor q = p.q.view();
+  QuantizedTensor k = p.keys.view();
+  TensorView w = p.weights.view();
+  run.score = cached([=](int64_t t, int64_t s) { return reference::prefill_score(q, k, w, t, s); },
+                     rows, keys);
+  return run;
+}
+
+struct PagedRun {
+  DecodeProblem problem;
+  std::vector<int64_t> starts;
+  ScoreFn score;
+};
+
+inline PagedRun paged_run(Rng& rng, const DecodeConfig& config, const std::vector<int32_t>& forced = {}) {
+  PagedRun run{make_decode_problem(rng, config, forced), {}, {}};
+  DecodeProblem& p = run.problem;
+  run.starts.assign(static_cast<size_t>(p.rows()), 0);
+  QuantizedTensor q = p.q.view();
+  PagedKCache cache = p.cache.cache();
+  TensorView w = p.weights.view();
+  TensorView table = p.block_table.view();
+  run.score = cached(
+      [=](int64_t r, int64_t s) { return reference::decode_score(q, cache, w, table, r, s); },
+      p.rows(), p.width);
+  return run;
+}
+
+inline std::string describe(const DecodeConfig& config) {
+  return std::string(kformat_name(config.format)) + " H=" + std::to_string(config.heads) +
+         " D=" + std::to_string(config.head_dim) + " next_n=" + std::to_string(config.next_n) +
+         " page_size=" + std::to_string(config.page_size) +
+         " stride_pad=" + std::to_string(config.stride_pad_bytes) +
+         (config.two_dim_lens ? " context_lens [B, next_n]" : " context_lens [B]");
 }
 
 }  // namespace fitest

@@ -7,14 +7,12 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_support.h"
 #include "flashindexer/flashindexer.h"
 
 namespace {
 
 using namespace flashindexer;  // NOLINT(google-build-using-namespace): tests only
-
-#define SKIP_WITHOUT_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible"
 
 template <typename T>
 T* device_copy(const std::vector<T>& host) {

@@ -18,6 +18,7 @@
 
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/formats.h"
+#include "cuda_test_support.h"
 #include "reference/reference.h"
 
 namespace {
@@ -26,39 +27,7 @@ using namespace flashindexer;  // NOLINT(google-build-using-namespace): tests on
 
 constexpr int32_t kPoison = 0x7fffffff;
 
-uint64_t fresh_seed() {
-  if (const char* env = std::getenv("FLASHINDEXER_TEST_SEED"); env != nullptr && *env != '\0') {
-    return std::strtoull(env, nullptr, 0);
-  }
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
-
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    if (flashindexer::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
-  } while (0)
-
-// An owning device allocation.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_ > 0) error_ = cudaMalloc(&data_, bytes_);
-  }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  cudaError_t error() const { return error_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-  cudaError_t error_ = cudaSuccess;
-};
+using fitest::DeviceBuffer;
 
 enum class Dist { kNormal, kOffset100, kAllEqual, kCoarseTies, kSpecials, kAscending, kNarrow };
 enum class Form { kPrefill, kDecode, kDecodeNextN, kDecode2D };
@@ -246,7 +215,7 @@ void expect_matches(const Case& c, const std::vector<int32_t>& got, int64_t out_
 
 // Runs one case end to end: upload, run twice (bit-identical), compare with the reference.
 void run_case(const Case& c) {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = fitest::test_seed();
   SCOPED_TRACE(describe(c) + " seed=" + std::to_string(seed));
   const Inputs in = make_inputs(c, seed);
   const size_t element = c.bf16 ? 2 : 4;
@@ -462,7 +431,7 @@ TEST(TopKCuda, RefusesAMissingWorkspaceWhenRowsAreSplit) {
 TEST(TopKCuda, GraphCaptureReplaysWithNewData) {
   SKIP_WITHOUT_GPU();
   for (const int64_t rows : {int64_t{8}, int64_t{300}}) {
-    const uint64_t seed = fresh_seed();
+    const uint64_t seed = fitest::test_seed();
     const int64_t width = 50000;
     const int k = 2048;
     Case c{rows, width, k, Dist::kNormal, false, false, Form::kDecode};

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU topk_per_row vs torch.topk(sorted=False) on H200-class GPUs.
 
-Calls the C++ op through tools/bench/topk_shim.cpp (ctypes) on torch CUDA tensors and torch's
+Calls the C++ op through tools/bench/bench_shim.cpp (ctypes) on torch CUDA tensors and torch's
 current stream. For every case: checks our answer against torch on a few rows (the selected
 values must be the same multiset; for distinct fp32 values the index sets must be equal too),
 then times both with CUDA events, L2 flushed before every timed call (a 256 MiB write), and
@@ -9,7 +9,7 @@ prints one markdown table. Effective TB/s = visible logits bytes / our time. Eac
 twice: launched from Python (host launch overhead included: it dominates below ~60 us) and as
 the replay of a CUDA graph that captured it (the GPU time, as served under graph capture).
 
-  python3 tools/bench/bench_topk.py --shim build-cuda/libflashindexer_topk_shim.so
+  python3 tools/bench/bench_topk.py --shim build-cuda/libflashindexer_bench_shim.so
 """
 import argparse
 import ctypes
@@ -119,7 +119,7 @@ def graph_of(fn):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shim", default="build-cuda/libflashindexer_topk_shim.so")
+    parser.add_argument("--shim", default="build-cuda/libflashindexer_bench_shim.so")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--only", default="", help="substring filter on case names")
     args = parser.parse_args()

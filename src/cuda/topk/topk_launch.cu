@@ -12,6 +12,7 @@
 
 #include "core/checks.h"
 #include "cuda/common/check.h"
+#include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/topk/config.h"
 #include "cuda/topk/launch.h"
@@ -19,20 +20,7 @@
 namespace flashindexer::cuda {
 namespace {
 
-constexpr int kAssumedSms = 132;  // H100/H200 SXM, when no device can be asked
 constexpr size_t kWorkspaceAlignment = 256;
-
-int multiprocessor_count() {
-  int device = 0;
-  int sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();  // clear a sticky "no device" error
-    return kAssumedSms;
-  }
-  return sms;
-}
 
 int plan_splits(int64_t rows, int64_t width, int k, int sms) {
   if (rows <= 0 || width <= topk::kMinSegment) return 1;

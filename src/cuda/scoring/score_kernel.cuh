@@ -1,0 +1,418 @@
+// The FP8 scoring kernel for Hopper: logits[row, key] = kscale[key] * sum_h W[row, h] *
+// relu(q[row, h, :] . k[key, :]), for prefill (packed keys) and paged decode.
+//
+// Organisation (one persistent CTA per SM, 384 threads):
+//  * Warpgroup 0, one warp: the producer. It walks the CTA's work items (ScoreParams), publishes
+//    each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x H x 128
+//    bytes) and weights, and streams the item's keys by TMA in 64-key tiles (8 KiB + 256 B of
+//    scales) through a ring of kStages stages.
+//  * Warpgroups 1 and 2: the consumers. They take alternate key tiles. For one tile:
+//    wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs are B, 4 k-steps), then in
+//    registers: relu as x + |x| (one FADD, the 1/2 goes into the key scale), times the weight,
+//    summed over the thread's heads, a quad shuffle for the rest, times kscale / 2, stored.
+//
+// Determinism: each (row, key) is computed by one thread in one fixed order (the wgmma over D,
+// then heads in ascending n-block order, then the quad butterfly), whatever the schedule, tile
+// or CTA. The fused kernel reuses score_tile_epilogue to reproduce these bits.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/wgmma_e4m3.cuh"
+#include "cuda/scoring/row_range.cuh"
+#include "cuda/scoring/score_params.h"
+
+namespace flashindexer::cuda::scoring {
+
+constexpr int kTileBytes = kTileKeys * kHeadDim;         // 8 KiB of e4m3 keys
+constexpr int kTileScaleBytes = kTileKeys * 4;           // 256 B of fp32 key scales
+constexpr int kProducerRegisters = 56;
+constexpr int kConsumerRegisters = 224;
+
+// One published work item. row0 < 0 ends the CTA's work.
+struct ItemInfo {
+  int32_t row0;
+  int32_t rows;
+  int32_t tile_begin;  // key tiles [tile_begin, tile_end) of 64 keys
+  int32_t tile_end;
+  int32_t lo[kMaxRowsPerGroup];  // visible keys [lo, hi) of each row (empty: lo == hi)
+  int32_t hi[kMaxRowsPerGroup];
+};
+
+template <int kN>
+struct SharedLayout {
+  static constexpr int kQBytes = kN * kHeadDim;
+  static constexpr int kKeys = 0;
+  static constexpr int kQ = kKeys + kStages * kTileBytes;
+  static constexpr int kScales = kQ + 2 * kQBytes;
+  static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
+  static constexpr int kItems = kWeights + 2 * kN * 4;
+  static constexpr int kBarriers = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
+  static constexpr int kBarrierCount = 2 * kStages + 4;
+  static constexpr int kBytes = kBarriers + kBarrierCount * 8;
+  static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
+};
+
+// ---- producer -------------------------------------------------------------------------------
+
+// Loads the keys and scales of key tile `tile` of group `group` into one stage.
+template <bool kPaged>
+struct TileLoader {
+  const ScoreParams& p;
+  const CUtensorMap* key_map;
+  const CUtensorMap* scale_map;
+  int64_t window_group = -1;  // block-table window: entries [window_page, window_page + 32)
+  int64_t window_page = 0;
+  int32_t window_entry = 0;   // lane i holds block_table[group, window_page + i]
+
+  __device__ __forceinline__ int32_t page_entry(int64_t group, int64_t page, int lane) {
+    if (group != window_group || page < window_page || page >= window_page + 32) {
+      window_group = group;
+      window_page = page;
+      const int64_t mine = page + lane;
+      window_entry = mine < p.table_pages
+                         ? p.block_table[group * p.table_stride_b + mine * p.table_stride_p]
+                         : -1;
+    }
+    return __shfl_sync(0xffffffffu, window_entry, static_cast<int>(page - window_page));
+  }
+
+  // Called by the whole producer warp; lane 0 issues the copies.
+  __device__ __forceinline__ void load(int64_t group, int32_t tile, uint8_t* keys, float* scales,
+                                       uint64_t* full, int lane) {
+    if constexpr (kPaged) {
+      const int rows_per_copy = min(kTileKeys, p.page_size);
+      const int copies = kTileKeys / rows_per_copy;
+      const int64_t first_key = static_cast<int64_t>(tile) * kTileKeys;
+      const int64_t first_page = first_key / p.page_size;
+      const int32_t row_in_page = static_cast<int32_t>(first_key % p.page_size);
+      int32_t pages[kTileKeys / 32];
+#pragma unroll
+      for (int c = 0; c < kTileKeys / 32; ++c) {
+        pages[c] = c < copies ? page_entry(group, first_page + c, lane) : 0;
+      }
+      if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(full, kTileBytes + kTileScaleBytes);
+#pragma unroll
+        for (int c = 0; c < kTileKeys / 32; ++c) {
+          if (c < copies) {
+            ptx::tma_load_3d(keys + c * rows_per_copy * kHeadDim, key_map, full, 0, row_in_page,
+                             pages[c]);
+            ptx::tma_load_2d(scales + c * rows_per_copy, scale_map, full, row_in_page, pages[c]);
+          }
+        }
+      }
+    } else {
+      if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(full, kTileBytes + kTileScaleBytes);
+        ptx::tma_load_2d(keys, key_map, full, 0, tile * kTileKeys);
+        ptx::tma_load_1d(scales, scale_map, full, tile * kTileKeys);
+      }
+    }
+  }
+};
+
+template <int kHeads, int kN, bool kPaged>
+__device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
+                                        const CUtensorMap* w_map, const CUtensorMap* key_map,
+                                        const CUtensorMap* scale_map, uint8_t* smem) {
+  using L = SharedLayout<kN>;
+  const int lane = threadIdx.x % 32;
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* full = barriers;
+  uint64_t* empty = barriers + kStages;
+  uint64_t* q_full = barriers + 2 * kStages;
+  uint64_t* q_empty = q_full + 2;
+  ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
+
+  TileLoader<kPaged> loader{p, key_map, scale_map};
+  const int64_t total_items = p.groups * p.chunks;
+  const uint32_t q_bytes = static_cast<uint32_t>(p.rows_per_group) * kHeads * (kHeadDim + 4);
+  uint32_t tile_count = 0;
+  uint32_t item_count = 0;
+  for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
+    const int64_t group = item % p.groups;
+    const int64_t chunk = item / p.groups;
+    const int64_t row0 = group * p.rows_per_group;
+    const int rows = static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
+    int32_t lo = 0;
+    int32_t hi = 0;
+    if (lane < rows) row_range<kPaged>(p, row0 + lane, lo, hi);
+    // The group's keys within this chunk; rows with nothing visible do not widen it.
+    const int64_t chunk_lo = chunk * p.chunk_keys;
+    int32_t first = lo < hi ? max(lo, static_cast<int32_t>(chunk_lo)) : INT32_MAX;
+    int32_t last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys)) : 0;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
+    }
+    if (first >= last) continue;
+    const int32_t tile_begin = first / kTileKeys;
+    const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
+
+    const int buffer = item_count & 1;
+    ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+    // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
+    ItemInfo& info = items[buffer];
+#pragma unroll
+    for (int r = 0; r < kMaxRowsPerGroup; ++r) {
+      const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
+      const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
+      if (lane == 0) {
+        info.lo[r] = row_lo;
+        info.hi[r] = row_hi;
+      }
+    }
+    if (lane == 0) {
+      info.row0 = static_cast<int32_t>(row0);
+      info.rows = rows;
+      info.tile_begin = tile_begin;
+      info.tile_end = tile_end;
+      ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes);
+      ptx::tma_load_3d(smem + L::kQ + buffer * L::kQBytes, q_map, &q_full[buffer], 0, 0,
+                       static_cast<int32_t>(row0));
+      ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, &q_full[buffer], 0,
+                       static_cast<int32_t>(row0));
+    }
+    for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
+      const uint32_t stage = tile_count % kStages;
+      ptx::mbarrier_wait(&empty[stage], ((tile_count / kStages) & 1) ^ 1);
+      loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
+                  reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
+                  &full[stage], lane);
+    }
+    ++item_count;
+  }
+  const int buffer = item_count & 1;
+  ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+  if (lane == 0) {
+    items[buffer].row0 = -1;
+    ptx::mbarrier_arrive(&q_full[buffer]);
+  }
+}
+
+// ---- consumers ------------------------------------------------------------------------------
+
+// Per-thread weights of one Q tile: n-block j (8 columns) holds row j / (kHeads / 8), heads
+// 8 (j % (kHeads / 8)) + 2 (lane % 4) + {0, 1}.
+template <int kN>
+struct TileWeights {
+  float w[kN / 4];
+};
+
+template <int kHeads, int kN>
+__device__ __forceinline__ void load_weights(TileWeights<kN>& weights, const float* tile_w,
+                                             int lane) {
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int row = j / (kHeads / 8);
+    const int head = 8 * (j % (kHeads / 8)) + 2 * (lane % 4);
+    const float2 pair = *reinterpret_cast<const float2*>(tile_w + row * kHeads + head);
+    weights.w[2 * j] = pair.x;
+    weights.w[2 * j + 1] = pair.y;
+  }
+}
+
+// Rows of one Q tile, and how many of them each lane of a quad ends up owning.
+template <int kHeads, int kN>
+struct TileRows {
+  static constexpr int kRows = kN / kHeads;
+  static constexpr int kPadded = (kRows + 3) / 4 * 4;
+  static constexpr int kPerLane = kPadded / 4;  // lane c owns rows 4 i + c
+};
+
+// The scores of one tile for the thread's two key rows (16 warp + lane / 4, and + 8), times 2
+// (relu taken as x + |x|), before the key scale. Each thread sums its own heads in ascending
+// column order; then a quad reduce-scatter leaves row 4 i + c on lane c as
+//   (s_c + s_{c^2}) + (s_{c^1} + s_{c^3}),
+// an order fixed by the row alone. owned[i][r] is that value for key row r.
+template <int kHeads, int kN>
+__device__ __forceinline__ void score_tile_epilogue(
+    const float (&acc)[kN / 2], const TileWeights<kN>& weights, int lane,
+    float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
+  using R = TileRows<kHeads, kN>;
+  constexpr int kBlocksPerRow = kHeads / 8;
+  float sums[R::kPadded][2];
+#pragma unroll
+  for (int q = 0; q < R::kPadded; ++q) {
+    float s0 = 0.0f;
+    float s1 = 0.0f;
+    if (q < R::kRows) {
+#pragma unroll
+      for (int b = 0; b < kBlocksPerRow; ++b) {
+        const int j = q * kBlocksPerRow + b;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x0 = acc[4 * j + e];
+          const float x1 = acc[4 * j + 2 + e];
+          s0 = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), s0);
+          s1 = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), s1);
+        }
+      }
+    }
+    sums[q][0] = s0;
+    sums[q][1] = s1;
+  }
+  // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
+  const bool high = (lane & 2) != 0;
+  float half[R::kPadded / 2][2];
+#pragma unroll
+  for (int i = 0; i < R::kPadded / 4; ++i) {
+#pragma unroll
+    for (int low = 0; low < 2; ++low) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float a = sums[4 * i + low][r];
+        const float b = sums[4 * i + 2 + low][r];
+        const float keep = high ? b : a;
+        const float send = high ? a : b;
+        half[2 * i + low][r] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+      }
+    }
+  }
+  // Step 2 (lanes c, c ^ 1): keep the row whose bit 0 matches bit 0 of c.
+  const bool odd = (lane & 1) != 0;
+#pragma unroll
+  for (int i = 0; i < R::kPerLane; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float a = half[2 * i][r];
+      const float b = half[2 * i + 1][r];
+      const float keep = odd ? b : a;
+      const float send = odd ? a : b;
+      owned[i][r] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+    }
+  }
+}
+
+template <int kHeads, int kN, bool kPaged>
+__device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int consumer) {
+  using L = SharedLayout<kN>;
+  using R = TileRows<kHeads, kN>;
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x / 32) % 4;
+  const int key_row = 16 * warp + lane / 4;  // and key_row + 8
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* full = barriers;
+  uint64_t* empty = barriers + kStages;
+  uint64_t* q_full = barriers + 2 * kStages;
+  uint64_t* q_empty = q_full + 2;
+  const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
+
+  float acc[kN / 2] = {};
+  TileWeights<kN> weights;
+  uint32_t tile_count = 0;
+  for (uint32_t item_count = 0;; ++item_count) {
+    const int buffer = item_count & 1;
+    ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
+    const ItemInfo& info = items[buffer];
+    const int32_t row0 = info.row0;
+    if (row0 < 0) break;
+    const int32_t tile_begin = info.tile_begin;
+    const int32_t tile_end = info.tile_end;
+    // The rows this lane stores: q = lane % 4 + 4 i.
+    int32_t lo[R::kPerLane];
+    int32_t hi[R::kPerLane];
+#pragma unroll
+    for (int i = 0; i < R::kPerLane; ++i) {
+      const int q = lane % 4 + 4 * i;
+      const bool mine = q < R::kRows && q < info.rows;
+      lo[i] = mine ? info.lo[q] : 0;
+      hi[i] = mine ? info.hi[q] : 0;
+    }
+    load_weights<kHeads, kN>(weights,
+                             reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4),
+                             lane);
+    const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
+
+    for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
+      if (static_cast<int>(tile_count % kConsumerGroups) != consumer) continue;
+      const uint32_t stage = tile_count % kStages;
+      ptx::mbarrier_wait(&full[stage], (tile_count / kStages) & 1);
+      const uint8_t* key_tile = smem + L::kKeys + stage * kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) ptx::fence_operand(acc[i]);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kHeadDim / 32; ++k) {
+        ptx::WgmmaE4M3<kN>::mma(acc, ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
+                                ptx::smem_descriptor_k128_swizzle128(q_tile, 32 * k), k > 0);
+      }
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) ptx::fence_operand(acc[i]);
+      const float* scales = reinterpret_cast<const float*>(smem + L::kScales +
+                                                           stage * kTileScaleBytes);
+      // relu was taken as x + |x| = 2 relu(x): the 1/2 is exact in the scale.
+      const float half_scale0 = 0.5f * scales[key_row];
+      const float half_scale1 = 0.5f * scales[key_row + 8];
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+
+      float owned[R::kPerLane][2];
+      score_tile_epilogue<kHeads, kN>(acc, weights, lane, owned);
+      const int32_t key0 = tile * kTileKeys + key_row;
+      const int32_t key1 = key0 + 8;
+#pragma unroll
+      for (int i = 0; i < R::kPerLane; ++i) {
+        float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
+        if (key0 >= lo[i] && key0 < hi[i]) out[key0] = owned[i][0] * half_scale0;
+        if (key1 >= lo[i] && key1 < hi[i]) out[key1] = owned[i][1] * half_scale1;
+      }
+    }
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&q_empty[buffer]);
+  }
+}
+
+// ---- the kernel -----------------------------------------------------------------------------
+
+template <int kHeads, int kN, bool kPaged>
+__global__ void __launch_bounds__(kThreads, 1)
+    score_kernel(const __grid_constant__ CUtensorMap q_map,
+                 const __grid_constant__ CUtensorMap w_map,
+                 const __grid_constant__ CUtensorMap key_map,
+                 const __grid_constant__ CUtensorMap scale_map, const ScoreParams params) {
+  static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
+  static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
+  using L = SharedLayout<kN>;
+  extern __shared__ uint8_t smem_unaligned[];
+  // The 128-byte swizzle pattern is anchored to 1024-byte boundaries.
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_unaligned) + 1023) & ~static_cast<uintptr_t>(1023));
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(&barriers[s], 1);                    // full: producer + TMA bytes
+      ptx::mbarrier_init(&barriers[kStages + s], 4);          // empty: the consuming WG's warps
+    }
+    for (int b = 0; b < 2; ++b) {
+      ptx::mbarrier_init(&barriers[2 * kStages + b], 1);      // q_full
+      ptx::mbarrier_init(&barriers[2 * kStages + 2 + b], 4 * kConsumerGroups);  // q_empty
+    }
+    ptx::fence_barrier_init();
+    ptx::prefetch_tensor_map(&q_map);
+    ptx::prefetch_tensor_map(&w_map);
+    ptx::prefetch_tensor_map(&key_map);
+    ptx::prefetch_tensor_map(&scale_map);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_decrease<kProducerRegisters>();
+    if (threadIdx.x < 32) produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
+  } else {
+    ptx::setmaxnreg_increase<kConsumerRegisters>();
+    consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
+  }
+}
+
+}  // namespace flashindexer::cuda::scoring

@@ -1,0 +1,48 @@
+// What the host hands the FP8 scoring kernel (besides its tensor maps), and the kernel's fixed
+// shape. Shared by the launch code (C++) and the kernel (CUDA).
+#pragma once
+
+#include <cstdint>
+
+namespace flashindexer::cuda::scoring {
+
+constexpr int kHeadDim = 128;        // D; one 128-byte swizzled row per key and per (row, head)
+constexpr int kTileKeys = 64;        // keys per pipeline stage = wgmma M
+constexpr int kStages = 10;          // key tiles in flight per CTA
+constexpr int kConsumerGroups = 2;   // math warpgroups; they take alternate key tiles
+constexpr int kThreads = 128 * (1 + kConsumerGroups);
+constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
+
+// A work item is (group, chunk): `rows_per_group` consecutive query rows (a prefill q-block, or
+// the next_n rows of one decode request) against the keys of one chunk of `chunk_keys`.
+// Items run chunk-major, so the CTAs working at the same time read the same keys (from L2).
+struct ScoreParams {
+  int64_t rows = 0;            // query rows: M (prefill) or B * next_n (decode)
+  int64_t groups = 0;          // ceil(M / rows_per_group) or B
+  int rows_per_group = 0;
+  int64_t chunk_keys = 0;      // multiple of kTileKeys
+  int64_t chunks = 0;          // per group
+  int64_t width = 0;           // logits columns; visible ranges are clamped to it
+
+  // Prefill: row t sees keys [ks[t], ke[t]) of num_keys.
+  const int32_t* ks = nullptr;
+  const int32_t* ke = nullptr;
+  int64_t num_keys = 0;
+
+  // Decode: row b * next_n + j sees positions [0, len(b, j)); with 2-D lengths len is
+  // context_lens[b, j], with 1-D lengths context_lens[b] - next_n + j + 1.
+  const int32_t* context_lens = nullptr;
+  int64_t lens_stride_b = 0;
+  int64_t lens_stride_j = 0;  // 0 for 1-D lengths
+  bool lens_2d = false;
+  const int32_t* block_table = nullptr;
+  int64_t table_stride_b = 0;
+  int64_t table_stride_p = 0;
+  int64_t table_pages = 0;  // P
+  int page_size = 64;
+
+  float* logits = nullptr;
+  int64_t logits_stride = 0;
+};
+
+}  // namespace flashindexer::cuda::scoring

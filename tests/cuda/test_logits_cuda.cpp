@@ -1,0 +1,378 @@
+// mqa_logits / paged_mqa_logits on CUDA tensors against the reference oracle (small shapes,
+// every entry within the derived fp32 tolerance, -inf masks exact, untouched columns untouched)
+// and against the CPU backend (larger shapes, DeepGEMM's diff metric); bit-identical repeats;
+// graph capture; TMA-specific argument errors. Every test skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "test_inputs.h"
+
+namespace fitest {
+namespace {
+
+constexpr int kRepeats = 20;
+
+// DeepGEMM's calc_diff over the entries both mark visible: 1 - 2 sum(xy) / sum(x^2 + y^2).
+double calc_diff(const HostTensor& got, const HostTensor& expected,
+                 const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
+  double xy = 0.0;
+  double sq = 0.0;
+  for (int64_t t = 0; t < got.size(0); ++t) {
+    for (int64_t s = starts[t]; s < ends[t]; ++s) {
+      const double x = got.at<float>({t, s});
+      const double y = expected.at<float>({t, s});
+      xy += x * y;
+      sq += x * x + y * y;
+    }
+  }
+  return sq == 0.0 ? 0.0 : 1.0 - 2.0 * xy / sq;
+}
+
+std::vector<uint32_t> bits_of(const HostTensor& t) {
+  const auto* words = t.data<uint32_t>();
+  return std::vector<uint32_t>(words, words + t.byte_size() / 4);
+}
+
+// A prefill problem on the device, with its logits buffer.
+struct DevicePrefill {
+  DeviceOperand q;
+  DeviceOperand keys;
+  DeviceTensor weights;
+  DeviceTensor ks;
+  DeviceTensor ke;
+
+  explicit DevicePrefill(const PrefillProblem& p)
+      : q(to_device(p.q)),
+        keys(to_device(p.keys)),
+        weights(to_device(p.weights)),
+        ks(to_device(p.ks)),
+        ke(to_device(p.ke)) {}
+
+  Status run(const DeviceTensor& logits, bool clean, cudaStream_t stream = nullptr) const {
+    RunOptions options;
+    options.cuda_stream = stream;
+    return mqa_logits(logits.view, q.view(), keys.view(), weights.view, ks.view, ke.view,
+                      LogitsOptions{clean}, options);
+  }
+};
+
+// Runs on the GPU into a poisoned buffer and copies back.
+HostTensor gpu_prefill(const DevicePrefill& device, int64_t rows, int64_t width,
+                       int64_t row_stride, bool clean) {
+  HostTensor logits = poisoned_logits(rows, width, row_stride);
+  DeviceTensor out = to_device(logits);
+  const Status status = device.run(out, clean);
+  EXPECT_TRUE(status.ok()) << status_text(status);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(logits, out);
+  return logits;
+}
+
+TEST(MqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  struct Shape {
+    int64_t rows, keys;
+  };
+  for (int heads : {32, 64}) {
+    for (const Shape shape : {Shape{1, 1}, Shape{5, 63}, Shape{37, 700}, Shape{133, 1500}}) {
+      for (bool clean : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "H=" << heads << " rows=" << shape.rows
+                                          << " keys=" << shape.keys << " clean=" << clean);
+        PrefillRun run = prefill_run(rng, {KFormat::kFP8, heads, 128}, shape.rows, shape.keys);
+        const DevicePrefill device(run.problem);
+        const int64_t stride = shape.keys + rng.uniform_int(0, 40);
+        HostTensor logits = gpu_prefill(device, shape.rows, shape.keys, stride, clean);
+        EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, 128, heads, clean));
+      }
+    }
+  }
+}
+
+// Causal-suffix rows (ks = 0, ke = keys - rows + t + 1) and two-request chunks, larger than the
+// reference can score quickly: compared with the CPU backend by DeepGEMM's metric.
+TEST(MqaLogitsCuda, MatchesTheCpuBackendOnLargerChunks) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    for (bool two_requests : {false, true}) {
+      const int64_t rows = 517;
+      const int64_t keys = 6000;
+      SCOPED_TRACE(::testing::Message() << "H=" << heads << " two requests " << two_requests);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
+      std::vector<int64_t> starts, ends;
+      for (int64_t t = 0; t < rows; ++t) {
+        int64_t start = 0;
+        int64_t end = keys - rows + t + 1;
+        if (two_requests && t >= rows / 2) {
+          start = 2500;  // the second request's keys start mid-tile
+          end = start + 1000 + t;
+        } else if (two_requests) {
+          end = 1000 + t;
+        }
+        p.ks.data<int32_t>()[t] = static_cast<int32_t>(start);
+        p.ke.data<int32_t>()[t] = static_cast<int32_t>(end);
+        starts.push_back(start);
+        ends.push_back(end);
+      }
+      HostTensor expected = poisoned_logits(rows, keys);
+      FI_ASSERT_OK(mqa_logits(expected.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                              p.ks.view(), p.ke.view(), LogitsOptions{true}));
+      const DevicePrefill device(p);
+      HostTensor got = gpu_prefill(device, rows, keys, keys, true);
+      const double diff = calc_diff(got, expected, starts, ends);
+      EXPECT_LT(diff, 5e-6);
+      for (int64_t t = 0; t < rows; ++t) {
+        for (int64_t s = 0; s < keys; ++s) {
+          const bool visible = s >= starts[t] && s < ends[t];
+          const float value = got.at<float>({t, s});
+          if (visible != std::isfinite(value) || (!visible && value != -kInf)) {
+            FAIL() << "row " << t << " key " << s << " is " << value << ", visible " << visible;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 301, 4100, heads, 128);
+    const DevicePrefill device(p);
+    HostTensor logits = poisoned_logits(301, 4100);
+    DeviceTensor out = to_device(logits);
+    std::vector<uint32_t> first;
+    for (int run = 0; run < kRepeats; ++run) {
+      ASSERT_EQ(cudaMemset(out.buffer.get(), 0x7f, logits.byte_size()), cudaSuccess);
+      FI_ASSERT_OK(device.run(out, true));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(logits, out);
+      if (run == 0) {
+        first = bits_of(logits);
+      } else {
+        ASSERT_EQ(bits_of(logits), first) << "H=" << heads << " run " << run << " differs";
+      }
+    }
+  }
+}
+
+TEST(MqaLogitsCuda, GraphReplayGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 64, 3000, 64, 128);
+  const DevicePrefill device(p);
+  HostTensor direct = gpu_prefill(device, 64, 3000, 3000, true);
+
+  HostTensor replayed = poisoned_logits(64, 3000);
+  DeviceTensor out = to_device(replayed);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = device.run(out, true, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  FI_ASSERT_OK(captured);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  to_host(replayed, out);
+  EXPECT_EQ(bits_of(replayed), bits_of(direct));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// ----------------------------------------------------------------------------- paged
+
+struct DevicePaged {
+  DeviceOperand q;
+  DeviceCache cache;
+  DeviceTensor weights;
+  DeviceTensor context_lens;
+  DeviceTensor block_table;
+
+  explicit DevicePaged(DecodeProblem& p)
+      : q(to_device(p.q)),
+        cache(to_device(p.cache)),
+        weights(to_device(p.weights)),
+        context_lens(to_device(p.context_lens)),
+        block_table(to_device(p.block_table)) {}
+
+  Status run(const DeviceTensor& logits, bool clean) const {
+    return paged_mqa_logits(logits.view, q.view(), cache.cache, weights.view, context_lens.view,
+                            block_table.view, LogitsOptions{clean});
+  }
+};
+
+HostTensor gpu_paged(const DevicePaged& device, int64_t rows, int64_t width, int64_t row_stride,
+                     bool clean) {
+  HostTensor logits = poisoned_logits(rows, width, row_stride);
+  DeviceTensor out = to_device(logits);
+  const Status status = device.run(out, clean);
+  EXPECT_TRUE(status.ok()) << status_text(status);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(logits, out);
+  return logits;
+}
+
+TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int heads : {32, 64}) {
+    for (int next_n = 1; next_n <= 4; ++next_n) {
+      for (bool two_dim : {false, true}) {
+        DecodeConfig config;
+        config.heads = heads;
+        config.next_n = next_n;
+        config.two_dim_lens = two_dim;
+        config.batch = 1 + index % 5;
+        config.page_size = std::vector<int>{32, 64, 128}[index % 3];
+        config.max_len = 200 + 150 * (index % 4);
+        config.stride_pad_bytes = 16 * rng.uniform_int(0, 8);
+        const bool clean = index % 2 == 0;
+        ++index;
+        SCOPED_TRACE(describe(config) + (clean ? " clean" : " not clean"));
+        PagedRun run = paged_run(rng, config);
+        DecodeProblem& p = run.problem;
+        const DevicePaged device(p);
+        HostTensor logits =
+            gpu_paged(device, p.rows(), p.width, p.width + rng.uniform_int(0, 30), clean);
+        EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, 128, heads, clean));
+      }
+    }
+  }
+}
+
+// One request with a long context: its keys are split across the CTAs.
+TEST(PagedMqaLogitsCuda, LongSingleRequestMatchesTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    DecodeConfig config;
+    config.heads = heads;
+    config.batch = 2;
+    config.next_n = 2;
+    config.two_dim_lens = true;
+    config.max_len = 40000;
+    SCOPED_TRACE(describe(config));
+    DecodeProblem p = make_decode_problem(rng, config, {40000, 39000, 123, 7});
+    HostTensor expected = poisoned_logits(p.rows(), p.width);
+    FI_ASSERT_OK(paged_mqa_logits(expected.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                  p.context_lens.view(), p.block_table.view(),
+                                  LogitsOptions{true}));
+    const DevicePaged device(p);
+    HostTensor got = gpu_paged(device, p.rows(), p.width, p.width, true);
+    const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
+    EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
+    for (int64_t r = 0; r < p.rows(); ++r) {
+      for (int64_t s = p.ends[r]; s < p.width; ++s) {
+        ASSERT_EQ(got.at<float>({r, s}), -kInf) << "row " << r << " column " << s;
+      }
+    }
+  }
+}
+
+TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.heads = 64;
+  config.batch = 9;
+  config.next_n = 3;
+  config.max_len = 3000;
+  DecodeProblem p = make_decode_problem(rng, config);
+  const DevicePaged device(p);
+  std::vector<uint32_t> first;
+  for (int run = 0; run < kRepeats; ++run) {
+    HostTensor logits = gpu_paged(device, p.rows(), p.width, p.width, true);
+    if (run == 0) {
+      first = bits_of(logits);
+    } else {
+      ASSERT_EQ(bits_of(logits), first) << "run " << run << " differs";
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- bad input
+
+TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 32, 128);
+  const DevicePrefill device(p);
+  HostTensor logits = poisoned_logits(8, 256);
+  DeviceTensor out = to_device(logits);
+  const LogitsOptions clean{true};
+
+  QuantizedTensor shifted_q = device.q.view();
+  shifted_q.values.data = static_cast<uint8_t*>(shifted_q.values.data) + 1;
+  EXPECT_TRUE(IsRejected(mqa_logits(out.view, shifted_q, device.keys.view(), device.weights.view,
+                                    device.ks.view, device.ke.view, clean),
+                         StatusCode::kInvalidArgument, {"mqa_logits", "q"}));
+
+  QuantizedTensor strided_scales = device.keys.view();
+  strided_scales.scales.shape[0] = 128;
+  strided_scales.scales.stride[0] = 2;
+  strided_scales.values.shape[0] = 128;
+  HostTensor narrow = poisoned_logits(8, 128);
+  DeviceTensor narrow_out = to_device(narrow);
+  HostTensor ks = i32_tensor(std::vector<int32_t>(8, 0));
+  HostTensor ke = i32_tensor(std::vector<int32_t>(8, 100));
+  DeviceTensor ks_d = to_device(ks), ke_d = to_device(ke);
+  EXPECT_TRUE(IsRejected(mqa_logits(narrow_out.view, device.q.view(), strided_scales,
+                                    device.weights.view, ks_d.view, ke_d.view, clean),
+                         StatusCode::kInvalidArgument, {"keys.scales"}));
+
+  TensorView odd_weights = device.weights.view;
+  odd_weights.shape[0] = 4;
+  odd_weights.stride[0] = 33;
+  QuantizedTensor four_rows = device.q.view();
+  four_rows.values.shape[0] = 4;
+  HostTensor four = poisoned_logits(4, 256);
+  DeviceTensor four_out = to_device(four);
+  DeviceTensor ks4 = to_device(i32_tensor({0, 0, 0, 0})), ke4 = to_device(i32_tensor({1, 2, 3, 4}));
+  EXPECT_TRUE(IsRejected(mqa_logits(four_out.view, four_rows, device.keys.view(), odd_weights,
+                                    ks4.view, ke4.view, clean),
+                         StatusCode::kInvalidArgument, {"weights"}));
+}
+
+TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (const OperandCase c : {OperandCase{KFormat::kMXFP4, 32, 128}, OperandCase{KFormat::kFP8, 32, 64}}) {
+    SCOPED_TRACE(describe(c));
+    PrefillProblem p = make_prefill_problem(rng, c.format, 4, 100, c.heads, c.head_dim);
+    const DevicePrefill device(p);
+    DeviceTensor out = to_device(poisoned_logits(4, 100));
+    EXPECT_EQ(device.run(out, true).code(), StatusCode::kUnsupported);
+  }
+}
+
+TEST(PagedMqaLogitsCuda, RejectsPageSizesAndStridesTmaCannotRead) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int page_size : {16, 64}) {
+    DecodeConfig config;
+    config.page_size = page_size;
+    config.stride_pad_bytes = page_size == 64 ? 4 : 0;  // 16 fails on size, 64 on the stride
+    DecodeProblem p = make_decode_problem(rng, config);
+    const DevicePaged device(p);
+    DeviceTensor out = to_device(poisoned_logits(p.rows(), p.width));
+    EXPECT_TRUE(IsRejected(device.run(out, true), StatusCode::kInvalidArgument,
+                           {page_size == 16 ? "page_size" : "page_stride_bytes"}));
+  }
+}
+
+}  // namespace
+}  // namespace fitest

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""GPU FP8 scoring (mqa_logits, paged_mqa_logits) on H200-class GPUs, with its ceilings.
+
+Calls the C++ ops through tools/bench/bench_shim.cpp (ctypes) on torch CUDA tensors. In the
+same process it measures the ceilings: torch._scaled_mm FP8 8192^3 (TFLOP/s) and a 2 GiB
+device-to-device copy (GB/s, read + write). Each case:
+  * checks a sample of rows against torch references, DeepGEMM's metric
+    diff = 1 - 2 sum(xy) / sum(x^2 + y^2) over visible entries: "sim" against fp32 math on the
+    dequantized FP8 inputs (< 5e-6), "bf16" against the bf16 inputs before quantization (< 1e-3);
+  * times our op as the replay of a CUDA graph of `--batch` calls (GPU time, no host launch
+    cost), median of `--iters` replays, clean=False (the logits the peer writes) unless noted.
+Prefill TFLOP/s counts visible (row, key) pairs only: 2 * pairs * H * 128 / t. Decode GB/s
+counts the K cache bytes read (132 per visible key of each request) plus fp32 logits written,
+as the anchor table does; "K-read frac" is the K bytes alone over the copy ceiling.
+The DeepGEMM column is the anchor table (../shared/reference/anchors-h200.md, measured
+separately on an H200 with warm L2): it is printed for comparison, not measured here.
+
+  python3 tools/bench/bench_logits.py --shim build/libflashindexer_bench_shim.so
+"""
+import argparse
+import ctypes
+import statistics
+
+import torch
+
+# name, H, rows, keys, pattern; anchor = DeepGEMM ms from the anchor table (None: not measured)
+PREFILL = [
+    ("H64 4096x32768", 64, 4096, 32768, "suffix", 1.85),
+    ("H64 4096x131072", 64, 4096, 131072, "suffix", 8.60),
+    ("H64 2048x262144", 64, 2048, 262144, "suffix", 8.96),
+    ("H32 4096x32768", 32, 4096, 32768, "suffix", 1.07),
+    ("H32 4096x131072", 32, 4096, 131072, "suffix", 4.55),
+    ("H32 2048x262144", 32, 2048, 262144, "suffix", 4.93),
+    ("P1 H64 2048x8192", 64, 2048, 8192, "suffix", None),
+    ("P2 H64 2048x8192 CP", 64, 2048, 8192, "cp1", None),
+    ("P3 H64 8192x65536", 64, 8192, 65536, "suffix", None),
+    ("P4 H64 8192x65536 CP", 64, 8192, 65536, "cp2", None),
+    ("P6 H64 8192x8192 causal", 64, 8192, 8192, "causal", None),
+    ("P7 H32 8192x65536 CP", 32, 8192, 65536, "cp2", None),
+]
+
+# name, H, batch, ctx, next_n, ragged; anchor = DeepGEMM us (next_n 1, equal lengths)
+DECODE = [
+    ("H64 b1 131072", 64, 1, 131072, 1, False, 24),
+    ("H64 b16 65536", 64, 16, 65536, 1, False, 56),
+    ("H64 b64 32768", 64, 64, 32768, 1, False, 89),
+    ("H64 b256 32768", 64, 256, 32768, 1, False, 296),
+    ("H64 b64 131072", 64, 64, 131072, 1, False, 301),
+    ("H64 b128 131072", 64, 128, 131072, 1, False, 568),
+    ("H32 b1 131072", 32, 1, 131072, 1, False, 24),
+    ("H32 b64 32768", 32, 64, 32768, 1, False, 92),
+    ("H32 b128 131072", 32, 128, 131072, 1, False, 572),
+    ("D2 H64 b64 ~65536 n2", 64, 64, 65536, 2, True, None),
+    ("D4 H64 b256 ~65536 n2", 64, 256, 65536, 2, True, None),
+    ("D7 H64 b64 ~32768 n3", 64, 64, 32768, 3, True, None),
+    ("D7 H64 b64 ~32768 n4", 64, 64, 32768, 4, True, None),
+    ("D6 H32 b64 ~65536 n4", 32, 64, 65536, 4, True, None),
+]
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.fi_mqa_logits.restype = i32
+    lib.fi_mqa_logits.argtypes = [p, i64, i64, p, i64, i32, p, p, i64, p, p, p, i32, p]
+    lib.fi_paged_mqa_logits.restype = i32
+    lib.fi_paged_mqa_logits.argtypes = [p, i64, i64, p, i64, i32, i32, p, i64, i32, i64, p, p,
+                                        i32, p, i64, i32, p]
+    lib.fi_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def fp8_keys(keys_bf16):
+    """Per-key amax / 448 scales (DeepGEMM's test quantization): e4m3 values, fp32 scales."""
+    amax = keys_bf16.float().abs().amax(dim=-1, keepdim=True).clamp(min=1e-4)
+    scale = amax / 448.0
+    return (keys_bf16.float() / scale).to(torch.float8_e4m3fn), scale.squeeze(-1)
+
+
+def calc_diff(x, y):
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    return float(1 - 2 * (x * y).sum() / denominator) if denominator > 0 else 0.0
+
+
+def row_logits(q_rows, weights_rows, keys, kscale):
+    """[r, H, D] x [n, D] -> [r, n]: sum_h w * relu(q . k) * kscale, in fp32."""
+    dots = torch.einsum("rhd,nd->rhn", q_rows.float(), keys.float())
+    return (dots.relu() * weights_rows.float()[:, :, None]).sum(dim=1) * kscale[None, :]
+
+
+def ranges_for(pattern, rows, keys, device):
+    t = torch.arange(rows, device=device, dtype=torch.int64)
+    ks = torch.zeros(rows, dtype=torch.int64, device=device)
+    if pattern == "suffix":
+        ke = t + keys - rows + 1
+    elif pattern == "causal":
+        ke = t + 1
+    else:  # DeepGEMM's context-parallel pattern: two very unequal halves
+        cp_id = {"cp1": 1, "cp2": 2}[pattern]
+        cp_size = keys // rows
+        chunk = rows // 2
+        ke = torch.where(t < chunk, cp_id * chunk + t + 1,
+                         (2 * cp_size - 1 - cp_id) * chunk + (t - chunk) + 1)
+    return ks.to(torch.int32), ke.clamp(max=keys).to(torch.int32)
+
+
+def graph_ms(fn, batch, iters):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(batch):
+            fn()
+    times = []
+    for i in range(iters + 2):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        if i >= 2:
+            times.append(start.elapsed_time(end) / batch)
+    return statistics.median(times)
+
+
+def event_ms(fn, iters):
+    times = []
+    for i in range(iters + 3):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def ceilings(iters):
+    n = 8192
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    mm = event_ms(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                           out_dtype=torch.bfloat16), iters)
+    src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    copy = event_ms(lambda: dst.copy_(src), iters)
+    return 2 * n ** 3 / mm / 1e9, 2 * src.numel() / copy / 1e6
+
+
+def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows):
+    name, heads, rows, keys, pattern, anchor = case
+    dev = "cuda"
+    q_bf16 = torch.randn(rows, heads, 128, device=dev, dtype=torch.bfloat16)
+    k_bf16 = torch.randn(keys, 128, device=dev, dtype=torch.bfloat16)
+    q = q_bf16.to(torch.float8_e4m3fn)
+    k, kscale = fp8_keys(k_bf16)
+    weights = torch.randn(rows, heads, device=dev)
+    ks, ke = ranges_for(pattern, rows, keys, dev)
+    logits = torch.empty(rows, keys, device=dev)
+
+    def call(clean=0):
+        code = lib.fi_mqa_logits(logits.data_ptr(), logits.stride(0), keys, q.data_ptr(), rows,
+                                 heads, k.data_ptr(), kscale.data_ptr(), keys,
+                                 weights.data_ptr(), ks.data_ptr(), ke.data_ptr(), clean,
+                                 torch.cuda.current_stream().cuda_stream)
+        if code != 0:
+            raise RuntimeError(lib.fi_last_error().decode())
+
+    logits.fill_(float("nan"))
+    call(clean=1)
+    torch.cuda.synchronize()
+    sample = torch.randperm(rows, device=dev)[:check_rows].sort().values
+    sim_diff = ref_diff = 0.0
+    for r in sample.tolist():
+        lo, hi = int(ks[r]), int(ke[r])
+        got = logits[r, lo:hi]
+        sim = row_logits(q[r:r + 1], weights[r:r + 1], k[lo:hi], kscale[lo:hi])[0]
+        ref = row_logits(q_bf16[r:r + 1], weights[r:r + 1], k_bf16[lo:hi],
+                         torch.ones_like(kscale[lo:hi]))[0]
+        sim_diff = max(sim_diff, calc_diff(got, sim))
+        ref_diff = max(ref_diff, calc_diff(got, ref))
+        outside = torch.cat([logits[r, :lo], logits[r, hi:]])
+        assert bool((outside == float("-inf")).all()), f"{name}: row {r} not -inf outside"
+    assert sim_diff < 5e-6 and ref_diff < 1e-3, f"{name}: diff sim {sim_diff} bf16 {ref_diff}"
+    pairs = int((ke.long() - ks.long()).clamp(min=0).sum())
+    ms = graph_ms(call, batch, iters)
+    tflops = 2 * pairs * heads * 128 / ms / 1e9
+    anchor_text = f"{anchor:.2f}" if anchor else "-"
+    return (f"| {name} | {pairs / 1e6:.0f}M | {ms:.3f} | {tflops:.0f} | {tflops / fp8_tflops:.2f} "
+            f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
+
+
+def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows):
+    name, heads, batch, ctx, next_n, ragged, anchor = case
+    dev = "cuda"
+    page = 64
+    gen = torch.Generator(device="cpu").manual_seed(batch * 7 + next_n)
+    if ragged:
+        lens = (ctx * (0.7 + 0.6 * torch.rand(batch, generator=gen))).long()
+    else:
+        lens = torch.full((batch,), ctx, dtype=torch.long)
+    pages_per = (lens + page - 1) // page
+    total_pages = int(pages_per.sum())
+    table_cols = int(pages_per.max())
+    perm = torch.randperm(total_pages, generator=gen)
+    table = torch.zeros(batch, table_cols, dtype=torch.int32)
+    start = 0
+    for b in range(batch):
+        n = int(pages_per[b])
+        table[b, :n] = perm[start:start + n].int()
+        start += n
+    table = table.to(dev)
+    page_bytes = page * 132
+    cache = torch.empty(total_pages, page_bytes, dtype=torch.uint8, device=dev)
+    k_bf16 = torch.randn(total_pages * page, 128, device=dev, dtype=torch.bfloat16)
+    k, kscale = fp8_keys(k_bf16)
+    cache[:, :page * 128] = k.view(torch.uint8).view(total_pages, page * 128)
+    cache[:, page * 128:] = kscale.view(total_pages, page).view(torch.uint8).view(total_pages, -1)
+    q_bf16 = torch.randn(batch, next_n, heads, 128, device=dev, dtype=torch.bfloat16)
+    q = q_bf16.to(torch.float8_e4m3fn)
+    weights = torch.randn(batch * next_n, heads, device=dev)
+    # 2-D lengths: slot j sees lens - next_n + j + 1 (the 1-D rule, written out)
+    lens2d = (lens[:, None] - next_n + 1 + torch.arange(next_n)[None, :]).clamp(min=0)
+    lens2d = lens2d.to(torch.int32).to(dev)
+    width = int(lens.max())
+    logits = torch.empty(batch * next_n, width, device=dev)
+
+    def call(clean=0):
+        code = lib.fi_paged_mqa_logits(
+            logits.data_ptr(), logits.stride(0), width, q.data_ptr(), batch, next_n, heads,
+            cache.data_ptr(), total_pages, page, page_bytes, weights.data_ptr(),
+            lens2d.data_ptr(), 1, table.data_ptr(), table_cols, clean,
+            torch.cuda.current_stream().cuda_stream)
+        if code != 0:
+            raise RuntimeError(lib.fi_last_error().decode())
+
+    logits.fill_(float("nan"))
+    call(clean=1)
+    torch.cuda.synchronize()
+    sim_diff = ref_diff = 0.0
+    for b in torch.randperm(batch, generator=gen)[:check_rows].tolist():
+        n = int(lens[b])
+        slots = (table[b, :(n + page - 1) // page].long()[:, None] * page +
+                 torch.arange(page, device=dev)[None, :]).reshape(-1)[:n]
+        for j in range(next_n):
+            r = b * next_n + j
+            end = int(lens2d[b, j])
+            got = logits[r, :end]
+            sim = row_logits(q[b, j][None], weights[r:r + 1], k[slots[:end]],
+                             kscale[slots[:end]])[0]
+            ref = row_logits(q_bf16[b, j][None], weights[r:r + 1], k_bf16[slots[:end]],
+                             torch.ones(end, device=dev))[0]
+            sim_diff = max(sim_diff, calc_diff(got, sim))
+            ref_diff = max(ref_diff, calc_diff(got, ref))
+            assert bool((logits[r, end:] == float("-inf")).all()), f"{name}: row {r} tail"
+    assert sim_diff < 5e-6 and ref_diff < 1e-3, f"{name}: diff sim {sim_diff} bf16 {ref_diff}"
+    visible_keys = int(lens.sum())
+    k_bytes = visible_keys * 132
+    logit_bytes = int(lens2d.long().sum()) * 4
+    us = graph_ms(call, batch_calls, iters) * 1e3
+    gbs = (k_bytes + logit_bytes) / us / 1e3
+    anchor_text = f"{anchor}" if anchor else "-"
+    return (f"| {name} | {us:.1f} | {gbs:.0f} | {k_bytes / us / 1e3 / copy_gbs:.2f} "
+            f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--only", default="", help="substring filter on case names")
+    parser.add_argument("--check-rows", type=int, default=6)
+    args = parser.parse_args()
+    lib = load_shim(args.shim)
+    torch.manual_seed(0)
+    fp8_tflops, copy_gbs = ceilings(args.iters)
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run ceilings: "
+          f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s\n")
+    print("Prefill (mqa_logits, causal-suffix unless noted, clean=False, CUDA-graph replay):\n")
+    print("| case | visible pairs | ours ms | ours TFLOP/s | of FP8 ceiling | DeepGEMM ms (anchor) "
+          "| diff sim | diff bf16 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case in PREFILL:
+        if args.only and args.only not in case[0]:
+            continue
+        print(bench_prefill(lib, case, fp8_tflops, args.iters, 3, args.check_rows), flush=True)
+        torch.cuda.empty_cache()
+    print("\nDecode (paged_mqa_logits, page 64, clean=False, CUDA-graph replay, warm L2):\n")
+    print("| case | ours us | ours GB/s | K-read frac of copy | DeepGEMM us (anchor) | diff sim "
+          "| diff bf16 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for case in DECODE:
+        if args.only and args.only not in case[0]:
+            continue
+        print(bench_decode(lib, case, copy_gbs, args.iters, 10, args.check_rows), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+// A C ABI over the CUDA ops on raw device pointers, for the benchmark scripts in tools/bench/
+// (ctypes on torch tensors), so they run without building the Python module. Contiguous-inner
+// tensors only; strides in elements.
+#include <cstdint>
+#include <string>
+
+#include "flashindexer/flashindexer.h"
+
+namespace {
+thread_local std::string last_error;
+}  // namespace
+
+extern "C" {
+
+// out [rows, >= k] i32 (row stride out_stride); logits [rows, width] f32 (dtype 0) or bf16
+// (dtype 1), row stride logits_stride. Prefill form when ks != nullptr (ks, ke [rows] i32), else
+// decode form: lengths [rows / next_n] i32. stream: a cudaStream_t. Returns the StatusCode.
+int fi_topk_per_row(int32_t* out, int64_t out_stride, const void* logits, int dtype, int64_t rows,
+                    int64_t width, int64_t logits_stride, const int32_t* ks, const int32_t* ke,
+                    const int32_t* lengths, int next_n, int k, int sorted, void* workspace,
+                    size_t workspace_bytes, void* stream) {
+  using namespace flashindexer;
+  const TensorView out_view =
+      TensorView::contiguous(out, DType::kI32, {rows, k}, Device::kCUDA).with_row_stride(out_stride);
+  const TensorView logits_view =
+      TensorView::contiguous(const_cast<void*>(logits), dtype == 1 ? DType::kBF16 : DType::kF32,
+                             {rows, width}, Device::kCUDA)
+          .with_row_stride(logits_stride);
+  RowRanges ranges;
+  if (ks != nullptr) {
+    ranges = RowRanges::prefill(
+        TensorView::contiguous(const_cast<int32_t*>(ks), DType::kI32, {rows}, Device::kCUDA),
+        TensorView::contiguous(const_cast<int32_t*>(ke), DType::kI32, {rows}, Device::kCUDA));
+  } else {
+    ranges = RowRanges::decode(TensorView::contiguous(const_cast<int32_t*>(lengths), DType::kI32,
+                                                      {rows / next_n}, Device::kCUDA),
+                               next_n);
+  }
+  RunOptions options;
+  options.cuda_stream = stream;
+  options.workspace = workspace;
+  options.workspace_bytes = workspace_bytes;
+  TopKOptions topk_options;
+  topk_options.sorted = sorted != 0;
+  const Status status = topk_per_row(out_view, logits_view, ranges, k, topk_options, options);
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+// logits [rows, width] f32 (row stride logits_stride); q [rows, heads, 128] e4m3 contiguous;
+// keys [num_keys, 128] e4m3 contiguous, kscale [num_keys] f32; weights [rows, heads] f32;
+// ks, ke [rows] i32.
+int fi_mqa_logits(float* logits, int64_t logits_stride, int64_t width, const void* q, int64_t rows,
+                  int heads, const void* keys, const float* kscale, int64_t num_keys,
+                  const float* weights, const int32_t* ks, const int32_t* ke, int clean,
+                  void* stream) {
+  using namespace flashindexer;
+  const TensorView logits_view =
+      TensorView::contiguous(logits, DType::kF32, {rows, width}, Device::kCUDA)
+          .with_row_stride(logits_stride);
+  const QuantizedTensor q_view{
+      TensorView::contiguous(const_cast<void*>(q), DType::kE4M3, {rows, heads, 128}, Device::kCUDA),
+      {}};
+  const QuantizedTensor key_view{
+      TensorView::contiguous(const_cast<void*>(keys), DType::kE4M3, {num_keys, 128}, Device::kCUDA),
+      TensorView::contiguous(const_cast<float*>(kscale), DType::kF32, {num_keys}, Device::kCUDA)};
+  RunOptions options;
+  options.cuda_stream = stream;
+  const Status status = mqa_logits(
+      logits_view, q_view, key_view,
+      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads}, Device::kCUDA),
+      TensorView::contiguous(const_cast<int32_t*>(ks), DType::kI32, {rows}, Device::kCUDA),
+      TensorView::contiguous(const_cast<int32_t*>(ke), DType::kI32, {rows}, Device::kCUDA),
+      LogitsOptions{clean != 0}, options);
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+// logits [batch * next_n, width] f32; q [batch, next_n, heads, 128] e4m3 contiguous; an FP8 page
+// cache of num_pages pages (page_size keys, page_stride bytes apart); weights [batch * next_n,
+// heads] f32; context_lens [batch] (lens_2d 0) or [batch, next_n] i32; block_table
+// [batch, table_cols] i32.
+int fi_paged_mqa_logits(float* logits, int64_t logits_stride, int64_t width, const void* q,
+                        int64_t batch, int next_n, int heads, void* cache, int64_t num_pages,
+                        int page_size, int64_t page_stride, const float* weights,
+                        const int32_t* context_lens, int lens_2d, const int32_t* block_table,
+                        int64_t table_cols, int clean, void* stream) {
+  using namespace flashindexer;
+  const int64_t rows = batch * next_n;
+  PagedKCache kcache;
+  kcache.data = cache;
+  kcache.device = Device::kCUDA;
+  kcache.format = KFormat::kFP8;
+  kcache.num_pages = num_pages;
+  kcache.page_size = page_size;
+  kcache.head_dim = 128;
+  kcache.page_stride_bytes = page_stride;
+  const TensorView lens =
+      lens_2d != 0 ? TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
+                                            {batch, next_n}, Device::kCUDA)
+                   : TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
+                                            {batch}, Device::kCUDA);
+  RunOptions options;
+  options.cuda_stream = stream;
+  const Status status = paged_mqa_logits(
+      TensorView::contiguous(logits, DType::kF32, {rows, width}, Device::kCUDA)
+          .with_row_stride(logits_stride),
+      QuantizedTensor{TensorView::contiguous(const_cast<void*>(q), DType::kE4M3,
+                                             {batch, next_n, heads, 128}, Device::kCUDA),
+                      {}},
+      kcache,
+      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads}, Device::kCUDA),
+      lens,
+      TensorView::contiguous(const_cast<int32_t*>(block_table), DType::kI32, {batch, table_cols},
+                             Device::kCUDA),
+      LogitsOptions{clean != 0}, options);
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+size_t fi_topk_workspace_size(int64_t rows, int64_t width, int k) {
+  return flashindexer::topk_per_row_cuda_workspace_size(rows, width, k);
+}
+
+const char* fi_last_error() { return last_error.c_str(); }
+
+}  // extern "C"
