@@ -2,10 +2,11 @@
 // relu(q[row, h, :] . k[key, :]), for prefill (packed keys) and paged decode.
 //
 // Organisation (one persistent CTA per SM, 384 threads):
-//  * Warpgroup 0, one warp: the producer. It walks the CTA's work items (ScoreParams), publishes
-//    each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x H x 128
-//    bytes) and weights, and streams the item's keys by TMA in 64-key tiles (8 KiB + 256 B of
-//    scales) through a ring of stages (SharedLayout::kStages).
+//  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
+//    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x
+//    H x 128 bytes) and weights; the four warps take turns streaming the item's keys by TMA in
+//    64-key tiles (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages):
+//    the per-tile work (block-table lookup, barrier wait, copies) is what limits decode.
 //  * Warpgroups 1 and 2: the consumers. They take alternate key tiles. For one tile:
 //    wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs are B, 4 k-steps), then in
 //    registers: relu as x + |x| (one FADD, the 1/2 goes into the key scale), times the weight,
@@ -31,6 +32,7 @@ namespace flashindexer::cuda::scoring {
 
 constexpr int kTileBytes = kTileKeys * kHeadDim;         // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;           // 256 B of fp32 key scales
+constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
 // more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
 template <bool kPaged>
@@ -129,12 +131,47 @@ struct TileLoader {
   }
 };
 
+// Publishes one work item (producer warp 0): waits until its Q buffer is free, writes the
+// ItemInfo and starts the Q tile and weights copies.
+template <int kHeads, int kN>
+__device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, uint64_t* q_empty,
+                                             uint32_t item_count, const CUtensorMap* q_map,
+                                             const CUtensorMap* w_map, uint8_t* smem,
+                                             int32_t row0, int rows, int32_t tile_begin,
+                                             int32_t tile_end, int32_t lo, int32_t hi,
+                                             uint32_t q_bytes, int lane) {
+  using L = SharedLayout<kN>;
+  const int buffer = item_count & 1;
+  ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+  // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
+  ItemInfo& info = items[buffer];
+#pragma unroll
+  for (int r = 0; r < kMaxRowsPerGroup; ++r) {
+    const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
+    const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
+    if (lane == 0) {
+      info.lo[r] = row_lo;
+      info.hi[r] = row_hi;
+    }
+  }
+  if (lane == 0) {
+    info.row0 = row0;
+    info.rows = rows;
+    info.tile_begin = tile_begin;
+    info.tile_end = tile_end;
+    ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes);
+    ptx::tma_load_3d(smem + L::kQ + buffer * L::kQBytes, q_map, &q_full[buffer], 0, 0, row0);
+    ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, &q_full[buffer], 0, row0);
+  }
+}
+
 template <int kHeads, int kN, bool kPaged>
 __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
                                         const CUtensorMap* w_map, const CUtensorMap* key_map,
                                         const CUtensorMap* scale_map, uint8_t* smem) {
   using L = SharedLayout<kN>;
   const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;  // producer warp, 0 .. kProducerWarps - 1
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   uint64_t* full = barriers;
   uint64_t* empty = barriers + L::kStages;
@@ -168,31 +205,12 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     const int32_t tile_begin = first / kTileKeys;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
 
-    const int buffer = item_count & 1;
-    ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
-    // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
-    ItemInfo& info = items[buffer];
-#pragma unroll
-    for (int r = 0; r < kMaxRowsPerGroup; ++r) {
-      const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
-      const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
-      if (lane == 0) {
-        info.lo[r] = row_lo;
-        info.hi[r] = row_hi;
-      }
-    }
-    if (lane == 0) {
-      info.row0 = static_cast<int32_t>(row0);
-      info.rows = rows;
-      info.tile_begin = tile_begin;
-      info.tile_end = tile_end;
-      ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes);
-      ptx::tma_load_3d(smem + L::kQ + buffer * L::kQBytes, q_map, &q_full[buffer], 0, 0,
-                       static_cast<int32_t>(row0));
-      ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, &q_full[buffer], 0,
-                       static_cast<int32_t>(row0));
-    }
+    if (warp == 0) publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
+                                            static_cast<int32_t>(row0), rows, tile_begin, tile_end,
+                                            lo, hi, q_bytes, lane);
+    // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
     for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
+      if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
       const uint32_t stage = tile_count % L::kStages;
       ptx::mbarrier_wait(&empty[stage], ((tile_count / L::kStages) & 1) ^ 1);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
@@ -201,11 +219,13 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     }
     ++item_count;
   }
-  const int buffer = item_count & 1;
-  ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
-  if (lane == 0) {
-    items[buffer].row0 = -1;
-    ptx::mbarrier_arrive(&q_full[buffer]);
+  if (warp == 0) {
+    const int buffer = item_count & 1;
+    ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+    if (lane == 0) {
+      items[buffer].row0 = -1;
+      ptx::mbarrier_arrive(&q_full[buffer]);
+    }
   }
 }
 
@@ -507,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
-    if (threadIdx.x < 32) produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
+    produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
     consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
