@@ -460,12 +460,10 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         half_scale[u][0] = 0.5f * scales[key_row];
         half_scale[u][1] = 0.5f * scales[key_row + 8];
       }
-      __syncwarp();
-      if (lane == 0) {
+      // Every thread arrives after its own reads of the stage (its wgmma and scales).
 #pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
-        }
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
       }
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
@@ -484,8 +482,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         }
       }
     }
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&q_empty[buffer]);
+    ptx::mbarrier_arrive(&q_empty[buffer]);  // every consumer thread, after its last read
   }
 }
 
@@ -511,11 +508,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
       ptx::mbarrier_init(&barriers[s], 1);                    // full: producer + TMA bytes
-      ptx::mbarrier_init(&barriers[L::kStages + s], 4);          // empty: the consuming WG's warps
+      ptx::mbarrier_init(&barriers[L::kStages + s], 128);  // empty: the consuming WG's threads
     }
     for (int b = 0; b < 2; ++b) {
       ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);      // q_full
-      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], 4 * kConsumerGroups);  // q_empty
+      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], 128 * kConsumerGroups);  // q_empty
     }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
