@@ -14,8 +14,8 @@
 
 namespace fitest {
 
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
     if (flashindexer::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 

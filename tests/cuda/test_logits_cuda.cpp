@@ -64,8 +64,8 @@ struct DevicePrefill {
 };
 
 // Runs on the GPU into a poisoned buffer and copies back.
-HostTensor gpu_prefill(const DevicePrefill& device, int64_t rows, int64_t width,
-                       int64_t row_stride, bool clean) {
+HostTensor gpu_prefill(const DevicePrefill& device, int64_t rows, int64_t width, int64_t row_stride,
+                       bool clean) {
   HostTensor logits = poisoned_logits(rows, width, row_stride);
   DeviceTensor out = to_device(logits);
   const Status status = device.run(out, clean);
@@ -350,7 +350,8 @@ TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
 TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  for (const OperandCase c : {OperandCase{KFormat::kMXFP4, 32, 128}, OperandCase{KFormat::kFP8, 32, 64}}) {
+  for (const OperandCase c :
+       {OperandCase{KFormat::kMXFP4, 32, 128}, OperandCase{KFormat::kFP8, 32, 64}}) {
     SCOPED_TRACE(describe(c));
     PrefillProblem p = make_prefill_problem(rng, c.format, 4, 100, c.heads, c.head_dim);
     const DevicePrefill device(p);

@@ -20,8 +20,8 @@ int fi_topk_per_row(int32_t* out, int64_t out_stride, const void* logits, int dt
                     const int32_t* lengths, int next_n, int k, int sorted, void* workspace,
                     size_t workspace_bytes, void* stream) {
   using namespace flashindexer;
-  const TensorView out_view =
-      TensorView::contiguous(out, DType::kI32, {rows, k}, Device::kCUDA).with_row_stride(out_stride);
+  const TensorView out_view = TensorView::contiguous(out, DType::kI32, {rows, k}, Device::kCUDA)
+                                  .with_row_stride(out_stride);
   const TensorView logits_view =
       TensorView::contiguous(const_cast<void*>(logits), dtype == 1 ? DType::kBF16 : DType::kF32,
                              {rows, width}, Device::kCUDA)
@@ -68,7 +68,8 @@ int fi_mqa_logits(float* logits, int64_t logits_stride, int64_t width, const voi
   options.cuda_stream = stream;
   const Status status = mqa_logits(
       logits_view, q_view, key_view,
-      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads}, Device::kCUDA),
+      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads},
+                             Device::kCUDA),
       TensorView::contiguous(const_cast<int32_t*>(ks), DType::kI32, {rows}, Device::kCUDA),
       TensorView::contiguous(const_cast<int32_t*>(ke), DType::kI32, {rows}, Device::kCUDA),
       LogitsOptions{clean != 0}, options);
@@ -95,11 +96,11 @@ int fi_paged_mqa_logits(float* logits, int64_t logits_stride, int64_t width, con
   kcache.page_size = page_size;
   kcache.head_dim = 128;
   kcache.page_stride_bytes = page_stride;
-  const TensorView lens =
-      lens_2d != 0 ? TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
-                                            {batch, next_n}, Device::kCUDA)
-                   : TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
-                                            {batch}, Device::kCUDA);
+  const TensorView lens = lens_2d != 0
+                              ? TensorView::contiguous(const_cast<int32_t*>(context_lens),
+                                                       DType::kI32, {batch, next_n}, Device::kCUDA)
+                              : TensorView::contiguous(const_cast<int32_t*>(context_lens),
+                                                       DType::kI32, {batch}, Device::kCUDA);
   RunOptions options;
   options.cuda_stream = stream;
   const Status status = paged_mqa_logits(
@@ -109,7 +110,8 @@ int fi_paged_mqa_logits(float* logits, int64_t logits_stride, int64_t width, con
                                              {batch, next_n, heads, 128}, Device::kCUDA),
                       {}},
       kcache,
-      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads}, Device::kCUDA),
+      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads},
+                             Device::kCUDA),
       lens,
       TensorView::contiguous(const_cast<int32_t*>(block_table), DType::kI32, {batch, table_cols},
                              Device::kCUDA),

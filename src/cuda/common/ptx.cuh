@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
+
 #include <cstdint>
 
 namespace flashindexer::cuda::ptx {
@@ -109,9 +110,9 @@ __device__ __forceinline__ void fence_operand(float& value) {
 // offset unused, layout type 1 (128B swizzle). The tile base must be 1024-byte aligned; a
 // k-step of 32 e4m3 values advances the start address by 32 bytes inside the swizzled row.
 __device__ __forceinline__ uint64_t smem_descriptor_k128_swizzle128(const void* tile,
-                                                                     uint32_t byte_offset) {
+                                                                    uint32_t byte_offset) {
   const uint64_t start = (smem_address(tile) + byte_offset) >> 4;
-  constexpr uint64_t kLeadingByteOffset = 1;        // unused by swizzled K-major layouts
+  constexpr uint64_t kLeadingByteOffset = 1;         // unused by swizzled K-major layouts
   constexpr uint64_t kStrideByteOffset = 1024 >> 4;  // 8 rows x 128 bytes
   constexpr uint64_t kSwizzle128 = 1;
   return (start & 0x3FFF) | (kLeadingByteOffset << 16) | (kStrideByteOffset << 32) |

@@ -7,10 +7,12 @@
 //    H x 128 bytes) and weights; the four warps take turns streaming the item's keys by TMA in
 //    64-key tiles (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages):
 //    the per-tile work (block-table lookup, barrier wait, copies) is what limits decode.
-//  * Warpgroups 1 and 2: the consumers. They take alternate key tiles. For one tile:
-//    wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs are B, 4 k-steps), then in
-//    registers: relu as x + |x| (one FADD, the 1/2 goes into the key scale), times the weight,
-//    summed over the thread's heads, a quad shuffle for the rest, times kscale / 2, stored.
+//  * Warpgroups 1 and 2: the consumers. They take alternate steps (one key tile, or two for
+//    N <= 128). For one tile: wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs
+//    are B, 4 k-steps; for N = 256 two 128-column groups, so the first group's sums overlap the
+//    second's wgmma), then in registers: relu as x + |x| (one FADD, the 1/2 goes into the key
+//    scale), times the weight, summed over the thread's heads, a quad reduce-scatter for the
+//    rest, times kscale / 2, stored.
 //
 // Determinism: each (row, key) is computed by one thread in one fixed order (the wgmma over D,
 // then heads in ascending n-block order, then the quad reduce-scatter), whatever the schedule,
@@ -30,8 +32,8 @@
 
 namespace flashindexer::cuda::scoring {
 
-constexpr int kTileBytes = kTileKeys * kHeadDim;         // 8 KiB of e4m3 keys
-constexpr int kTileScaleBytes = kTileKeys * 4;           // 256 B of fp32 key scales
+constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
+constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
 // more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
@@ -57,8 +59,12 @@ constexpr int kSharedBudget = 220 * 1024;
 template <int kN>
 struct SharedLayout {
   static constexpr int kQBytes = kN * kHeadDim;
-  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 + 2 * 64 + 1024 + 64;
-  static constexpr int kStages = (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16);
+  // Two Q tiles, two weight tiles, two ItemInfos, the four item barriers and the alignment slack;
+  // each stage adds its keys, scales and two barriers.
+  static constexpr int kFixedBytes =
+      2 * kQBytes + 2 * kN * 4 + 2 * static_cast<int>(sizeof(ItemInfo)) + 4 * 8 + 1024;
+  static constexpr int kStages =
+      (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16);
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
   static constexpr int kScales = kQ + 2 * kQBytes;
@@ -68,7 +74,7 @@ struct SharedLayout {
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
-  static_assert(kAllocBytes <= kSharedBudget + 1024, "shared memory layout over budget");
+  static_assert(kAllocBytes <= kSharedBudget, "shared memory layout over budget");
 };
 
 // ---- producer -------------------------------------------------------------------------------
@@ -81,7 +87,7 @@ struct TileLoader {
   const CUtensorMap* scale_map;
   int64_t window_group = -1;  // block-table window: entries [window_page, window_page + 32)
   int32_t window_page = 0;
-  int32_t window_entry = 0;   // lane i holds block_table[group, window_page + i]
+  int32_t window_entry = 0;  // lane i holds block_table[group, window_page + i]
 
   __device__ __forceinline__ int32_t page_entry(int64_t group, int32_t page, int lane) {
     if (group != window_group || page < window_page || page >= window_page + 32) {
@@ -101,7 +107,7 @@ struct TileLoader {
     if constexpr (kPaged) {
       const int rows_per_copy = min(kTileKeys, p.page_size);
       const int copies = kTileKeys / rows_per_copy;
-      // 32-bit shifts, not 64-bit divisions: this runs once per tile in the only producer warp.
+      // 32-bit shifts, not 64-bit divisions: the per-tile producer work limits decode.
       const int32_t first_key = tile * kTileKeys;
       const int32_t first_page = first_key >> p.page_shift;
       const int32_t row_in_page = first_key & (p.page_size - 1);
@@ -136,10 +142,9 @@ struct TileLoader {
 template <int kHeads, int kN>
 __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, uint64_t* q_empty,
                                              uint32_t item_count, const CUtensorMap* q_map,
-                                             const CUtensorMap* w_map, uint8_t* smem,
-                                             int32_t row0, int rows, int32_t tile_begin,
-                                             int32_t tile_end, int32_t lo, int32_t hi,
-                                             uint32_t q_bytes, int lane) {
+                                             const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
+                                             int rows, int32_t tile_begin, int32_t tile_end,
+                                             int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
   using L = SharedLayout<kN>;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -195,7 +200,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     // The group's keys within this chunk; rows with nothing visible do not widen it.
     const int64_t chunk_lo = chunk * p.chunk_keys;
     int32_t first = lo < hi ? max(lo, static_cast<int32_t>(chunk_lo)) : INT32_MAX;
-    int32_t last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys)) : 0;
+    int32_t last =
+        lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys))
+                : 0;
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
       first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
@@ -205,9 +212,10 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     const int32_t tile_begin = first / kTileKeys;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
 
-    if (warp == 0) publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
-                                            static_cast<int32_t>(row0), rows, tile_begin, tile_end,
-                                            lo, hi, q_bytes, lane);
+    if (warp == 0)
+      publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
+                               static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
+                               q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
     for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
       if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
@@ -409,9 +417,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
     }
-    load_weights<kHeads, kN>(weights,
-                             reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4),
-                             lane);
+    load_weights<kHeads, kN>(
+        weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
     const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
 
     for (int32_t tile = tile_begin; tile < tile_end; tile += kTilesPerStep, ++step_count) {
@@ -438,10 +445,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           const uint8_t* q_part = q_tile + part * kPartN * kHeadDim;
 #pragma unroll
           for (int k = 0; k < kHeadDim / 32; ++k) {
-            ptx::WgmmaE4M3<kPartN>::mma(acc[u][part],
-                                        ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
-                                        ptx::smem_descriptor_k128_swizzle128(q_part, 32 * k),
-                                        k > 0);
+            ptx::WgmmaE4M3<kPartN>::mma(
+                acc[u][part], ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
+                ptx::smem_descriptor_k128_swizzle128(q_part, 32 * k), k > 0);
           }
           ptx::wgmma_commit_group();
         }
@@ -507,11 +513,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbarrier_init(&barriers[s], 1);                    // full: producer + TMA bytes
+      ptx::mbarrier_init(&barriers[s], 1);                 // full: producer + TMA bytes
       ptx::mbarrier_init(&barriers[L::kStages + s], 128);  // empty: the consuming WG's threads
     }
     for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);      // q_full
+      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);                          // q_full
       ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], 128 * kConsumerGroups);  // q_empty
     }
     ptx::fence_barrier_init();

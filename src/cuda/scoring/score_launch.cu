@@ -31,8 +31,8 @@ EncodeTiled encode_tiled() {
   static const EncodeTiled function = [] {
     void* entry = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess) {
       cudaGetLastError();
       entry = nullptr;
@@ -60,11 +60,11 @@ Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
     return Status::DeviceError(concat(op, ": the CUDA driver has no cuTensorMapEncodeTiled"));
   }
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult result = encode_fn(
-      &map, spec.type, spec.rank, const_cast<void*>(spec.base), spec.dims, spec.strides, spec.box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      spec.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult result =
+      encode_fn(&map, spec.type, spec.rank, const_cast<void*>(spec.base), spec.dims, spec.strides,
+                spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                spec.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return Status::DeviceError(
         concat(op, ": cuTensorMapEncodeTiled failed for ", spec.what, " (CUresult ", result, ")"));
@@ -83,8 +83,8 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
   }
   const int r = q.values.rank;
   if (q.values.shape[r - 1] != kHeadDim) {
-    return Status::Unsupported(concat(op, ": CUDA scoring supports head_dim 128, q has ",
-                                      q.values.shape[r - 1]));
+    return Status::Unsupported(
+        concat(op, ": CUDA scoring supports head_dim 128, q has ", q.values.shape[r - 1]));
   }
   check.require(aligned16(q.values.data) && q.values.stride[r - 2] % 16 == 0 &&
                     q.values.stride[r - 3] % 16 == 0,
@@ -102,16 +102,15 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
 Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
                       int64_t token_stride, int heads, const TensorView& weights,
                       int rows_per_group) {
-  const MapSpec q_spec{"q",
-                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                       3,
-                       q.data,
-                       {kHeadDim, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens)},
-                       {static_cast<cuuint64_t>(q.stride[q.rank - 2]),
-                        static_cast<cuuint64_t>(token_stride)},
-                       {kHeadDim, static_cast<cuuint32_t>(heads),
-                        static_cast<cuuint32_t>(rows_per_group)},
-                       true};
+  const MapSpec q_spec{
+      "q",
+      CU_TENSOR_MAP_DATA_TYPE_UINT8,
+      3,
+      q.data,
+      {kHeadDim, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens)},
+      {static_cast<cuuint64_t>(q.stride[q.rank - 2]), static_cast<cuuint64_t>(token_stride)},
+      {kHeadDim, static_cast<cuuint32_t>(heads), static_cast<cuuint32_t>(rows_per_group)},
+      true};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
   const MapSpec w_spec{"weights",
                        CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
@@ -142,10 +141,14 @@ Launcher prefill_launcher(int heads) {
 Launcher paged_launcher(int heads, int next_n) {
   if (heads == 64) {
     switch (next_n) {
-      case 1: return &scoring::launch_score<64, 64, true>;
-      case 2: return &scoring::launch_score<64, 128, true>;
-      case 3: return &scoring::launch_score<64, 192, true>;
-      default: return &scoring::launch_score<64, 256, true>;
+      case 1:
+        return &scoring::launch_score<64, 64, true>;
+      case 2:
+        return &scoring::launch_score<64, 128, true>;
+      case 3:
+        return &scoring::launch_score<64, 192, true>;
+      default:
+        return &scoring::launch_score<64, 256, true>;
     }
   }
   return next_n <= 2 ? &scoring::launch_score<32, 64, true> : &scoring::launch_score<32, 128, true>;
@@ -158,7 +161,8 @@ Status run(const char* op, Launcher launcher, const ScoreMaps& maps, ScoreParams
   const int64_t items = params.groups * params.chunks;
   const int grid = static_cast<int>(std::min<int64_t>(items, multiprocessor_count()));
   if (grid > 0) {
-    if (Status status = to_status(launcher(maps, params, grid, stream), op, "scoring kernel launch");
+    if (Status status =
+            to_status(launcher(maps, params, grid, stream), op, "scoring kernel launch");
         !status.ok()) {
       return status;
     }
@@ -171,8 +175,8 @@ Status run(const char* op, Launcher launcher, const ScoreMaps& maps, ScoreParams
 }  // namespace
 
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
-                  const TensorView& weights, const TensorView& ks, const TensorView& ke,
-                  bool clean, void* stream) {
+                  const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
+                  void* stream) {
   const char* op = "mqa_logits";
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
@@ -206,8 +210,8 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
 
   ScoreMaps maps{};
   if (rows > 0 && num_keys > 0) {
-    if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads,
-                                       weights, params.rows_per_group);
+    if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
+                                       params.rows_per_group);
         !status.ok()) {
       return status;
     }
@@ -237,8 +241,8 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
 
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const PagedKCache& cache, const TensorView& weights,
-                        const TensorView& context_lens, const TensorView& block_table,
-                        bool clean, void* stream) {
+                        const TensorView& context_lens, const TensorView& block_table, bool clean,
+                        void* stream) {
   const char* op = "paged_mqa_logits";
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
@@ -258,8 +262,7 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
                 "q must have its batch and next_n dimensions contiguous with each other on CUDA "
                 "(q.stride[0] == next_n * q.stride[1])");
-  check.require(batch * next_n * heads < (int64_t{1} << 31) &&
-                    cache.num_pages < (int64_t{1} << 31),
+  check.require(batch * next_n * heads < (int64_t{1} << 31) && cache.num_pages < (int64_t{1} << 31),
                 "rows x heads and cache.num_pages must stay below 2^31 on CUDA");
   if (!check.ok()) return check.status();
 

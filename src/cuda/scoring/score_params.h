@@ -6,9 +6,9 @@
 
 namespace flashindexer::cuda::scoring {
 
-constexpr int kHeadDim = 128;        // D; one 128-byte swizzled row per key and per (row, head)
-constexpr int kTileKeys = 64;        // keys per pipeline stage = wgmma M
-constexpr int kConsumerGroups = 2;   // math warpgroups; they take alternate key tiles
+constexpr int kHeadDim = 128;       // D; one 128-byte swizzled row per key and per (row, head)
+constexpr int kTileKeys = 64;       // keys per pipeline stage = wgmma M
+constexpr int kConsumerGroups = 2;  // math warpgroups; they take alternate key tiles
 constexpr int kThreads = 128 * (1 + kConsumerGroups);
 constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
 
@@ -16,12 +16,12 @@ constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H f
 // the next_n rows of one decode request) against the keys of one chunk of `chunk_keys`.
 // Items run chunk-major, so the CTAs working at the same time read the same keys (from L2).
 struct ScoreParams {
-  int64_t rows = 0;            // query rows: M (prefill) or B * next_n (decode)
-  int64_t groups = 0;          // ceil(M / rows_per_group) or B
+  int64_t rows = 0;    // query rows: M (prefill) or B * next_n (decode)
+  int64_t groups = 0;  // ceil(M / rows_per_group) or B
   int rows_per_group = 0;
-  int64_t chunk_keys = 0;      // multiple of kTileKeys
-  int64_t chunks = 0;          // per group
-  int64_t width = 0;           // logits columns; visible ranges are clamped to it
+  int64_t chunk_keys = 0;  // multiple of kTileKeys
+  int64_t chunks = 0;      // per group
+  int64_t width = 0;       // logits columns; visible ranges are clamped to it
 
   // Prefill: row t sees keys [ks[t], ke[t]) of num_keys.
   const int32_t* ks = nullptr;
