@@ -65,10 +65,14 @@ class PackedKeys {
   explicit PackedKeys(const QuantizedTensor& keys)
       : keys_(keys), mxfp4_(keys.values.dtype == DType::kE2M1x2) {}
   bool mxfp4() const { return mxfp4_; }
-  KeyBytes key(int64_t s) const {
-    return {element<uint8_t>(keys_.values, s, 0),
-            mxfp4_ ? element<uint8_t>(keys_.scales, s, 0)
-                   : reinterpret_cast<const uint8_t*>(element<float>(keys_.scales, s))};
+  // Where keys [first, first + count) are: out[i] for key first + i.
+  void gather(int64_t first, int count, KeyBytes* out) const {
+    for (int i = 0; i < count; ++i) {
+      const int64_t s = first + i;
+      out[i] = {element<uint8_t>(keys_.values, s, 0),
+                mxfp4_ ? element<uint8_t>(keys_.scales, s, 0)
+                       : reinterpret_cast<const uint8_t*>(element<float>(keys_.scales, s))};
+    }
   }
 
  private:
@@ -80,21 +84,41 @@ class PackedKeys {
 class PagedKeys {
  public:
   PagedKeys(const PagedKCache& cache, const int32_t* block_table_row)
-      : cache_(cache), block_table_row_(block_table_row) {}
-  bool mxfp4() const { return cache_.format == KFormat::kMXFP4; }
-  KeyBytes key(int64_t position) const {
-    const int64_t page = block_table_row_[position / cache_.page_size];
-    const int64_t slot = position % cache_.page_size;
-    const uint8_t* page_base =
-        static_cast<const uint8_t*>(cache_.data) + page * cache_.page_stride_bytes;
-    const int64_t value_bytes = cache_.value_bytes_per_key();
-    return {page_base + slot * value_bytes,
-            page_base + cache_.page_size * value_bytes + slot * cache_.scale_bytes_per_key()};
+      : block_table_row_(block_table_row),
+        data_(static_cast<const uint8_t*>(cache.data)),
+        page_stride_(cache.page_stride_bytes),
+        page_size_(cache.page_size),
+        value_bytes_(cache.value_bytes_per_key()),
+        scale_bytes_(cache.scale_bytes_per_key()),
+        mxfp4_(cache.format == KFormat::kMXFP4) {}
+  bool mxfp4() const { return mxfp4_; }
+  // Where positions [first, first + count) are: out[i] for position first + i. Walks the pages
+  // (one division per call, not per key: this runs for every key tile of every decode row).
+  void gather(int64_t first, int count, KeyBytes* out) const {
+    int64_t page = first / page_size_;
+    int64_t slot = first - page * page_size_;
+    const uint8_t* base = page_base(page);
+    for (int i = 0; i < count; ++i) {
+      if (slot == page_size_) {
+        base = page_base(++page);
+        slot = 0;
+      }
+      out[i] = {base + slot * value_bytes_, base + page_size_ * value_bytes_ + slot * scale_bytes_};
+      ++slot;
+    }
   }
 
  private:
-  const PagedKCache& cache_;
+  const uint8_t* page_base(int64_t page) const {
+    return data_ + static_cast<int64_t>(block_table_row_[page]) * page_stride_;
+  }
   const int32_t* block_table_row_;
+  const uint8_t* data_;
+  int64_t page_stride_;
+  int64_t page_size_;
+  int64_t value_bytes_;
+  int64_t scale_bytes_;
+  bool mxfp4_;
 };
 
 // Writes column i of tile rows [0, head_dim) from the e4m3 codes values[i], i < count (SIMD
@@ -104,18 +128,18 @@ void decode_fp8_tile(float* tile, const uint8_t* const* values, int count, int h
 // Dequantizes keys [first, first + count) of `keys` into `tile` (count <= kKeyTile).
 template <typename Keys>
 void load_key_tile(KeyTile& tile, const Keys& keys, int64_t first, int count, int head_dim) {
+  KeyBytes bytes[kKeyTile];
+  keys.gather(first, count, bytes);
   if (keys.mxfp4()) {
     for (int i = 0; i < count; ++i) {
-      const KeyBytes bytes = keys.key(first + i);
-      decode_mxfp4_column(tile.values + i, kKeyTile, bytes.values, bytes.scales, head_dim);
+      decode_mxfp4_column(tile.values + i, kKeyTile, bytes[i].values, bytes[i].scales, head_dim);
       tile.scales[i] = 1.0f;
     }
   } else {
     const uint8_t* values[kKeyTile];
     for (int i = 0; i < count; ++i) {
-      const KeyBytes bytes = keys.key(first + i);
-      values[i] = bytes.values;
-      std::memcpy(&tile.scales[i], bytes.scales, sizeof(float));
+      values[i] = bytes[i].values;
+      std::memcpy(&tile.scales[i], bytes[i].scales, sizeof(float));
     }
     decode_fp8_tile(tile.values, values, count, head_dim);
   }
