@@ -1,7 +1,8 @@
 // mqa_logits / paged_mqa_logits on CUDA tensors against the reference oracle (small shapes,
 // every entry within the derived fp32 tolerance, -inf masks exact, untouched columns untouched)
 // and against the CPU backend (larger shapes, DeepGEMM's diff metric); bit-identical repeats;
-// graph capture; TMA-specific argument errors. Every test skips without a GPU.
+// graph capture; TMA-specific argument errors. The tests that run kernels skip without a GPU; the
+// argument-error tests run everywhere.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -306,72 +307,119 @@ TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
 
 // ----------------------------------------------------------------------------- bad input
 
+// The argument errors need no GPU: the checks run on the host before anything touches the
+// device, so these tests label host buffers as CUDA tensors (never dereferenced) and run in CI.
+TensorView labelled_cuda(TensorView view) {
+  view.device = Device::kCUDA;
+  return view;
+}
+QuantizedTensor labelled_cuda(const QuantizedTensor& t) {
+  return {labelled_cuda(t.values), t.scales.data != nullptr ? labelled_cuda(t.scales) : t.scales};
+}
+
 TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
-  SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 32, 128);
-  const DevicePrefill device(p);
   HostTensor logits = poisoned_logits(8, 256);
-  DeviceTensor out = to_device(logits);
+  const TensorView out = labelled_cuda(logits.view());
+  const QuantizedTensor q = labelled_cuda(p.q.view());
+  const QuantizedTensor keys = labelled_cuda(p.keys.view());
+  const TensorView weights = labelled_cuda(p.weights.view());
+  const TensorView ks = labelled_cuda(p.ks.view());
+  const TensorView ke = labelled_cuda(p.ke.view());
   const LogitsOptions clean{true};
 
-  QuantizedTensor shifted_q = device.q.view();
+  QuantizedTensor shifted_q = q;
   shifted_q.values.data = static_cast<uint8_t*>(shifted_q.values.data) + 1;
-  EXPECT_TRUE(IsRejected(mqa_logits(out.view, shifted_q, device.keys.view(), device.weights.view,
-                                    device.ks.view, device.ke.view, clean),
+  EXPECT_TRUE(IsRejected(mqa_logits(out, shifted_q, keys, weights, ks, ke, clean),
                          StatusCode::kInvalidArgument, {"mqa_logits", "q"}));
 
-  QuantizedTensor strided_scales = device.keys.view();
+  QuantizedTensor strided_scales = keys;
   strided_scales.scales.shape[0] = 128;
   strided_scales.scales.stride[0] = 2;
   strided_scales.values.shape[0] = 128;
   HostTensor narrow = poisoned_logits(8, 128);
-  DeviceTensor narrow_out = to_device(narrow);
-  HostTensor ks = i32_tensor(std::vector<int32_t>(8, 0));
-  HostTensor ke = i32_tensor(std::vector<int32_t>(8, 100));
-  DeviceTensor ks_d = to_device(ks), ke_d = to_device(ke);
-  EXPECT_TRUE(IsRejected(mqa_logits(narrow_out.view, device.q.view(), strided_scales,
-                                    device.weights.view, ks_d.view, ke_d.view, clean),
+  HostTensor ks_host = i32_tensor(std::vector<int32_t>(8, 0));
+  HostTensor ke_host = i32_tensor(std::vector<int32_t>(8, 100));
+  EXPECT_TRUE(IsRejected(mqa_logits(labelled_cuda(narrow.view()), q, strided_scales, weights,
+                                    labelled_cuda(ks_host.view()), labelled_cuda(ke_host.view()),
+                                    clean),
                          StatusCode::kInvalidArgument, {"keys.scales"}));
 
-  TensorView odd_weights = device.weights.view;
+  TensorView odd_weights = weights;
   odd_weights.shape[0] = 4;
   odd_weights.stride[0] = 33;
-  QuantizedTensor four_rows = device.q.view();
+  QuantizedTensor four_rows = q;
   four_rows.values.shape[0] = 4;
   HostTensor four = poisoned_logits(4, 256);
-  DeviceTensor four_out = to_device(four);
-  DeviceTensor ks4 = to_device(i32_tensor({0, 0, 0, 0})), ke4 = to_device(i32_tensor({1, 2, 3, 4}));
-  EXPECT_TRUE(IsRejected(mqa_logits(four_out.view, four_rows, device.keys.view(), odd_weights,
-                                    ks4.view, ke4.view, clean),
+  HostTensor ks4 = i32_tensor({0, 0, 0, 0});
+  HostTensor ke4 = i32_tensor({1, 2, 3, 4});
+  EXPECT_TRUE(IsRejected(mqa_logits(labelled_cuda(four.view()), four_rows, keys, odd_weights,
+                                    labelled_cuda(ks4.view()), labelled_cuda(ke4.view()), clean),
                          StatusCode::kInvalidArgument, {"weights"}));
 }
 
 TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
-  SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (const OperandCase c :
        {OperandCase{KFormat::kMXFP4, 32, 128}, OperandCase{KFormat::kFP8, 32, 64}}) {
     SCOPED_TRACE(describe(c));
     PrefillProblem p = make_prefill_problem(rng, c.format, 4, 100, c.heads, c.head_dim);
-    const DevicePrefill device(p);
-    DeviceTensor out = to_device(poisoned_logits(4, 100));
-    EXPECT_EQ(device.run(out, true).code(), StatusCode::kUnsupported);
+    HostTensor logits = poisoned_logits(4, 100);
+    const Status status = mqa_logits(
+        labelled_cuda(logits.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
+        labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()));
+    EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status_text(status);
   }
 }
 
 TEST(PagedMqaLogitsCuda, RejectsPageSizesAndStridesTmaCannotRead) {
-  SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (int page_size : {16, 64}) {
     DecodeConfig config;
     config.page_size = page_size;
     config.stride_pad_bytes = page_size == 64 ? 4 : 0;  // 16 fails on size, 64 on the stride
     DecodeProblem p = make_decode_problem(rng, config);
-    const DevicePaged device(p);
-    DeviceTensor out = to_device(poisoned_logits(p.rows(), p.width));
-    EXPECT_TRUE(IsRejected(device.run(out, true), StatusCode::kInvalidArgument,
-                           {page_size == 16 ? "page_size" : "page_stride_bytes"}));
+    HostTensor logits = poisoned_logits(p.rows(), p.width);
+    PagedKCache cache = p.cache.cache();
+    cache.device = Device::kCUDA;
+    EXPECT_TRUE(IsRejected(
+        paged_mqa_logits(labelled_cuda(logits.view()), labelled_cuda(p.q.view()), cache,
+                         labelled_cuda(p.weights.view()), labelled_cuda(p.context_lens.view()),
+                         labelled_cuda(p.block_table.view())),
+        StatusCode::kInvalidArgument, {page_size == 16 ? "page_size" : "page_stride_bytes"}));
+  }
+}
+
+TEST(PagedMqaLogitsCuda, RejectsNextNAboveFourAndUnmergeableQueryStrides) {
+  FI_SEEDED_RNG(rng);
+  for (int next_n : {5, 2}) {
+    DecodeConfig config;
+    config.next_n = next_n;
+    config.batch = 3;
+    DecodeProblem p = make_decode_problem(rng, config);
+    HostTensor logits = poisoned_logits(p.rows(), p.width);
+    QuantizedTensor q = labelled_cuda(p.q.view());
+    if (next_n == 2) {
+      // Batch stride one next_n row wider than next_n rows: the Q tile map cannot merge them.
+      q.values.shape[0] = 2;
+      q.values.stride[0] = q.values.stride[1] * 3;
+    }
+    TensorView weights = labelled_cuda(p.weights.view());
+    TensorView lens = labelled_cuda(p.context_lens.view());
+    TensorView table = labelled_cuda(p.block_table.view());
+    TensorView out = labelled_cuda(logits.view());
+    if (next_n == 2) {
+      weights.shape[0] = 4;
+      lens.shape[0] = 2;
+      table.shape[0] = 2;
+      out.shape[0] = 4;
+    }
+    PagedKCache cache = p.cache.cache();
+    cache.device = Device::kCUDA;
+    EXPECT_TRUE(IsRejected(paged_mqa_logits(out, q, cache, weights, lens, table),
+                           StatusCode::kInvalidArgument, {next_n == 5 ? "next_n" : "q.stride[0]"}))
+        << "next_n " << next_n;
   }
 }
 
