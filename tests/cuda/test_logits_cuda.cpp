@@ -341,10 +341,10 @@ TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
   HostTensor narrow = poisoned_logits(8, 128);
   HostTensor ks_host = i32_tensor(std::vector<int32_t>(8, 0));
   HostTensor ke_host = i32_tensor(std::vector<int32_t>(8, 100));
-  EXPECT_TRUE(IsRejected(mqa_logits(labelled_cuda(narrow.view()), q, strided_scales, weights,
-                                    labelled_cuda(ks_host.view()), labelled_cuda(ke_host.view()),
-                                    clean),
-                         StatusCode::kInvalidArgument, {"keys.scales"}));
+  EXPECT_TRUE(
+      IsRejected(mqa_logits(labelled_cuda(narrow.view()), q, strided_scales, weights,
+                            labelled_cuda(ks_host.view()), labelled_cuda(ke_host.view()), clean),
+                 StatusCode::kInvalidArgument, {"keys.scales"}));
 
   TensorView odd_weights = weights;
   odd_weights.shape[0] = 4;
@@ -366,9 +366,9 @@ TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
     SCOPED_TRACE(describe(c));
     PrefillProblem p = make_prefill_problem(rng, c.format, 4, 100, c.heads, c.head_dim);
     HostTensor logits = poisoned_logits(4, 100);
-    const Status status = mqa_logits(
-        labelled_cuda(logits.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
-        labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()));
+    const Status status = mqa_logits(labelled_cuda(logits.view()), labelled_cuda(p.q.view()),
+                                     labelled_cuda(p.keys.view()), labelled_cuda(p.weights.view()),
+                                     labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()));
     EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status_text(status);
   }
 }
