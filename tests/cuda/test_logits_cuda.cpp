@@ -64,9 +64,11 @@ struct DevicePrefill {
   }
 };
 
-// Runs on the GPU into a poisoned buffer and copies back.
-HostTensor gpu_prefill(const DevicePrefill& device, int64_t rows, int64_t width, int64_t row_stride,
-                       bool clean) {
+// Runs `device` (a DevicePrefill or DevicePaged) on the GPU into a poisoned logits buffer of
+// rows x width (row stride row_stride) and copies it back.
+template <typename DeviceProblem>
+HostTensor run_on_gpu(const DeviceProblem& device, int64_t rows, int64_t width, int64_t row_stride,
+                      bool clean) {
   HostTensor logits = poisoned_logits(rows, width, row_stride);
   DeviceTensor out = to_device(logits);
   const Status status = device.run(out, clean);
@@ -90,7 +92,7 @@ TEST(MqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
         PrefillRun run = prefill_run(rng, {KFormat::kFP8, heads, 128}, shape.rows, shape.keys);
         const DevicePrefill device(run.problem);
         const int64_t stride = shape.keys + rng.uniform_int(0, 40);
-        HostTensor logits = gpu_prefill(device, shape.rows, shape.keys, stride, clean);
+        HostTensor logits = run_on_gpu(device, shape.rows, shape.keys, stride, clean);
         EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, 128, heads, clean));
       }
     }
@@ -127,7 +129,7 @@ TEST(MqaLogitsCuda, MatchesTheCpuBackendOnLargerChunks) {
       FI_ASSERT_OK(mqa_logits(expected.view(), p.q.view(), p.keys.view(), p.weights.view(),
                               p.ks.view(), p.ke.view(), LogitsOptions{true}));
       const DevicePrefill device(p);
-      HostTensor got = gpu_prefill(device, rows, keys, keys, true);
+      HostTensor got = run_on_gpu(device, rows, keys, keys, true);
       const double diff = calc_diff(got, expected, starts, ends);
       EXPECT_LT(diff, 5e-6);
       for (int64_t t = 0; t < rows; ++t) {
@@ -171,7 +173,7 @@ TEST(MqaLogitsCuda, GraphReplayGivesTheSameBits) {
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 64, 3000, 64, 128);
   const DevicePrefill device(p);
-  HostTensor direct = gpu_prefill(device, 64, 3000, 3000, true);
+  HostTensor direct = run_on_gpu(device, 64, 3000, 3000, true);
 
   HostTensor replayed = poisoned_logits(64, 3000);
   DeviceTensor out = to_device(replayed);
@@ -215,17 +217,6 @@ struct DevicePaged {
   }
 };
 
-HostTensor gpu_paged(const DevicePaged& device, int64_t rows, int64_t width, int64_t row_stride,
-                     bool clean) {
-  HostTensor logits = poisoned_logits(rows, width, row_stride);
-  DeviceTensor out = to_device(logits);
-  const Status status = device.run(out, clean);
-  EXPECT_TRUE(status.ok()) << status_text(status);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  to_host(logits, out);
-  return logits;
-}
-
 TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -248,7 +239,7 @@ TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
         DecodeProblem& p = run.problem;
         const DevicePaged device(p);
         HostTensor logits =
-            gpu_paged(device, p.rows(), p.width, p.width + rng.uniform_int(0, 30), clean);
+            run_on_gpu(device, p.rows(), p.width, p.width + rng.uniform_int(0, 30), clean);
         EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, 128, heads, clean));
       }
     }
@@ -273,7 +264,7 @@ TEST(PagedMqaLogitsCuda, LongSingleRequestMatchesTheCpuBackend) {
                                   p.context_lens.view(), p.block_table.view(),
                                   LogitsOptions{true}));
     const DevicePaged device(p);
-    HostTensor got = gpu_paged(device, p.rows(), p.width, p.width, true);
+    HostTensor got = run_on_gpu(device, p.rows(), p.width, p.width, true);
     const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
     EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
     for (int64_t r = 0; r < p.rows(); ++r) {
@@ -296,7 +287,7 @@ TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
   const DevicePaged device(p);
   std::vector<uint32_t> first;
   for (int run = 0; run < kRepeats; ++run) {
-    HostTensor logits = gpu_paged(device, p.rows(), p.width, p.width, true);
+    HostTensor logits = run_on_gpu(device, p.rows(), p.width, p.width, true);
     if (run == 0) {
       first = bits_of(logits);
     } else {

@@ -19,9 +19,10 @@ separately on an H200 with warm L2): it is printed for comparison, not measured 
 """
 import argparse
 import ctypes
-import statistics
 
 import torch
+
+from cuda_timing import capture_graph, event_median_ms
 
 # name, H, rows, keys, pattern; anchor = DeepGEMM ms from the anchor table (None: not measured)
 PREFILL = [
@@ -117,40 +118,9 @@ def ranges_for(pattern, rows, keys, device):
 
 
 def graph_ms(fn, batch, iters):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(batch):
-            fn()
-    times = []
-    for i in range(iters + 2):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        if i >= 2:
-            times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
-
-
-def event_ms(fn, iters):
-    times = []
-    for i in range(iters + 3):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """GPU time of one call: a CUDA graph of `batch` calls, median of `iters` replays."""
+    graph = capture_graph(fn, batch)
+    return event_median_ms(graph.replay, iters, warmup=2) / batch
 
 
 def ceilings(iters):
@@ -158,11 +128,11 @@ def ceilings(iters):
     a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
     one = torch.ones((), device="cuda")
-    mm = event_ms(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
-                                           out_dtype=torch.bfloat16), iters)
+    mm = event_median_ms(
+        lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), iters)
     src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    copy = event_ms(lambda: dst.copy_(src), iters)
+    copy = event_median_ms(lambda: dst.copy_(src), iters)
     return 2 * n ** 3 / mm / 1e9, 2 * src.numel() / copy / 1e6
 
 
@@ -280,6 +250,16 @@ def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows, check):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
+def print_table(title, columns, cases, row_of):
+    """A markdown table: one row_of(case) line per case, printed as soon as it is measured."""
+    print(f"\n{title}:\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * (len(columns) - 1))
+    for case in cases:
+        print(row_of(case), flush=True)
+        torch.cuda.empty_cache()
+
+
 def selected(only, name):
     return not only or any(part in name for part in only.split(","))
 
@@ -298,25 +278,18 @@ def main():
     torch.manual_seed(0)
     fp8_tflops, copy_gbs = ceilings(args.iters)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run ceilings: "
-          f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s\n")
-    print("Prefill (mqa_logits, causal-suffix unless noted, clean=False, CUDA-graph replay):\n")
-    print("| case | visible pairs | ours ms | ours TFLOP/s | of FP8 ceiling | DeepGEMM ms (anchor) "
-          "| diff sim | diff bf16 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for case in PREFILL:
-        if not selected(args.only, case[0]):
-            continue
-        print(bench_prefill(lib, case, fp8_tflops, args.iters, 3, args.check_rows, not args.no_check), flush=True)
-        torch.cuda.empty_cache()
-    print("\nDecode (paged_mqa_logits, page 64, clean=False, CUDA-graph replay, warm L2):\n")
-    print("| case | ours us | ours GB/s | K-read frac of copy | DeepGEMM us (anchor) | diff sim "
-          "| diff bf16 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for case in DECODE:
-        if not selected(args.only, case[0]):
-            continue
-        print(bench_decode(lib, case, copy_gbs, args.iters, 10, args.check_rows, not args.no_check), flush=True)
-        torch.cuda.empty_cache()
+          f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s")
+    check = not args.no_check
+    print_table("Prefill (mqa_logits, causal-suffix unless noted, clean=False, CUDA-graph replay)",
+                ["case", "visible pairs", "ours ms", "ours TFLOP/s", "of FP8 ceiling",
+                 "DeepGEMM ms (anchor)", "diff sim", "diff bf16"],
+                [c for c in PREFILL if selected(args.only, c[0])],
+                lambda c: bench_prefill(lib, c, fp8_tflops, args.iters, 3, args.check_rows, check))
+    print_table("Decode (paged_mqa_logits, page 64, clean=False, CUDA-graph replay, warm L2)",
+                ["case", "ours us", "ours GB/s", "K-read frac of copy", "DeepGEMM us (anchor)",
+                 "diff sim", "diff bf16"],
+                [c for c in DECODE if selected(args.only, c[0])],
+                lambda c: bench_decode(lib, c, copy_gbs, args.iters, 10, args.check_rows, check))
 
 
 if __name__ == "__main__":

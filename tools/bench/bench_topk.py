@@ -13,9 +13,10 @@ the replay of a CUDA graph that captured it (the GPU time, as served under graph
 """
 import argparse
 import ctypes
-import statistics
 
 import torch
+
+from cuda_timing import capture_graph, event_median_ms
 
 CASES = [
     # name, rows, width, k, dtype, form, offset
@@ -90,33 +91,6 @@ def check(logits, out, k, rows_to_check):
             assert torch.equal(ours.sort().values, ref_idx.sort().values), f"row {r}: index sets differ"
 
 
-def time_ms(fn, flush, iters):
-    times = []
-    for i in range(iters + 3):
-        flush.zero_()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def graph_of(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build-cuda/libflashindexer_bench_shim.so")
@@ -145,12 +119,13 @@ def main():
         torch.cuda.synchronize()
         assert torch.equal(first, out), f"{name}: repeat run not bit-identical"
         iters = args.iters if rows * width >= (1 << 26) else args.iters * 4
-        ours = time_ms(call, flush, iters)
-        theirs = time_ms(lambda: torch.topk(logits, k, dim=1, sorted=False), flush, iters)
-        ours_graph_obj = graph_of(call)
-        ours_graph = time_ms(ours_graph_obj.replay, flush, iters)
-        theirs_graph_obj = graph_of(lambda: torch.topk(logits, k, dim=1, sorted=False))
-        theirs_graph = time_ms(theirs_graph_obj.replay, flush, iters)
+        ours = event_median_ms(call, iters, before=flush.zero_)
+        theirs = event_median_ms(lambda: torch.topk(logits, k, dim=1, sorted=False), iters,
+                                 before=flush.zero_)
+        ours_graph_obj = capture_graph(call)
+        ours_graph = event_median_ms(ours_graph_obj.replay, iters, before=flush.zero_)
+        theirs_graph_obj = capture_graph(lambda: torch.topk(logits, k, dim=1, sorted=False))
+        theirs_graph = event_median_ms(theirs_graph_obj.replay, iters, before=flush.zero_)
         out.fill_(-7)
         ours_graph_obj.replay()
         torch.cuda.synchronize()
