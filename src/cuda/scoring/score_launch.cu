@@ -154,12 +154,14 @@ Launcher paged_launcher(int heads, int next_n) {
   return next_n <= 2 ? &scoring::launch_score<32, 64, true> : &scoring::launch_score<32, 128, true>;
 }
 
-Status run(const char* op, Launcher launcher, const ScoreMaps& maps, ScoreParams& params,
-           bool clean, bool paged, void* stream_handle) {
+// Launches the scoring kernel on one persistent CTA per SM (at most one per item), then the
+// clean fill when asked. `sms` is the SM count the work plan was made for.
+Status run(const char* op, Launcher launcher, const ScoreMaps& maps, const ScoreParams& params,
+           int sms, bool clean, bool paged, void* stream_handle) {
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
   const int64_t items = params.groups * params.chunks;
-  const int grid = static_cast<int>(std::min<int64_t>(items, multiprocessor_count()));
+  const int grid = static_cast<int>(std::min<int64_t>(items, sms));
   if (grid > 0) {
     if (Status status =
             to_status(launcher(maps, params, grid, stream), op, "scoring kernel launch");
@@ -205,7 +207,8 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   params.logits = logits.ptr<float>();
   params.logits_stride = logits.stride[0];
   const int64_t key_span = std::max<int64_t>(std::min(num_keys, params.width), 1);
-  params.chunk_keys = plan_chunk_keys(params.groups, key_span, multiprocessor_count(), 512, 4096);
+  const int sms = multiprocessor_count();
+  params.chunk_keys = plan_chunk_keys(params.groups, key_span, sms, 512, 4096);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
   ScoreMaps maps{};
@@ -236,7 +239,7 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  return run(op, prefill_launcher(heads), maps, params, clean, false, stream);
+  return run(op, prefill_launcher(heads), maps, params, sms, clean, false, stream);
 }
 
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
@@ -285,7 +288,8 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   params.logits_stride = logits.stride[0];
   const int64_t key_span =
       std::max<int64_t>(std::min(params.width, params.table_pages * cache.page_size), 1);
-  params.chunk_keys = plan_chunk_keys(batch, key_span, multiprocessor_count(), 256, 2048);
+  const int sms = multiprocessor_count();
+  params.chunk_keys = plan_chunk_keys(batch, key_span, sms, 256, 2048);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
   ScoreMaps maps{};
@@ -320,7 +324,7 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   } else {
     params.chunks = 0;
   }
-  return run(op, paged_launcher(heads, next_n), maps, params, clean, true, stream);
+  return run(op, paged_launcher(heads, next_n), maps, params, sms, clean, true, stream);
 }
 
 }  // namespace flashindexer::cuda
