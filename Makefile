@@ -12,7 +12,7 @@ VENV ?= .venv
 PYTHON ?= python3
 PYTHON_TEST_PACKAGES := scikit-build-core nanobind numpy ml_dtypes pytest
 
-.PHONY: all deps configure build demo test clean
+.PHONY: all deps configure build demo test gpu-check clean
 
 all: build
 
@@ -50,6 +50,11 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
+
+# On a machine with an H100/H200: every GPU test (C++ and Python), the sanitizers and the GPU
+# benchmarks side by side with PyTorch (README, "GPU testing"); logs in $(BUILD_DIR)/gpu-check.
+gpu-check: build
+	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/bench/device_check.sh
 
 clean:
 	rm -rf $(BUILD_DIR) build-py

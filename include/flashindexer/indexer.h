@@ -3,6 +3,12 @@
 // indexer_prefill == topk_per_row(mqa_logits(...)) and indexer_decode ==
 // topk_per_row(paged_mqa_logits(...)) exactly (same set; same order when sorted), on every
 // backend: the scores are computed with the arithmetic of the backend's logits op.
+//
+// CUDA tensors (FP8, H 32/64, D 128, as the CUDA logits ops): the rows run in batches whose
+// logits live in RunOptions::workspace, which is required (indexer_cuda_workspace_size(k) bytes
+// is the recommended size; any size holding the top-k scratch plus one batch of rows works, and
+// a larger one means fewer batches). The memory is therefore fixed, whatever the rows and keys;
+// the call is asynchronous on the stream, never synchronizes and can be captured in a graph.
 #pragma once
 
 #include "flashindexer/kcache.h"
@@ -28,5 +34,10 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 // Bytes of caller workspace (RunOptions::workspace) indexer_prefill / indexer_decode use on the
 // CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
+
+// Recommended bytes of RunOptions::workspace for indexer_prefill / indexer_decode on CUDA tensors
+// at `k` on the current device: the top-k scratch plus a 256 MiB logits slab (512 rows of 128K
+// keys per batch). Independent of rows and keys; 0 in a build without CUDA.
+size_t indexer_cuda_workspace_size(int k);
 
 }  // namespace flashindexer

@@ -10,13 +10,13 @@ Conventions shared by every op:
 * ``stream``: the CUDA stream for CUDA tensors: an integer cudaStream_t, a torch.cuda.Stream or a
   CuPy stream. Default: PyTorch's current stream for PyTorch tensors, CuPy's for CuPy arrays.
 * ``workspace``: scratch on the op's device. When omitted, the CPU ops allocate their own and the
-  CUDA top-k gets one allocated beside the inputs; pass one (``*_workspace_size``) to keep
-  allocation off the hot path.
+  CUDA top-k and indexer get one allocated beside the inputs; pass one (``*_workspace_size``) to
+  keep allocation off the hot path.
 * ``cpu_threads``: 0 = the OpenMP default. Results never depend on it.
 * Errors: ValueError (bad shape, stride, range, device), TypeError (bad dtype),
   NotImplementedError (valid, but this build or device cannot run it: today ``mqa_logits``,
-  ``paged_mqa_logits`` (FP8, D = 128), ``topk_per_row`` and ``dequantize_k_fp8`` run on CUDA
-  tensors). Messages name the argument.
+  ``paged_mqa_logits``, ``indexer_prefill``, ``indexer_decode`` (FP8, D = 128), ``topk_per_row``
+  and ``dequantize_k_fp8`` run on CUDA tensors). Messages name the argument.
   The GIL is released while an op runs.
 """
 
@@ -216,6 +216,20 @@ def indexer_cpu_workspace_size(k, threads=0):
     return int(_C.indexer_cpu_workspace_size(k, threads))
 
 
+def indexer_cuda_workspace_size(k, device=-1):
+    """Recommended bytes of workspace for indexer_prefill / indexer_decode on CUDA `device` (-1:
+    the current one): the top-k scratch plus a 256 MiB logits slab that the rows run through in
+    batches. Independent of rows and keys; 0 when the build has no CUDA."""
+    return int(_C.indexer_cuda_workspace_size(k, device))
+
+
+def _indexer_workspace(weights, k, workspace):
+    """The caller's workspace, or the recommended one beside CUDA inputs (None on the CPU)."""
+    if workspace is not None or not is_cuda(weights):
+        return workspace
+    return empty(weights, (indexer_cuda_workspace_size(k, device_index(weights)),), "u8")
+
+
 def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=False, out=None,
                  workspace=None, stream=None, cpu_threads=0):
     """The k best visible columns of every row, under one total order: larger score first,
@@ -253,10 +267,13 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     q: [M, H, D] e4m3 (or MXFP4 (values, scales)); keys: (values [N, D] e4m3, scales [N] float32)
     (or MXFP4); weights: [M, H] float32; ks, ke: [M] int32, 0 <= ks <= ke <= N.
     Returns out [M, k] int32: key indices relative to ks[t], -1 past a row's visible keys.
+    CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
+    per call; pass one to keep allocation off the hot path (any size >= one batch of rows works).
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
         out = empty(weights, (shape(weights, "indexer_prefill: weights")[0], k), "i32")
+    workspace = _indexer_workspace(weights, k, workspace)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted,
                        stream_handle(stream, [weights]), workspace, cpu_threads)
@@ -270,11 +287,12 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
     weights: [B * next_n, H] float32; context_lens: [B] or [B, next_n] int32;
     block_table: [B, P] int32. Returns out [B * next_n, k] int32 of context positions, -1 past
-    a row's visible keys.
+    a row's visible keys. CUDA inputs: workspace as indexer_prefill.
     """
     q = _quantized("q", q)
     if out is None:
         out = empty(weights, (shape(weights, "indexer_decode: weights")[0], k), "i32")
+    workspace = _indexer_workspace(weights, k, workspace)
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
                       raw(context_lens), raw(block_table), k, sorted,
                       stream_handle(stream, [weights]), workspace, cpu_threads)

@@ -282,6 +282,14 @@ NB_MODULE(_C, m) {
   m.def("indexer_cpu_workspace_size", &fi::indexer_cpu_workspace_size, nb::arg("k"),
         nb::arg("threads") = 0);
   m.def(
+      "indexer_cuda_workspace_size",
+      [](int k, int device) {
+        size_t bytes = 0;
+        ArgumentList::run_on(device, [&] { bytes = fi::indexer_cuda_workspace_size(k); });
+        return bytes;
+      },
+      nb::arg("k"), nb::arg("device") = -1);
+  m.def(
       "page_bytes",
       [](const std::string& format, int page_size, int head_dim) {
         return fi::PagedKCache::page_bytes(parse_format(format), page_size, head_dim);

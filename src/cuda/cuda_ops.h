@@ -18,18 +18,32 @@ Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const T
 // D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
 // returns kUnsupported for MXFP4 or other head dims.
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
-                  const TensorView& weights, const TensorView& ks, const TensorView& ke,
-                  bool clean, void* stream);
+                  const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
+                  void* stream);
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const PagedKCache& cache, const TensorView& weights,
-                        const TensorView& context_lens, const TensorView& block_table,
-                        bool clean, void* stream);
+                        const TensorView& context_lens, const TensorView& block_table, bool clean,
+                        void* stream);
 
 // topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/ops.
 // Rows are split across CTAs when they are too few to fill the GPU; that needs
 // topk_per_row_workspace_size(rows, width, k) bytes of options.workspace (0 otherwise).
-Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                    int k, bool sorted, const RunOptions& options);
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                    bool sorted, const RunOptions& options);
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k);
+// The most topk_per_row_workspace_size returns at this k for any rows and width.
+size_t topk_per_row_workspace_bound(int k);
+
+// indexer_prefill / indexer_decode on CUDA tensors (see flashindexer/indexer.h), exactly
+// topk_per_row(mqa_logits(...)) / topk_per_row(paged_mqa_logits(...)): the rows run in batches
+// whose logits fit in options.workspace (indexer_workspace_size(k) bytes or more; a larger
+// workspace means fewer, larger batches), so memory does not grow with rows or keys.
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
+                       bool sorted, const RunOptions& options);
+Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, int k, bool sorted, const RunOptions& options);
+size_t indexer_workspace_size(int k);
 
 }  // namespace flashindexer::cuda

@@ -5,27 +5,45 @@
 #include "ops/scoring_checks.h"
 #include "ops/topk_checks.h"
 
+#ifdef FLASHINDEXER_WITH_CUDA
+#include "cuda/cuda_ops.h"
+#endif
+
 namespace flashindexer {
 size_t indexer_cpu_workspace_size(int k, int threads) {
   return cpu::indexer_slots(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
 }
 
-Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
-                       const QuantizedTensor& keys, const TensorView& weights,
-                       const TensorView& ks, const TensorView& ke, int k,
+size_t indexer_cuda_workspace_size(int k) {
+#ifdef FLASHINDEXER_WITH_CUDA
+  return cuda::indexer_workspace_size(k);
+#else
+  (void)k;
+  return 0;
+#endif
+}
+
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        const TopKOptions& topk_options, const RunOptions& options) {
   ArgCheck check("indexer_prefill");
   const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, ks, ke, -1);
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
   if (!check.ok()) return check.status();
-  if (out.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (out.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, options);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
                             [&](void* workspace) {
-    cpu::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, workspace,
-                         threads);
-  });
+                              cpu::indexer_prefill(out, q, keys, weights, ks, ke, k,
+                                                   topk_options.sorted, workspace, threads);
+                            });
 }
 
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
@@ -38,13 +56,20 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
   if (!check.ok()) return check.status();
-  if (out.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (out.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                topk_options.sorted, options);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
                             [&](void* workspace) {
-    cpu::indexer_decode(out, q, cache, weights, context_lens, block_table, k, topk_options.sorted,
-                        workspace, threads);
-  });
+                              cpu::indexer_decode(out, q, cache, weights, context_lens, block_table,
+                                                  k, topk_options.sorted, workspace, threads);
+                            });
 }
 
 }  // namespace flashindexer

@@ -24,30 +24,6 @@ Workspace workspace_for(int k, int threads) {
   return Workspace{std::vector<uint8_t>(indexer_cpu_workspace_size(k, threads), kPoisonByte)};
 }
 
-// Every row of `got` against `expected` (both [rows, >= k]): the same sets, the same order
-// when sorted; columns >= k of `got` untouched.
-::testing::AssertionResult SameTopK(const HostTensor& got, const HostTensor& expected, int k,
-                                    bool sorted) {
-  for (int64_t r = 0; r < got.size(0); ++r) {
-    ::testing::AssertionResult row =
-        TopKRowMatches(topk_row(got, r, k), topk_row(expected, r, k), sorted);
-    if (!row) return ::testing::AssertionFailure() << "row " << r << ": " << row.message();
-  }
-  return ColumnsBeyondKUntouched(got, k);
-}
-
-// Duplicated keys (exact ties) and all-zero keys (scores exactly 0, ties across rows).
-void add_ties(Rng& rng, Operand& keys, const OperandCase& c, int64_t num_keys) {
-  for (int64_t i = 0; i < num_keys / 4; ++i) {
-    copy_key_row(keys, c.format, c.head_dim, rng.uniform_int(0, num_keys - 1),
-                 rng.uniform_int(0, num_keys - 1));
-  }
-  const int64_t vb = value_bytes_per_row(c.format, c.head_dim);
-  for (int i = 0; i < 5; ++i) {
-    std::memset(keys.values.bytes() + rng.uniform_int(0, num_keys - 1) * vb, 0, vb);
-  }
-}
-
 // ----------------------------------------------------------------------------- prefill
 
 TEST(IndexerPrefill, EqualsTopKOfMqaLogits) {

@@ -682,6 +682,30 @@ inline ::testing::AssertionResult ColumnsBeyondKUntouched(const HostTensor& out,
   return ::testing::AssertionSuccess();
 }
 
+// Every row of `got` against `expected` (both [rows, >= k]): the same sets, the same order
+// when sorted; columns >= k of `got` untouched.
+inline ::testing::AssertionResult SameTopK(const HostTensor& got, const HostTensor& expected, int k,
+                                    bool sorted) {
+  for (int64_t r = 0; r < got.size(0); ++r) {
+    ::testing::AssertionResult row =
+        TopKRowMatches(topk_row(got, r, k), topk_row(expected, r, k), sorted);
+    if (!row) return ::testing::AssertionFailure() << "row " << r << ": " << row.message();
+  }
+  return ColumnsBeyondKUntouched(got, k);
+}
+
+// Duplicated keys (exact ties) and all-zero keys (scores exactly 0, ties across rows).
+inline void add_ties(Rng& rng, Operand& keys, const OperandCase& c, int64_t num_keys) {
+  for (int64_t i = 0; i < num_keys / 4; ++i) {
+    copy_key_row(keys, c.format, c.head_dim, rng.uniform_int(0, num_keys - 1),
+                 rng.uniform_int(0, num_keys - 1));
+  }
+  const int64_t vb = value_bytes_per_row(c.format, c.head_dim);
+  for (int i = 0; i < 5; ++i) {
+    std::memset(keys.values.bytes() + rng.uniform_int(0, num_keys - 1) * vb, 0, vb);
+  }
+}
+
 // A poisoned i32 top-k output [rows, cols] with the given row stride.
 inline HostTensor poisoned_topk_output(int64_t rows, int64_t cols, int64_t row_stride = 0) {
   HostTensor out(DType::kI32, {rows, cols}, row_stride);

@@ -97,4 +97,50 @@ inline DeviceCache to_device(CacheBuffer& host) {
   return device;
 }
 
+// A prefill problem on the device, with its logits buffer.
+struct DevicePrefill {
+  DeviceOperand q;
+  DeviceOperand keys;
+  DeviceTensor weights;
+  DeviceTensor ks;
+  DeviceTensor ke;
+
+  explicit DevicePrefill(const PrefillProblem& p)
+      : q(to_device(p.q)),
+        keys(to_device(p.keys)),
+        weights(to_device(p.weights)),
+        ks(to_device(p.ks)),
+        ke(to_device(p.ke)) {}
+
+  Status run(const DeviceTensor& logits, bool clean, cudaStream_t stream = nullptr) const {
+    RunOptions options;
+    options.cuda_stream = stream;
+    return mqa_logits(logits.view, q.view(), keys.view(), weights.view, ks.view, ke.view,
+                      LogitsOptions{clean}, options);
+  }
+};
+
+// A decode problem on the device.
+struct DevicePaged {
+  DeviceOperand q;
+  DeviceCache cache;
+  DeviceTensor weights;
+  DeviceTensor context_lens;
+  DeviceTensor block_table;
+
+  explicit DevicePaged(DecodeProblem& p)
+      : q(to_device(p.q)),
+        cache(to_device(p.cache)),
+        weights(to_device(p.weights)),
+        context_lens(to_device(p.context_lens)),
+        block_table(to_device(p.block_table)) {}
+
+  Status run(const DeviceTensor& logits, bool clean, cudaStream_t stream = nullptr) const {
+    RunOptions options;
+    options.cuda_stream = stream;
+    return paged_mqa_logits(logits.view, q.view(), cache.cache, weights.view, context_lens.view,
+                            block_table.view, LogitsOptions{clean}, options);
+  }
+};
+
 }  // namespace fitest

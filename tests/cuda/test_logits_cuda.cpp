@@ -41,29 +41,6 @@ std::vector<uint32_t> bits_of(const HostTensor& t) {
   return std::vector<uint32_t>(words, words + t.byte_size() / 4);
 }
 
-// A prefill problem on the device, with its logits buffer.
-struct DevicePrefill {
-  DeviceOperand q;
-  DeviceOperand keys;
-  DeviceTensor weights;
-  DeviceTensor ks;
-  DeviceTensor ke;
-
-  explicit DevicePrefill(const PrefillProblem& p)
-      : q(to_device(p.q)),
-        keys(to_device(p.keys)),
-        weights(to_device(p.weights)),
-        ks(to_device(p.ks)),
-        ke(to_device(p.ke)) {}
-
-  Status run(const DeviceTensor& logits, bool clean, cudaStream_t stream = nullptr) const {
-    RunOptions options;
-    options.cuda_stream = stream;
-    return mqa_logits(logits.view, q.view(), keys.view(), weights.view, ks.view, ke.view,
-                      LogitsOptions{clean}, options);
-  }
-};
-
 // Runs `device` (a DevicePrefill or DevicePaged) on the GPU into a poisoned logits buffer of
 // rows x width (row stride row_stride) and copies it back.
 template <typename DeviceProblem>
@@ -196,26 +173,6 @@ TEST(MqaLogitsCuda, GraphReplayGivesTheSameBits) {
 }
 
 // ----------------------------------------------------------------------------- paged
-
-struct DevicePaged {
-  DeviceOperand q;
-  DeviceCache cache;
-  DeviceTensor weights;
-  DeviceTensor context_lens;
-  DeviceTensor block_table;
-
-  explicit DevicePaged(DecodeProblem& p)
-      : q(to_device(p.q)),
-        cache(to_device(p.cache)),
-        weights(to_device(p.weights)),
-        context_lens(to_device(p.context_lens)),
-        block_table(to_device(p.block_table)) {}
-
-  Status run(const DeviceTensor& logits, bool clean) const {
-    return paged_mqa_logits(logits.view, q.view(), cache.cache, weights.view, context_lens.view,
-                            block_table.view, LogitsOptions{clean});
-  }
-};
 
 TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
   SKIP_WITHOUT_GPU();

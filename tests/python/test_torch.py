@@ -1,5 +1,6 @@
 """PyTorch: tensors through the plain API, the torch.library custom ops (opcheck, torch.compile),
-and CUDA tensors on the current stream (topk_per_row, dequantize_k_fp8; CUDA graph capture)."""
+and CUDA tensors on the current stream (top-k, scoring, the indexer; CUDA graph capture;
+torch.compile of an indexer layer)."""
 
 import numpy as np
 import pytest
@@ -152,13 +153,73 @@ def test_topk_custom_op_is_cuda_graph_capturable(cuda_torch):
     assert torch.equal(captured, expected)
 
 
-def test_dequantize_on_cuda_and_unsupported_ops_raise(cuda_torch):
+def test_dequantize_on_cuda(cuda_torch):
     values, scales = fi.quantize_k_fp8(torch.randn(64, 128))
     expected = fi.dequantize_k_fp8(values, scales)
     assert torch.equal(fi.dequantize_k_fp8(values.cuda(), scales.cuda()).cpu(), expected)
-    q, kv, kscale, weights, ks, ke = _prefill(device="cuda")
-    with pytest.raises(NotImplementedError, match="indexer_prefill: CUDA tensors"):
-        fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 8)
+
+
+def test_indexer_prefill_on_cuda_equals_the_dense_pair_on_a_side_stream(cuda_torch):
+    q, kv, kscale, weights, ks, ke = _prefill(rows=40, n=5000, heads=64, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        top = fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 512, sorted=True)
+        logits = fi.mqa_logits(q, (kv, kscale), weights, ks, ke)
+        dense = fi.topk_per_row(logits, 512, ks=ks, ke=ke, sorted=True)
+    stream.synchronize()
+    assert torch.equal(top, dense)
+    # The CPU selection over the same GPU scores agrees too.
+    assert torch.equal(top.cpu(), fi.topk_per_row(logits.cpu(), 512, ks=ks.cpu(), ke=ke.cpu(),
+                                                  sorted=True))
+
+
+def test_indexer_decode_on_cuda_equals_the_dense_pair(cuda_torch):
+    generator = torch.Generator().manual_seed(7)
+    sequences = [torch.randn(n, 128, generator=generator) for n in (9000, 3, 700)]
+    paged = fi.build_k_cache(sequences, page_size=64, shuffle_pages=True, seed=3)
+    cache = fi.PagedKCache(paged.cache.data.cuda(), 64, 128, "fp8")
+    q = fi.quantize_k_fp8(torch.randn(3 * 2 * 64, 128, generator=generator)).values
+    q = q.reshape(3, 2, 64, 128).cuda()
+    weights = torch.randn(6, 64, generator=generator).cuda()
+    lens, table = paged.seq_lens.cuda(), paged.block_table.cuda()
+    top = fi.indexer_decode(q, cache, weights, lens, table, 2048, sorted=True)
+    logits = fi.paged_mqa_logits(q, cache, weights, lens, table)
+    assert torch.equal(top, fi.topk_per_row(logits, 2048, lengths=lens, next_n=2, sorted=True))
+    assert torch.equal(top.cpu(), fi.topk_per_row(logits.cpu(), 2048, lengths=lens.cpu(),
+                                                  next_n=2, sorted=True))
+
+
+def test_indexer_layer_compiles_and_replays_in_a_cuda_graph(cuda_torch):
+    q, kv, kscale, hidden, ks, ke = _prefill(rows=16, n=3000, heads=64, device="cuda")
+
+    def layer(q, kv, kscale, hidden, ks, ke):
+        weights = hidden * 2.0 + 1.0  # exact in fp32, so eager and compiled agree bit for bit
+        return fit.indexer_prefill(q, (kv, kscale), weights, ks, ke, 256, sorted=True)
+
+    compiled = torch.compile(layer, fullgraph=True)
+    expected = fi.indexer_prefill(q, (kv, kscale), hidden * 2.0 + 1.0, ks, ke, 256, sorted=True)
+    assert torch.equal(compiled(q, kv, kscale, hidden, ks, ke), expected)
+
+    layer(q, kv, kscale, hidden, ks, ke)  # warm up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = layer(q, kv, kscale, hidden, ks, ke)
+    hidden.mul_(-1.0)  # new data for the replay
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, layer(q, kv, kscale, hidden, ks, ke))
+
+
+def test_mxfp4_on_cuda_is_not_implemented(cuda_torch):
+    values, scales = fi.quantize_mxfp4(torch.randn(6 * 32, 128))
+    keys = fi.quantize_mxfp4(torch.randn(300, 128))
+    ks = torch.zeros(6, dtype=torch.int32, device="cuda")
+    ke = torch.full((6,), 300, dtype=torch.int32, device="cuda")
+    with pytest.raises(NotImplementedError, match="mqa_logits"):
+        fi.mqa_logits((values.reshape(6, 32, 64).cuda(), scales.reshape(6, 32, 4).cuda()),
+                      (keys.values.cuda(), keys.scales.cuda()),
+                      torch.randn(6, 32, device="cuda"), ks, ke)
 
 
 def test_mixed_devices_are_a_value_error(cuda_torch):

@@ -177,45 +177,62 @@ def bench_prefill(lib, case, fp8_tflops, iters, batch, check_rows, check):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
+class DecodeInputs:
+    """A paged FP8 K cache (page 64, shuffled pages) with random keys, bf16 and FP8 queries,
+    weights, 2-D context lengths [batch, next_n] and the block table of one decode step."""
+
+    page = 64
+
+    def __init__(self, heads, batch, ctx, next_n, ragged, dev="cuda"):
+        page = self.page
+        gen = torch.Generator(device="cpu").manual_seed(batch * 7 + next_n)
+        if ragged:
+            lens = (ctx * (0.7 + 0.6 * torch.rand(batch, generator=gen))).long()
+        else:
+            lens = torch.full((batch,), ctx, dtype=torch.long)
+        pages_per = (lens + page - 1) // page
+        self.total_pages = int(pages_per.sum())
+        self.table_cols = int(pages_per.max())
+        perm = torch.randperm(self.total_pages, generator=gen)
+        table = torch.zeros(batch, self.table_cols, dtype=torch.int32)
+        start = 0
+        for b in range(batch):
+            n = int(pages_per[b])
+            table[b, :n] = perm[start:start + n].int()
+            start += n
+        self.table = table.to(dev)
+        self.page_bytes = page * 132
+        self.cache = torch.empty(self.total_pages, self.page_bytes, dtype=torch.uint8, device=dev)
+        self.k_bf16 = torch.randn(self.total_pages * page, 128, device=dev, dtype=torch.bfloat16)
+        self.k, self.kscale = fp8_keys(self.k_bf16)
+        pages = self.total_pages
+        self.cache[:, :page * 128] = self.k.view(torch.uint8).view(pages, page * 128)
+        self.cache[:, page * 128:] = self.kscale.view(pages, page).view(torch.uint8).view(pages, -1)
+        self.q_bf16 = torch.randn(batch, next_n, heads, 128, device=dev, dtype=torch.bfloat16)
+        self.q = self.q_bf16.to(torch.float8_e4m3fn)
+        self.weights = torch.randn(batch * next_n, heads, device=dev)
+        # 2-D lengths: slot j sees lens - next_n + j + 1 (the 1-D rule, written out)
+        lens2d = (lens[:, None] - next_n + 1 + torch.arange(next_n)[None, :]).clamp(min=0)
+        self.lens = lens
+        self.lens2d = lens2d.to(torch.int32).to(dev)
+        self.width = int(lens.max())
+
+
 def bench_decode(lib, case, copy_gbs, iters, batch_calls, check_rows, check):
     name, heads, batch, ctx, next_n, ragged, anchor = case
     dev = "cuda"
-    page = 64
-    gen = torch.Generator(device="cpu").manual_seed(batch * 7 + next_n)
-    if ragged:
-        lens = (ctx * (0.7 + 0.6 * torch.rand(batch, generator=gen))).long()
-    else:
-        lens = torch.full((batch,), ctx, dtype=torch.long)
-    pages_per = (lens + page - 1) // page
-    total_pages = int(pages_per.sum())
-    table_cols = int(pages_per.max())
-    perm = torch.randperm(total_pages, generator=gen)
-    table = torch.zeros(batch, table_cols, dtype=torch.int32)
-    start = 0
-    for b in range(batch):
-        n = int(pages_per[b])
-        table[b, :n] = perm[start:start + n].int()
-        start += n
-    table = table.to(dev)
-    page_bytes = page * 132
-    cache = torch.empty(total_pages, page_bytes, dtype=torch.uint8, device=dev)
-    k_bf16 = torch.randn(total_pages * page, 128, device=dev, dtype=torch.bfloat16)
-    k, kscale = fp8_keys(k_bf16)
-    cache[:, :page * 128] = k.view(torch.uint8).view(total_pages, page * 128)
-    cache[:, page * 128:] = kscale.view(total_pages, page).view(torch.uint8).view(total_pages, -1)
-    q_bf16 = torch.randn(batch, next_n, heads, 128, device=dev, dtype=torch.bfloat16)
-    q = q_bf16.to(torch.float8_e4m3fn)
-    weights = torch.randn(batch * next_n, heads, device=dev)
-    # 2-D lengths: slot j sees lens - next_n + j + 1 (the 1-D rule, written out)
-    lens2d = (lens[:, None] - next_n + 1 + torch.arange(next_n)[None, :]).clamp(min=0)
-    lens2d = lens2d.to(torch.int32).to(dev)
-    width = int(lens.max())
+    inputs = DecodeInputs(heads, batch, ctx, next_n, ragged, dev)
+    page, table, table_cols, width = inputs.page, inputs.table, inputs.table_cols, inputs.width
+    q, q_bf16, k, k_bf16, kscale = inputs.q, inputs.q_bf16, inputs.k, inputs.k_bf16, inputs.kscale
+    weights, lens, lens2d = inputs.weights, inputs.lens, inputs.lens2d
+    gen = torch.Generator(device="cpu").manual_seed(batch * 11 + next_n)
     logits = torch.empty(batch * next_n, width, device=dev)
 
     def call(clean=0):
         code = lib.fi_paged_mqa_logits(
             logits.data_ptr(), logits.stride(0), width, q.data_ptr(), batch, next_n, heads,
-            cache.data_ptr(), total_pages, page, page_bytes, weights.data_ptr(),
+            inputs.cache.data_ptr(), inputs.total_pages, page, inputs.page_bytes,
+            weights.data_ptr(),
             lens2d.data_ptr(), 1, table.data_ptr(), table_cols, clean,
             torch.cuda.current_stream().cuda_stream)
         if code != 0:

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# One device call: GPU tests, sanitizers on small subsets, the benchmarks, and optionally an
-# ncu look at one top-k segment-kernel launch. Usage (repo root, binaries in $BIN):
+# The GPU checks in one command: GPU tests, sanitizers on small subsets, the Python suite with
+# its GPU cases, the benchmarks, and optionally an ncu look at one top-k segment-kernel launch.
+# Usage (repo root, binaries in $BIN; `make gpu-check` runs the default steps):
 #   BIN=build OUT=/tmp/out STEPS="tests memcheck racecheck bench scoring-tests scoring-sanitize \
-#     scoring-bench ncu" tools/bench/device_check.sh
+#     scoring-bench python indexer-bench ncu" tools/bench/device_check.sh
+# The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS) into
+# $BIN-py and runs pytest on it with the system python3 (PyTorch with CUDA, CuPy, JAX if there).
 set -u
 BIN=${BIN:-build-cuda}
 OUT=${OUT:-/tmp/topk-out}
-STEPS=${STEPS:-tests memcheck racecheck bench}
+STEPS=${STEPS:-tests memcheck racecheck scoring-tests scoring-sanitize python bench scoring-bench indexer-bench}
+STAGE="$BIN-py/stage"
+# A module built here and loaded into python3 has been seen to need the system libstdc++ first.
+PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 2>/dev/null || true)
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/gpu.txt"
 SMALL='TopKCuda.DecodeFormsWithNextN:TopKCuda.ShortAndEmptyRowsArePaddedWithMinusOne:TopKCuda.RefusesAMissingWorkspaceWhenRowsAreSplit:TopKCuda.HonoursInputAndOutputRowStrides'
@@ -34,6 +40,19 @@ for step in $STEPS; do
       done ;;
     scoring-bench)
       timeout 400 python3 tools/bench/bench_logits.py --shim "$BIN/libflashindexer_bench_shim.so" ${SCORING_ARGS:-} 2>&1 | tee "$OUT/scoring-bench.md" ;;
+    python)
+      { cmake -S . -B "$BIN-py" -G Ninja -DFLASHINDEXER_PYTHON=ON -DFLASHINDEXER_TESTS=OFF \
+          -DFLASHINDEXER_CLI=OFF ${CMAKE_ARGS:-} && cmake --build "$BIN-py" --target _C -j; } \
+        >"$OUT/python-build.log" 2>&1
+      echo "python module build rc=$?"
+      rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/flashindexer "$STAGE/" &&
+        cp "$BIN-py"/_C*.so "$STAGE/flashindexer/"
+      PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 400 python3 -m pytest tests/python -q -rs \
+        >"$OUT/python-tests.log" 2>&1
+      echo "python tests rc=$?"; tail -15 "$OUT/python-tests.log" ;;
+    indexer-bench)
+      PYTHONPATH="$STAGE:tools/bench" LD_PRELOAD="$PRELOAD" timeout 400 \
+        python3 tools/bench/bench_indexer.py ${INDEXER_ARGS:-} 2>&1 | tee "$OUT/indexer-bench.md" ;;
     ncu)
       timeout 150 ncu --clock-control none -k regex:topk_segment --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \

@@ -50,13 +50,21 @@ size_t workspace_bytes(int64_t rows, int splits, int k) {
 
 }  // namespace
 
+size_t topk_per_row_workspace_bound(int k) {
+  // Split rows satisfy rows x splits <= the CTA target (plan_splits rounds down), so this many
+  // rank keys and counts cover any rows and width.
+  const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * multiprocessor_count();
+  return split_keys_bytes(target_ctas, 1, k) +
+         align_up(static_cast<size_t>(target_ctas) * sizeof(int32_t));
+}
+
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
   if (rows <= 0 || width <= 0 || k < 1) return 0;
   return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()), k);
 }
 
-Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                    int k, bool sorted, const RunOptions& options) {
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                    bool sorted, const RunOptions& options) {
   const char* op = "topk_per_row";
   const int64_t rows = logits.shape[0];
   const int64_t width = logits.shape[1];
@@ -65,11 +73,11 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   const size_t needed = workspace_bytes(rows, splits, k);
   if (needed > 0) {
     if (options.workspace == nullptr || options.workspace_bytes < needed) {
-      return Status::WorkspaceTooSmall(concat(
-          op, ": CUDA logits with ", rows, " rows x ", width, " columns and k=", k,
-          " split rows across CTAs and need a workspace of ", needed,
-          " bytes (topk_per_row_cuda_workspace_size); RunOptions.workspace has ",
-          options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
+      return Status::WorkspaceTooSmall(
+          concat(op, ": CUDA logits with ", rows, " rows x ", width, " columns and k=", k,
+                 " split rows across CTAs and need a workspace of ", needed,
+                 " bytes (topk_per_row_cuda_workspace_size); RunOptions.workspace has ",
+                 options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
     }
     if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
       return Status::InvalidArgument(

@@ -1,0 +1,271 @@
+// indexer_prefill / indexer_decode on CUDA tensors: equal to the dense GPU pair
+// topk_per_row(mqa_logits) / topk_per_row(paged_mqa_logits), and to the CPU selection over the
+// same GPU logits, for any workspace size (batches of rows); bit-identical repeats; graph
+// capture. The workspace-error test runs without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "test_inputs.h"
+
+namespace fitest {
+namespace {
+
+constexpr size_t kRecommendedSlab = size_t{256} << 20;  // what indexer_cuda_workspace_size adds
+
+// A poisoned device workspace: the recommended size, or room for only `rows` logits rows of
+// `width` keys (the op then runs many small batches).
+DeviceBuffer indexer_workspace(int k, int64_t rows = 0, int64_t width = 0) {
+  size_t bytes = indexer_cuda_workspace_size(k);
+  if (rows > 0) bytes = bytes - kRecommendedSlab + rows * ((width + 255) / 256 * 256) * 4;
+  DeviceBuffer buffer(bytes);
+  EXPECT_EQ(buffer.error(), cudaSuccess);
+  EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  return buffer;
+}
+
+RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
+  RunOptions options;
+  options.cuda_stream = stream;
+  options.workspace = workspace.get();
+  options.workspace_bytes = workspace.bytes();
+  return options;
+}
+
+// The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
+// must return exactly (set; order when sorted).
+template <typename DeviceProblem>
+HostTensor cpu_topk_of_gpu_logits(const DeviceProblem& device, int64_t rows, int64_t width,
+                                  const RowRanges& host_ranges, int k, bool sorted) {
+  HostTensor logits = poisoned_logits(rows, width);
+  DeviceTensor device_logits = to_device(logits);
+  const Status scored = device.run(device_logits, true);
+  EXPECT_TRUE(scored.ok()) << status_text(scored);
+  to_host(logits, device_logits);
+  HostTensor expected = poisoned_topk_output(rows, k);
+  const Status selected =
+      topk_per_row(expected.view(), logits.view(), host_ranges, k, TopKOptions{sorted});
+  EXPECT_TRUE(selected.ok()) << status_text(selected);
+  return expected;
+}
+
+// The same selection by the dense GPU pair (mqa_logits + topk_per_row on the device).
+template <typename DeviceProblem>
+HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t width,
+                          const RowRanges& device_ranges, int k, bool sorted) {
+  HostTensor logits = poisoned_logits(rows, width);
+  DeviceTensor device_logits = to_device(logits);
+  EXPECT_TRUE(device.run(device_logits, false).ok());
+  HostTensor out = poisoned_topk_output(rows, k);
+  DeviceTensor device_out = to_device(out);
+  const size_t bytes = topk_per_row_cuda_workspace_size(rows, width, k);
+  DeviceBuffer workspace(bytes);
+  const Status status = topk_per_row(device_out.view, device_logits.view, device_ranges, k,
+                                     TopKOptions{sorted}, with_workspace(workspace));
+  EXPECT_TRUE(status.ok()) << status_text(status);
+  to_host(out, device_out);
+  return out;
+}
+
+HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool sorted,
+                       const DeviceBuffer& workspace, int64_t out_stride) {
+  HostTensor out = poisoned_topk_output(rows, k, out_stride);
+  DeviceTensor device_out = to_device(out);
+  const Status status = indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
+                                        device.weights.view, device.ks.view, device.ke.view, k,
+                                        TopKOptions{sorted}, with_workspace(workspace));
+  EXPECT_TRUE(status.ok()) << status_text(status);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(out, device_out);
+  return out;
+}
+
+HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorted,
+                      const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
+  HostTensor out = poisoned_topk_output(rows, k, k + 3);
+  DeviceTensor device_out = to_device(out);
+  const Status status =
+      indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                     device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
+                     with_workspace(workspace, stream));
+  EXPECT_TRUE(status.ok()) << status_text(status);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(out, device_out);
+  return out;
+}
+
+// ----------------------------------------------------------------------------- prefill
+
+TEST(IndexerPrefillCuda, EqualsTheDensePairForAnyWorkspace) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int heads : {32, 64}) {
+    for (int k : {1, 100, 512, 2048}) {
+      const int64_t rows = rng.uniform_int(60, 190);
+      const int64_t keys = rng.uniform_int(2500, 9000);
+      const bool sorted = index % 2 == 0;
+      const bool ties = index % 3 == 0;
+      ++index;
+      SCOPED_TRACE(::testing::Message()
+                   << "H=" << heads << " k=" << k << " rows=" << rows << " keys=" << keys
+                   << " sorted=" << sorted << " ties=" << ties);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
+      if (ties) add_ties(rng, p.keys, {KFormat::kFP8, heads, 128}, keys);
+      const DevicePrefill device(p);
+      const RowRanges host_ranges = RowRanges::prefill(p.ks.view(), p.ke.view());
+      const HostTensor expected =
+          cpu_topk_of_gpu_logits(device, rows, keys, host_ranges, k, sorted);
+      const HostTensor dense = gpu_dense_topk(
+          device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
+      EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
+      // Batches of 5 rows (not a whole scoring group), then the recommended slab (one batch).
+      for (int64_t slab_rows : {int64_t{5}, int64_t{0}}) {
+        SCOPED_TRACE(::testing::Message() << "slab rows " << slab_rows);
+        const DeviceBuffer workspace = indexer_workspace(k, slab_rows, keys);
+        const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k + 5);
+        EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+      }
+    }
+  }
+}
+
+// Multi-request chunk (causal suffixes of two requests) with one long request's worth of keys.
+TEST(IndexerPrefillCuda, MultiRequestChunkEqualsTheCpuSelection) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 300;
+  const int64_t keys = 70000;
+  const int k = 2048;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
+  for (int64_t t = 0; t < rows; ++t) {
+    const bool second = t >= rows / 2;
+    p.ks.data<int32_t>()[t] = second ? 20001 : 0;
+    p.ke.data<int32_t>()[t] = static_cast<int32_t>(second ? keys - rows + t + 1 : 19000 + t);
+  }
+  const DevicePrefill device(p);
+  const HostTensor expected = cpu_topk_of_gpu_logits(
+      device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
+  const DeviceBuffer workspace = indexer_workspace(k, 64, keys);
+  EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k), expected, k, true));
+}
+
+TEST(IndexerPrefillCuda, IsBitIdenticalOverRepeatedRuns) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 97, 5000, 64, 128);
+  add_ties(rng, p.keys, {KFormat::kFP8, 64, 128}, 5000);
+  const DevicePrefill device(p);
+  const DeviceBuffer workspace = indexer_workspace(512, 13, 5000);
+  const HostTensor first = run_prefill(device, 97, 512, false, workspace, 512);
+  for (int run = 1; run < 20; ++run) {
+    const HostTensor again = run_prefill(device, 97, 512, false, workspace, 512);
+    ASSERT_EQ(std::memcmp(again.bytes(), first.bytes(), first.byte_size()), 0)
+        << "run " << run << " differs";
+  }
+}
+
+TEST(IndexerPrefillCuda, RequiresAWorkspace) {
+  // No GPU needed: the workspace is checked before anything touches the device.
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 64, 128);
+  HostTensor out = poisoned_topk_output(8, 16);
+  auto cuda = [](TensorView view) {
+    view.device = Device::kCUDA;
+    return view;
+  };
+  QuantizedTensor q = p.q.view();
+  QuantizedTensor keys = p.keys.view();
+  q.values = cuda(q.values);
+  keys.values = cuda(keys.values);
+  keys.scales = cuda(keys.scales);
+  const Status status = indexer_prefill(cuda(out.view()), q, keys, cuda(p.weights.view()),
+                                        cuda(p.ks.view()), cuda(p.ke.view()), 16);
+  EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
+                         {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
+}
+
+// ----------------------------------------------------------------------------- decode
+
+TEST(IndexerDecodeCuda, EqualsTheDensePairForAnyWorkspace) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int next_n = 1; next_n <= 4; ++next_n) {
+    for (bool two_dim : {false, true}) {
+      DecodeConfig config;
+      config.heads = index % 2 == 0 ? 64 : 32;
+      config.next_n = next_n;
+      config.two_dim_lens = two_dim;
+      config.batch = index % 3 == 0 ? 1 : 37;
+      config.page_size = std::vector<int>{32, 64, 128}[index % 3];
+      config.max_len = index % 3 == 0 ? 40000 : 3000;
+      const int k = std::vector<int>{2048, 512, 64, 1024}[index % 4];
+      const bool sorted = index % 2 == 1;
+      ++index;
+      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k));
+      DecodeProblem p = make_decode_problem(rng, config);
+      const DevicePaged device(p);
+      const RowRanges host_ranges = RowRanges::decode(p.context_lens.view(), next_n);
+      const HostTensor expected =
+          cpu_topk_of_gpu_logits(device, p.rows(), p.width, host_ranges, k, sorted);
+      const HostTensor dense =
+          gpu_dense_topk(device, p.rows(), p.width,
+                         RowRanges::decode(device.context_lens.view, next_n), k, sorted);
+      EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
+      const int64_t table_width = p.block_table.size(1) * config.page_size;
+      // One request per batch, then the recommended slab.
+      for (int64_t slab_rows : {int64_t{next_n}, int64_t{0}}) {
+        SCOPED_TRACE(::testing::Message() << "slab rows " << slab_rows);
+        const DeviceBuffer workspace = indexer_workspace(k, slab_rows, table_width);
+        EXPECT_TRUE(
+            SameTopK(run_decode(device, p.rows(), k, sorted, workspace), expected, k, sorted));
+      }
+    }
+  }
+}
+
+TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.heads = 64;
+  config.batch = 5;
+  config.next_n = 2;
+  config.max_len = 20000;
+  DecodeProblem p = make_decode_problem(rng, config);
+  const DevicePaged device(p);
+  const int k = 2048;
+  const DeviceBuffer workspace = indexer_workspace(k, 4, p.block_table.size(1) * 64);
+  const HostTensor direct = run_decode(device, p.rows(), k, false, workspace);
+
+  HostTensor replayed = poisoned_topk_output(p.rows(), k, k + 3);
+  DeviceTensor device_out = to_device(replayed);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured =
+      indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                     device.context_lens.view, device.block_table.view, k, TopKOptions{},
+                     with_workspace(workspace, stream));
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  FI_ASSERT_OK(captured);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  to_host(replayed, device_out);
+  EXPECT_EQ(std::memcmp(replayed.bytes(), direct.bytes(), direct.byte_size()), 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace fitest

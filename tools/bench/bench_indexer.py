@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The CUDA indexer (indexer_prefill / indexer_decode, k = 2048) against the dense paths.
+
+Runs the flashindexer Python module on torch CUDA tensors (build it first: `pip install .`, or
+put a built flashindexer package on PYTHONPATH). Same run, same inputs, per case:
+  * ours: the indexer op, with a preallocated workspace of indexer_cuda_workspace_size(k) bytes;
+  * our dense pair: mqa_logits (paged_mqa_logits) into a full logits tensor, then topk_per_row,
+    each timed alone too;
+  * the peer dense path: torch.topk on the same logits, plus the scoring time the same-run
+    torch._scaled_mm FP8 ceiling would need for the visible pairs (a lower bound for any peer
+    scoring kernel); the anchor column is DeepGEMM logits + torch.topk from
+    ../shared/reference/anchors-h200.md (measured separately, printed for comparison).
+Every case first checks that the indexer returns exactly the dense pair's indices (sorted).
+Times: CUDA-graph replay (GPU time, no launch cost), median of --iters replays, warm L2.
+
+  python3 tools/bench/bench_indexer.py [--only H64] [--iters 10]
+"""
+import argparse
+
+import torch
+
+import flashindexer as fi
+from bench_logits import DecodeInputs, ceilings, fp8_keys, graph_ms, print_table, ranges_for
+from bench_logits import selected
+
+K = 2048
+
+# name, H, rows, keys, anchor dense ms (DeepGEMM + torch.topk), graph batch
+PREFILL = [
+    ("H64 4096x131072", 64, 4096, 131072, 16.45, 1),
+    ("H32 4096x131072", 32, 4096, 131072, 12.38, 1),
+    ("H64 2048x262144", 64, 2048, 262144, 16.62, 1),
+    ("H32 2048x262144", 32, 2048, 262144, 12.54, 1),
+    ("H64 4096x32768", 64, 4096, 32768, 4.09, 2),
+]
+
+# name, H, batch, ctx, anchor dense ms (DeepGEMM paged logits + torch.topk), graph batch
+DECODE = [
+    ("H64 b64 131072", 64, 64, 131072, 0.301 + 0.193, 5),
+    ("H64 b64 32768", 64, 64, 32768, 0.089 + 0.122, 10),
+    ("H64 b1 131072", 64, 1, 131072, 0.024 + 0.110, 10),
+    ("H64 b128 131072", 64, 128, 131072, 0.568 + 0.307, 3),
+]
+
+
+def compare_and_time(name, run_indexer, run_logits, run_topk, logits, ranges, batch, iters):
+    """Checks indexer == topk(logits) (sorted), then times all paths. Returns a dict of ms."""
+    run_logits()  # not clean: top-k reads only the visible ranges
+    expected = fi.topk_per_row(logits, K, sorted=True, **ranges)
+    got = run_indexer(sorted=True)
+    torch.cuda.synchronize()
+    assert torch.equal(got, expected), f"{name}: the indexer differs from topk(logits)"
+    out = torch.empty_like(got)
+    topk_workspace = torch.empty(
+        max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], K), 16),
+        dtype=torch.uint8, device="cuda")
+    times = {
+        "indexer": graph_ms(lambda: run_indexer(out=out), batch, iters),
+        "scoring": graph_ms(run_logits, batch, iters),
+        "topk": graph_ms(lambda: run_topk(out, topk_workspace), batch, iters),
+        "torch.topk": graph_ms(
+            lambda: torch.topk(logits, K, dim=1, sorted=False), batch, iters),
+    }
+    return times
+
+
+def row(name, times, flop, fp8_tflops, anchor):
+    ceiling_scoring = flop / fp8_tflops / 1e9
+    dense = times["scoring"] + times["topk"]
+    peer = ceiling_scoring + times["torch.topk"]
+    anchor_text = f"{anchor:.3f}" if anchor else "-"
+    speedup = f"{anchor / times['indexer']:.2f}x" if anchor else "-"
+    return (f"| {name} | {times['indexer']:.3f} | {times['scoring']:.3f} | {times['topk']:.3f} "
+            f"| {dense:.3f} | {times['indexer'] / times['scoring']:.2f} "
+            f"| {times['torch.topk']:.3f} | {peer:.3f} | {anchor_text} | {speedup} |")
+
+
+def bench_prefill(case, fp8_tflops, iters):
+    name, heads, rows, keys, anchor, batch = case
+    q = torch.randn(rows, heads, 128, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+    k, kscale = fp8_keys(torch.randn(keys, 128, device="cuda", dtype=torch.bfloat16))
+    weights = torch.randn(rows, heads, device="cuda")
+    ks, ke = ranges_for("suffix", rows, keys, "cuda")
+    logits = torch.full((rows, keys), float("-inf"), device="cuda")
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+
+    def run_indexer(sorted=False, out=None):
+        return fi.indexer_prefill(q, (k, kscale), weights, ks, ke, K, sorted=sorted, out=out,
+                                  workspace=workspace)
+
+    def run_logits():
+        fi.mqa_logits(q, (k, kscale), weights, ks, ke, clean=False, out=logits)
+
+    def run_topk(out, topk_workspace):
+        fi.topk_per_row(logits, K, ks=ks, ke=ke, out=out, workspace=topk_workspace)
+
+    times = compare_and_time(name, run_indexer, run_logits, run_topk, logits,
+                             {"ks": ks, "ke": ke}, batch, iters)
+    pairs = int((ke.long() - ks.long()).sum())
+    return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
+
+
+def bench_decode(case, fp8_tflops, iters):
+    name, heads, batch_size, ctx, anchor, batch = case
+    inputs = DecodeInputs(heads, batch_size, ctx, 1, False)
+    cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+    lens = inputs.lens2d[:, 0].contiguous()
+    logits = torch.full((batch_size, inputs.width), float("-inf"), device="cuda")
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+
+    def run_indexer(sorted=False, out=None):
+        return fi.indexer_decode(inputs.q, cache, inputs.weights, lens, inputs.table, K,
+                                 sorted=sorted, out=out, workspace=workspace)
+
+    def run_logits():
+        fi.paged_mqa_logits(inputs.q, cache, inputs.weights, lens, inputs.table, clean=False,
+                            out=logits)
+
+    def run_topk(out, topk_workspace):
+        fi.topk_per_row(logits, K, lengths=lens, out=out, workspace=topk_workspace)
+
+    times = compare_and_time(name, run_indexer, run_logits, run_topk, logits,
+                             {"lengths": lens}, batch, iters)
+    pairs = int(lens.long().sum())
+    return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings; run the cases whose name has one")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    fp8_tflops, copy_gbs = ceilings(args.iters)
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run ceilings: "
+          f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s; "
+          f"k = {K}, times in ms")
+    columns = ["case", "indexer", "our scoring", "our top-k", "our dense pair",
+               "indexer / scoring", "torch.topk", "FP8-ceiling scoring + torch.topk",
+               "anchor dense (DeepGEMM + torch.topk)", "anchor / indexer"]
+    print_table("Prefill (causal-suffix rows)", columns,
+                [c for c in PREFILL if selected(args.only, c[0])],
+                lambda c: bench_prefill(c, fp8_tflops, args.iters))
+    print_table("Decode (page 64, next_n 1, equal lengths)", columns,
+                [c for c in DECODE if selected(args.only, c[0])],
+                lambda c: bench_decode(c, fp8_tflops, args.iters))
+
+
+if __name__ == "__main__":
+    main()
