@@ -79,7 +79,10 @@ inline constexpr int64_t dcp_local_len(int64_t length, int64_t rank, const DcpGr
 //   row_starts: [rows] i32, the local ks of each row (prefill); an undefined view = 0 for every
 //               row (decode).
 // On CPU tensors the values are checked: every index is -1 or inside [0, width - row_start),
-// and every global id fits in int32.
+// and every global id fits in int32. On CUDA tensors they are not (that would need a host sync):
+// a row start is clamped to [0, width], and an index outside the row or whose global id does not
+// fit in int32 packs as an empty slot; valid inputs give the CPU's bits. CUDA: asynchronous on
+// options.cuda_stream, no allocation, graph-capturable.
 Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
                            const TensorView& local_topk, const TensorView& row_starts, int k,
                            int rank, const DcpGroup& group, const RunOptions& options = {});
@@ -95,8 +98,10 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
 //             {k, rows * k, 1} view the [N, rows, k] buffer an ncclAllGather of [rows, k] blocks
 //             produces, with no transpose.
 // The result depends only on the candidates (not on their order, the rank or the thread count).
-// CPU only in this build; needs dcp_merge_topk_cpu_workspace_size() bytes of scratch
-// (allocated per call when options.workspace is null).
+// CPU: needs dcp_merge_topk_cpu_workspace_size() bytes of scratch (allocated per call when
+// options.workspace is null). CUDA: no scratch, asynchronous on options.cuda_stream, no host
+// synchronization, graph-capturable; the output is always sorted best first (so it equals the
+// CPU's bits with sorted = true, and the CPU's set with sorted = false), bit-identical run to run.
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,
                       const TopKOptions& topk_options = {}, const RunOptions& options = {});
 

@@ -1,4 +1,5 @@
-// Public multi-GPU building blocks (flashindexer/dist.h): validate, then run on the CPU.
+// Public multi-GPU building blocks (flashindexer/dist.h): validate, then run on the tensors'
+// device (the DCP pack and merge; the TP row-sharding plan is host-side only).
 #include "flashindexer/dist.h"
 
 #include <algorithm>
@@ -8,6 +9,10 @@
 #include "cpu/elements.h"
 #include "dist/dist_ops.h"
 #include "ops/dispatch.h"
+
+#ifdef FLASHINDEXER_WITH_CUDA
+#include "cuda/dist/dist_cuda.h"
+#endif
 
 namespace flashindexer {
 namespace {
@@ -74,7 +79,15 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
       .on_device("candidates", candidates, logits.device);
   if (row_starts.defined()) check.on_device("row_starts", row_starts, logits.device);
   if (!check.ok()) return check.status();
-  if (logits.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (logits.device == Device::kCUDA) {
+    // The index values live on the device: not checked here (a sync), made safe in the kernel.
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
+                                     options.cuda_stream);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   check_local_indices(check, logits, local_topk, row_starts, k, rank, group);
   if (!check.ok()) return check.status();
   dist::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
@@ -104,7 +117,13 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   if (check.ok()) check.stride_at_least("out", out, 0, k);
   check.on_device("out", out, gathered.device);
   if (!check.ok()) return check.status();
-  if (gathered.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (gathered.device == Device::kCUDA) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    return cuda::dcp_merge_topk(out, gathered, k, ranks, options.cuda_stream);
+#else
+    return not_on_cuda(check.op());
+#endif
+  }
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), dcp_merge_topk_cpu_workspace_size(ranks, k, threads),
                             options, [&](void* workspace) {
