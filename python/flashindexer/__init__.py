@@ -13,7 +13,14 @@ the ops as torch.library custom ops (importing it imports PyTorch; this package 
 Importing this package never initialises CUDA.
 """
 
-from . import _C, reference
+from . import _C, dist, reference
+from .dist import (
+    dcp_merge_topk,
+    dcp_pack_candidates,
+    has_nccl,
+    tp_row_shard_narrow,
+    tp_row_shard_plan,
+)
 from .cache import PagedKCache, PagedKeys, build_k_cache, bytes_per_key, empty_k_cache, page_bytes
 from .ops import (
     QuantizedTensor,
@@ -47,4 +54,8 @@ __all__ = [
     "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",
     "quantize_k_fp8", "quantize_mxfp4", "reference", "topk_per_row",
     "topk_per_row_cpu_workspace_size", "topk_per_row_cuda_workspace_size",
+]
+__all__ += [
+    "dcp_merge_topk", "dcp_pack_candidates", "dist", "has_nccl", "tp_row_shard_narrow",
+    "tp_row_shard_plan",
 ]

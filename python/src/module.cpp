@@ -9,6 +9,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "dist_bindings.h"
 #include "flashindexer/flashindexer.h"
 #include "tensor_args.h"
 
@@ -267,6 +268,8 @@ NB_MODULE(_C, m) {
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads);
+
+  fi::python::register_dist(m);
 
   m.def("topk_per_row_cpu_workspace_size", &fi::topk_per_row_cpu_workspace_size, nb::arg("k"),
         nb::arg("threads") = 0);
