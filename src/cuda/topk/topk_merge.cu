@@ -15,6 +15,8 @@
 namespace flashindexer::cuda::topk {
 namespace {
 
+static_assert(kMaxSplits <= 32, "one lane per split reads the split counts");
+
 __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                      // [kMergeCapacity]
@@ -24,13 +26,13 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   const int64_t row = blockIdx.x;
   __shared__ uint32_t split_offsets[kMaxSplits + 1];
   const int32_t* counts = p.split_counts + row * p.splits;
-  if (threadIdx.x == 0) {
-    uint32_t offset = 0;
-    for (int split = 0; split < p.splits; ++split) {
-      split_offsets[split] = offset;
-      offset += static_cast<uint32_t>(counts[split]);
-    }
-    split_offsets[p.splits] = offset;
+  if (threadIdx.x < 32) {
+    // Lane s reads split s's count (all loads at once), then a warp scan gives the offsets.
+    const int lane = static_cast<int>(threadIdx.x);
+    const uint32_t count = lane < p.splits ? static_cast<uint32_t>(counts[lane]) : 0u;
+    const uint32_t inclusive = warp_inclusive_scan(count);
+    if (lane < p.splits) split_offsets[lane] = inclusive - count;
+    if (lane == p.splits - 1) split_offsets[p.splits] = inclusive;
   }
   __syncthreads();
   // Dense copy in split order; all of a thread's loads are issued before its stores.
