@@ -3,13 +3,13 @@
 # its GPU cases, the benchmarks, and optionally an ncu look at one top-k segment-kernel launch.
 # Usage (repo root, binaries in $BIN; `make gpu-check` runs the default steps):
 #   BIN=build OUT=/tmp/out STEPS="tests memcheck racecheck bench scoring-tests scoring-sanitize \
-#     scoring-bench python indexer-bench ncu" tools/bench/device_check.sh
+#     indexer-sanitize scoring-bench python indexer-bench ncu" tools/bench/device_check.sh
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS) into
 # $BIN-py and runs pytest on it with the system python3 (PyTorch with CUDA, CuPy, JAX if there).
 set -u
 BIN=${BIN:-build-cuda}
 OUT=${OUT:-/tmp/topk-out}
-STEPS=${STEPS:-tests memcheck racecheck scoring-tests scoring-sanitize python bench scoring-bench indexer-bench}
+STEPS=${STEPS:-tests memcheck racecheck scoring-tests scoring-sanitize indexer-sanitize python bench scoring-bench indexer-bench}
 STAGE="$BIN-py/stage"
 # A module built here and loaded into python3 has been seen to need the system libstdc++ first.
 PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 2>/dev/null || true)
@@ -37,6 +37,13 @@ for step in $STEPS; do
       for tool in memcheck racecheck synccheck; do
         timeout 200 compute-sanitizer --tool $tool "$BIN/flashindexer_tests" --gtest_filter="$SCORING_SMALL" >"$OUT/scoring-$tool.log" 2>&1
         echo "scoring $tool rc=$?"; tail -2 "$OUT/scoring-$tool.log"
+      done ;;
+    indexer-sanitize)
+      # The CUDA indexer (scoring + top-k in batches) and the DCP pack / merge kernels.
+      NEW_SMALL='IndexerDecodeCuda.GraphReplayGivesTheSameIndices:DcpCuda.TiesAcrossRanksGoToTheSmallerGlobalId:DcpCuda.NanRanksBelowMinusInfinityAndAboveEmptySlots'
+      for tool in memcheck racecheck; do
+        timeout 250 compute-sanitizer --tool $tool "$BIN/flashindexer_tests" --gtest_filter="$NEW_SMALL" >"$OUT/indexer-$tool.log" 2>&1
+        echo "indexer/dcp $tool rc=$?"; tail -2 "$OUT/indexer-$tool.log"
       done ;;
     scoring-bench)
       timeout 400 python3 tools/bench/bench_logits.py --shim "$BIN/libflashindexer_bench_shim.so" ${SCORING_ARGS:-} 2>&1 | tee "$OUT/scoring-bench.md" ;;
