@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_support.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/formats.h"
-#include "cuda_test_support.h"
 #include "reference/reference.h"
 
 namespace {
@@ -29,7 +29,16 @@ constexpr int32_t kPoison = 0x7fffffff;
 
 using fitest::DeviceBuffer;
 
-enum class Dist { kNormal, kOffset100, kAllEqual, kCoarseTies, kSpecials, kAscending, kNarrow };
+enum class Dist {
+  kNormal,
+  kOffset100,
+  kAllEqual,
+  kCoarseTies,
+  kSpecials,
+  kAscending,
+  kNarrow,
+  kSampleTrap
+};
 enum class Form { kPrefill, kDecode, kDecodeNextN, kDecode2D };
 enum class Lengths { kMixed, kFull, kShort };
 
@@ -58,10 +67,10 @@ std::string describe(const Case& c) {
 // Host-side inputs of one case.
 struct Inputs {
   int64_t stride = 0;
-  std::vector<float> scores;       // [rows, stride] (the fp32 values; bf16 cases hold bf16 values)
-  std::vector<uint16_t> bf16;      // [rows, stride] when bf16
-  std::vector<int32_t> ks, ke;     // prefill form
-  std::vector<int32_t> lengths;    // decode forms
+  std::vector<float> scores;     // [rows, stride] (the fp32 values; bf16 cases hold bf16 values)
+  std::vector<uint16_t> bf16;    // [rows, stride] when bf16
+  std::vector<int32_t> ks, ke;   // prefill form
+  std::vector<int32_t> lengths;  // decode forms
 };
 
 float draw(Dist dist, std::mt19937_64& engine, int64_t row, int64_t column, float row_base) {
@@ -91,6 +100,8 @@ float draw(Dist dist, std::mt19937_64& engine, int64_t row, int64_t column, floa
       return static_cast<float>(column) * 0.5f + row_base;
     case Dist::kNarrow:  // 12 adjacent floats: every histogram round must fall back on indices
       return 1.0f + static_cast<float>(engine() % 12) * 0x1p-23f;
+    case Dist::kSampleTrap:  // high exactly where the sampled threshold of a 128K row reads
+      return (column % 128 < 4 ? 10.0f : 0.0f) + normal(engine);
   }
   return 0.0f;
 }
@@ -128,7 +139,9 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   if (c.form == Form::kPrefill) {
     for (int64_t r = 0; r < c.rows; ++r) {
       const int64_t start =
-          c.lengths == Lengths::kFull ? 0 : static_cast<int64_t>(engine() % std::min<int64_t>(41, c.width + 1));
+          c.lengths == Lengths::kFull
+              ? 0
+              : static_cast<int64_t>(engine() % std::min<int64_t>(41, c.width + 1));
       const int64_t length = draw_length(c.width - start);
       in.ks.push_back(static_cast<int32_t>(start));
       in.ke.push_back(static_cast<int32_t>(start + length));
@@ -137,7 +150,8 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
     const int64_t requests = c.form == Form::kDecode ? c.rows : c.rows / c.next_n;
     for (int64_t b = 0; b < requests; ++b) {
       if (c.form == Form::kDecode2D) {
-        for (int j = 0; j < c.next_n; ++j) in.lengths.push_back(static_cast<int32_t>(draw_length(c.width)));
+        for (int j = 0; j < c.next_n; ++j)
+          in.lengths.push_back(static_cast<int32_t>(draw_length(c.width)));
       } else {
         in.lengths.push_back(static_cast<int32_t>(draw_length(c.width)));
       }
@@ -161,8 +175,7 @@ RowRanges make_ranges(const Case& c, const Inputs& in, const void* ks, const voi
   }
   if (c.form == Form::kDecodeNextN) {
     return RowRanges::decode(
-        TensorView::contiguous(const_cast<void*>(lengths), DType::kI32, {count}, device),
-        c.next_n);
+        TensorView::contiguous(const_cast<void*>(lengths), DType::kI32, {count}, device), c.next_n);
   }
   return RowRanges::decode(TensorView::contiguous(const_cast<void*>(lengths), DType::kI32,
                                                   {count / c.next_n, c.next_n}, device),
@@ -172,13 +185,12 @@ RowRanges make_ranges(const Case& c, const Inputs& in, const void* ks, const voi
 // Reference answer [rows, k] sorted best first, -1 padded.
 std::vector<int32_t> reference_answer(const Case& c, const Inputs& in) {
   std::vector<int32_t> expected(static_cast<size_t>(c.rows * c.k));
-  const TensorView logits =
-      c.bf16 ? TensorView::contiguous(const_cast<uint16_t*>(in.bf16.data()), DType::kBF16,
-                                      {c.rows, c.width})
-                   .with_row_stride(in.stride)
-             : TensorView::contiguous(const_cast<float*>(in.scores.data()), DType::kF32,
-                                      {c.rows, c.width})
-                   .with_row_stride(in.stride);
+  const TensorView logits = c.bf16 ? TensorView::contiguous(const_cast<uint16_t*>(in.bf16.data()),
+                                                            DType::kBF16, {c.rows, c.width})
+                                         .with_row_stride(in.stride)
+                                   : TensorView::contiguous(const_cast<float*>(in.scores.data()),
+                                                            DType::kF32, {c.rows, c.width})
+                                         .with_row_stride(in.stride);
   const RowRanges ranges =
       make_ranges(c, in, in.ks.data(), in.ke.data(), in.lengths.data(), Device::kCPU);
   reference::topk_per_row(TensorView::contiguous(expected.data(), DType::kI32, {c.rows, c.k}),
@@ -231,9 +243,9 @@ void run_case(const Case& c) {
   ASSERT_EQ(workspace.error(), cudaSuccess);
   const void* host_logits = c.bf16 ? static_cast<const void*>(in.bf16.data())
                                    : static_cast<const void*>(in.scores.data());
-  ASSERT_EQ(cudaMemcpy(logits_buffer.get(), host_logits, logits_buffer.bytes(),
-                       cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(logits_buffer.get(), host_logits, logits_buffer.bytes(), cudaMemcpyHostToDevice),
+      cudaSuccess);
   if (!in.ks.empty()) {
     ASSERT_EQ(cudaMemcpy(ks_buffer.get(), in.ks.data(), ks_buffer.bytes(), cudaMemcpyHostToDevice),
               cudaSuccess);
@@ -252,8 +264,8 @@ void run_case(const Case& c) {
   const TensorView out =
       TensorView::contiguous(out_buffer.get(), DType::kI32, {c.rows, c.k}, Device::kCUDA)
           .with_row_stride(out_stride);
-  const RowRanges ranges = make_ranges(c, in, ks_buffer.get(), ke_buffer.get(),
-                                       lengths_buffer.get(), Device::kCUDA);
+  const RowRanges ranges =
+      make_ranges(c, in, ks_buffer.get(), ke_buffer.get(), lengths_buffer.get(), Device::kCUDA);
   RunOptions options;
   options.workspace = workspace.get();
   options.workspace_bytes = workspace_bytes;
@@ -264,9 +276,9 @@ void run_case(const Case& c) {
   std::vector<int32_t> first;
   for (int run = 0; run < 2; ++run) {
     std::vector<int32_t> poison(static_cast<size_t>(c.rows * out_stride), kPoison);
-    ASSERT_EQ(cudaMemcpy(out_buffer.get(), poison.data(), out_buffer.bytes(),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpy(out_buffer.get(), poison.data(), out_buffer.bytes(), cudaMemcpyHostToDevice),
+        cudaSuccess);
     const Status status = topk_per_row(out, logits, ranges, c.k, topk_options, options);
     ASSERT_TRUE(status.ok()) << status.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -285,8 +297,8 @@ void run_case(const Case& c) {
 
 TEST(TopKCuda, MatchesReferenceOnRandomNormalRows) {
   SKIP_WITHOUT_GPU();
-  run_case({300, 40000, 2048});              // one CTA per row: sampled threshold + direct path
-  run_case({300, 6000, 2048});               // direct path only
+  run_case({300, 40000, 2048});  // one CTA per row: sampled threshold + direct path
+  run_case({300, 6000, 2048});   // direct path only
   run_case({2, 300000, 2048, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
 }
 
@@ -348,6 +360,17 @@ TEST(TopKCuda, SplitRowsMatchTheReference) {
   run_case({1, 131072, 512, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
   run_case({64, 131072, 2048, Dist::kNormal, false, false, Form::kDecode});
   run_case({33, 65536, 1024, Dist::kOffset100, false, true, Form::kDecode});
+}
+
+// White-box: rows of 131072 keys are sampled in groups of 4 keys every 128 (select_core's
+// sample), and here only those keys are high, so the sample overestimates the k-th score and
+// far fewer than k keys pass the threshold: the exact fallbacks must run (one CTA per row, and
+// the merge of a gated split row).
+TEST(TopKCuda, ASampleThatOverestimatesTheThresholdFallsBackExactly) {
+  SKIP_WITHOUT_GPU();
+  run_case({140, 131072, 2048, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFull});
+  run_case({1, 131072, 2048, Dist::kSampleTrap, false, true, Form::kDecode, Lengths::kFull});
+  run_case({3, 131072, 512, Dist::kSampleTrap, true, false, Form::kDecode, Lengths::kFull});
 }
 
 TEST(TopKCuda, ShortAndEmptyRowsArePaddedWithMinusOne) {
@@ -436,7 +459,8 @@ TEST(TopKCuda, GraphCaptureReplaysWithNewData) {
     const int k = 2048;
     Case c{rows, width, k, Dist::kNormal, false, false, Form::kDecode};
     SCOPED_TRACE(describe(c) + " seed=" + std::to_string(seed));
-    DeviceBuffer logits_buffer(rows * width * 4), out_buffer(rows * k * 4), lengths_buffer(rows * 4);
+    DeviceBuffer logits_buffer(rows * width * 4), out_buffer(rows * k * 4),
+        lengths_buffer(rows * 4);
     const size_t workspace_bytes = topk_per_row_cuda_workspace_size(rows, width, k);
     DeviceBuffer workspace(workspace_bytes);
     cudaStream_t stream;
@@ -467,12 +491,14 @@ TEST(TopKCuda, GraphCaptureReplaysWithNewData) {
                            cudaMemcpyHostToDevice),
                 cudaSuccess);
       std::vector<int32_t> got(static_cast<size_t>(rows * k), kPoison);
-      ASSERT_EQ(cudaMemcpy(out_buffer.get(), got.data(), out_buffer.bytes(), cudaMemcpyHostToDevice),
-                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpy(out_buffer.get(), got.data(), out_buffer.bytes(), cudaMemcpyHostToDevice),
+          cudaSuccess);
       ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), out_buffer.get(), out_buffer.bytes(), cudaMemcpyDeviceToHost),
-                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpy(got.data(), out_buffer.get(), out_buffer.bytes(), cudaMemcpyDeviceToHost),
+          cudaSuccess);
       expect_matches(c, got, k, reference_answer(c, in), seed + replay);
     }
     cudaGraphExecDestroy(exec);

@@ -62,5 +62,8 @@ static_assert(kHistBinsPerThread * kThreads == kHistBins);
 constexpr int kMergeCapacity = 16384;
 constexpr int kMaxSplits = 16;
 constexpr int kMinSegment = kBufferCapacity;  // shorter segments would not pay for the merge
+// A split's count in the workspace when its keys above the row's gate did not fit (or the gate
+// was degenerate): the merge then selects over the whole row exactly.
+constexpr int32_t kSplitGateFailed = -1;
 
 }  // namespace flashindexer::cuda::topk

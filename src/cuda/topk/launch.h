@@ -12,26 +12,26 @@ namespace flashindexer::cuda::topk {
 // [ks[r], ke[r]); decode form [0, end) with end from lengths (see RowRanges in topk.h).
 // Ranges are clamped to [0, width] on the device, so bad values can never read out of bounds.
 struct Params {
-  const void* logits;      // [rows, width] f32 or bf16, row stride logits_stride
+  const void* logits;  // [rows, width] f32 or bf16, row stride logits_stride
   int64_t logits_stride;
   int64_t width;
-  int32_t* out;            // [rows, >= k] i32
+  int32_t* out;  // [rows, >= k] i32
   int64_t out_stride0;
   int64_t out_stride1;
-  const int32_t* ks;       // prefill form, or nullptr
+  const int32_t* ks;  // prefill form, or nullptr
   int64_t ks_stride;
   const int32_t* ke;
   int64_t ke_stride;
   const int32_t* lengths;  // decode form: [rows], [B] with next_n, or [B, next_n]
   int64_t lengths_stride0;
   int64_t lengths_stride1;
-  int lengths_columns;     // shape[1] of a rank-2 lengths, else 0
+  int lengths_columns;  // shape[1] of a rank-2 lengths, else 0
   int next_n;
   int k;
-  int splits;              // CTAs per row; > 1 writes per-split top-k into the workspace
+  int splits;  // CTAs per row; > 1 writes per-split top-k into the workspace
   int sorted;
-  uint64_t* split_keys;    // workspace: [rows, splits, k] rank keys
-  int32_t* split_counts;   // workspace: [rows, splits]
+  uint64_t* split_keys;   // workspace: [rows, splits, k] rank keys
+  int32_t* split_counts;  // workspace: [rows, splits]
 };
 
 // Rank keys per CTA selection array: k rounded up to a power of two (bitonic sort width).
@@ -43,6 +43,6 @@ inline int selection_capacity(int k) {
 
 cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t stream);
 cudaError_t launch_segment_bf16(const Params& params, int64_t rows, cudaStream_t stream);
-cudaError_t launch_merge(const Params& params, int64_t rows, cudaStream_t stream);
+cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);
 
 }  // namespace flashindexer::cuda::topk

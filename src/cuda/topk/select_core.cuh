@@ -257,7 +257,8 @@ struct Candidates {
   __device__ __forceinline__ uint32_t count(int warp) const {
     if (counts != nullptr) return counts[warp];
     const int64_t left = static_cast<int64_t>(valid) - static_cast<int64_t>(warp) * slice;
-    return left <= 0 ? 0u : (left > slice ? static_cast<uint32_t>(slice) : static_cast<uint32_t>(left));
+    return left <= 0 ? 0u
+                     : (left > slice ? static_cast<uint32_t>(slice) : static_cast<uint32_t>(left));
   }
 };
 
@@ -346,8 +347,7 @@ __device__ __forceinline__ uint32_t reduce_warp_min(const HistShared& hs) {
 // as taken by the caller): 1 <= want <= candidates in [lo, hi]. hist_ready: hs.bins already
 // holds this round's histogram for (lo, shift) (built while streaming). Contains barriers.
 __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uint64_t lo,
-                                         uint64_t hi, int shift, bool hist_ready,
-                                         HistShared& hs) {
+                                         uint64_t hi, int shift, bool hist_ready, HistShared& hs) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -409,8 +409,8 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
 
 // Copies the candidates with key >= cutoff to selection[0, count) in slot order (warp by warp,
 // 32 slots at a time, placed by ballots and a block scan of the warps' counts: deterministic).
-__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff,
-                                          uint64_t* selection, uint32_t* scan_scratch) {
+__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
+                                          uint32_t* scan_scratch) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -441,8 +441,7 @@ __device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff,
 // Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into
 // selection[0, count); returns count (= min(want, candidates)).
 __device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint32_t min_key,
-                                        uint32_t max_key, uint64_t* selection,
-                                        HistShared& hs) {
+                                        uint32_t max_key, uint64_t* selection, HistShared& hs) {
   uint64_t cutoff = 0;  // every key: all wanted
   if (want == 0) {
     cutoff = ~uint64_t{0};  // no key: +inf is 0xff800000, so no rank key is all ones
@@ -458,8 +457,7 @@ __device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint
 // 11-bit histogram rounds (key bits 31..21, then 20..10 inside the boundary bin), instead of a
 // full select. Also the sample's largest key. 1 <= rank <= sampled. Contains barriers.
 __device__ inline void sample_threshold(const uint32_t* sample, int sampled, uint32_t rank,
-                                        HistShared& hs, uint32_t& threshold,
-                                        uint32_t& sample_max) {
+                                        HistShared& hs, uint32_t& threshold, uint32_t& sample_max) {
   const int warp = threadIdx.x >> 5;
   for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
   __syncthreads();
@@ -508,6 +506,51 @@ __device__ inline void row_range(const Params& p, int64_t row, int64_t& start, i
   end = end > p.width ? p.width : end;
   start = begin;
   count = end > begin ? end - begin : 0;
+}
+
+// The exact fallback: the `want` best of the n keys at scores[0, n) (1 <= want <= n), read from
+// global memory, into selection[0, want) as rank keys with indices index_base + i. A radix
+// select on the 32-bit score keys (<= 4 reads) finds the boundary score, then one read in index
+// order takes every key above it and the lowest-index keys equal to it, placed by block scans
+// (deterministic). Contains barriers.
+template <typename T>
+__device__ inline void select_from_global(const T* scores, int64_t n, uint32_t want,
+                                          uint32_t index_base, uint64_t* selection, HistShared& hs,
+                                          SelectState* state_shared) {
+  using S = Scores<T>;
+  SelectState& state = *state_shared;
+  auto get_global = [&](int64_t i, uint64_t& key) {
+    key = static_cast<uint64_t>(S::key(scores, i)) << 32;
+    return true;
+  };
+  radix_select<32, true>(get_global, n, want, hs.bins, state_shared);
+  const bool whole_bin = state.done != 0;
+  const uint32_t boundary_mask = static_cast<uint32_t>(state.mask >> 32);
+  const uint32_t boundary = static_cast<uint32_t>(state.prefix >> 32);
+  const uint32_t ties_wanted = whole_bin ? 0u : state.remaining;
+  const uint32_t above_wanted = want - ties_wanted;
+  uint32_t above_taken = 0;  // CTA-uniform running totals
+  uint32_t ties_seen = 0;
+  for (int64_t base = 0; base < n; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const uint32_t key = i < n ? S::key(scores, i) : 0u;
+    const bool above = i < n && (whole_bin ? (key & boundary_mask) >= boundary : key > boundary);
+    const bool tie = i < n && !whole_bin && key == boundary;
+    uint32_t both;
+    const uint32_t before =
+        block_exclusive_scan((above ? 1u : 0u) | (tie ? 1u << 16 : 0u), hs.scan, both);
+    const uint32_t above_position = above_taken + (before & 0xffffu);
+    const uint32_t tie_rank = ties_seen + (before >> 16);
+    if (above) {
+      selection[above_position] = rank_key(key, index_base + static_cast<uint32_t>(i));
+    }
+    if (tie && tie_rank < ties_wanted) {
+      selection[above_wanted + tie_rank] = rank_key(key, index_base + static_cast<uint32_t>(i));
+    }
+    above_taken += both & 0xffffu;
+    ties_seen += both >> 16;
+  }
+  __syncthreads();
 }
 
 }  // namespace flashindexer::cuda::topk

@@ -123,7 +123,8 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
     return status;
   }
   if (splits > 1) {
-    return to_status(topk::launch_merge(params, rows, stream), op, "merge kernel launch");
+    return to_status(topk::launch_merge(params, rows, logits.dtype == DType::kBF16, stream), op,
+                     "merge kernel launch");
   }
   return Status::Ok();
 }

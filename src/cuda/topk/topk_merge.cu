@@ -1,9 +1,12 @@
-// topk_merge_kernel: the exact top-k of a row from its splits' top-k (decode / few rows).
+// topk_merge_kernel: the exact top-k of a row from its splits' results (decode / few rows).
 //
-// One CTA per row. Loads the row's split results (<= splits x k <= 16384 rank keys, 128 KiB)
-// from the workspace into shared memory in split order, selects the k largest with the histogram
-// select of select_core.cuh, compacts them in slot order (deterministic) and writes the row,
-// sorted best first when asked. 1 CTA per SM: the buffer takes 128 KiB + the selection array.
+// One CTA per row. A split hands over either its exact top-k (rows of <= kMinSegment keys: one
+// split) or, for a gated row, every key of its segment above the row's common threshold. Their
+// union holds the row's top-k whenever it has at least min(k, row length) keys and no split gave
+// up (kSplitGateFailed); the CTA then loads it (<= splits x k <= 16384 rank keys, 128 KiB) in
+// split order into shared memory, selects with the histogram select of select_core.cuh, and
+// compacts in slot order (deterministic). Otherwise it selects over the row in global memory
+// (select_from_global). Sorted best first when asked. 1 CTA per SM.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,24 +20,42 @@ namespace {
 
 static_assert(kMaxSplits <= 32, "one lane per split reads the split counts");
 
+template <typename T>
 __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                      // [kMergeCapacity]
   uint64_t* selection = shared_keys + kMergeCapacity;  // [selection_capacity(k)]
   __shared__ HistShared hs;
+  __shared__ SelectState state;
+  __shared__ int gate_failed;
 
   const int64_t row = blockIdx.x;
+  int64_t row_start;
+  int64_t row_count;
+  row_range(p, row, row_start, row_count);
+  const uint32_t row_want =
+      static_cast<uint32_t>(row_count < p.k ? row_count : static_cast<int64_t>(p.k));
   __shared__ uint32_t split_offsets[kMaxSplits + 1];
   const int32_t* counts = p.split_counts + row * p.splits;
   if (threadIdx.x < 32) {
     // Lane s reads split s's count (all loads at once), then a warp scan gives the offsets.
     const int lane = static_cast<int>(threadIdx.x);
-    const uint32_t count = lane < p.splits ? static_cast<uint32_t>(counts[lane]) : 0u;
+    const int32_t raw = lane < p.splits ? counts[lane] : 0;
+    const bool failed = __any_sync(0xffffffffu, raw == kSplitGateFailed);
+    const uint32_t count = raw > 0 ? static_cast<uint32_t>(raw) : 0u;
     const uint32_t inclusive = warp_inclusive_scan(count);
     if (lane < p.splits) split_offsets[lane] = inclusive - count;
     if (lane == p.splits - 1) split_offsets[p.splits] = inclusive;
+    const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 31);
+    if (lane == 0) gate_failed = failed || total < row_want;
   }
   __syncthreads();
+  if (gate_failed) {
+    const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
+    select_from_global(scores, row_count, row_want, 0u, selection, hs, &state);
+    write_row(p, row, selection, row_want);
+    return;
+  }
   // Dense copy in split order; all of a thread's loads are issued before its stores.
   constexpr int kPerThread = kMergeCapacity / kThreads;
   const uint64_t* keys = p.split_keys + row * p.splits * p.k;
@@ -70,23 +91,23 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   }
   __syncthreads();
   const uint32_t valid = split_offsets[p.splits];
-  const uint32_t want = valid < static_cast<uint32_t>(p.k) ? valid : static_cast<uint32_t>(p.k);
   const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
-  const uint32_t count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs),
-                                      selection, hs);
+  const uint32_t count =
+      select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
   write_row(p, row, selection, count);
 }
 
 }  // namespace
 
-cudaError_t launch_merge(const Params& params, int64_t rows, cudaStream_t stream) {
+cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream) {
   const size_t shared =
       (kMergeCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
   const int most = (kMergeCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
+  auto* kernel = bf16 ? topk_merge_kernel<uint16_t> : topk_merge_kernel<float>;
   const cudaError_t configured =
-      cudaFuncSetAttribute(topk_merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  topk_merge_kernel<<<static_cast<unsigned>(rows), kThreads, shared, stream>>>(params);
+  kernel<<<static_cast<unsigned>(rows), kThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
-// topk_segment_kernel instantiated for bf16 logits (read as their 16-bit patterns); see topk_segment_kernel.cuh.
+// topk_segment_kernel instantiated for bf16 logits (read as their 16-bit patterns); see
+// topk_segment_kernel.cuh.
 #include "cuda/topk/topk_segment_kernel.cuh"
 #include "flashindexer/topk.h"
 
@@ -12,8 +13,8 @@ cudaError_t launch_segment_bf16(const Params& params, int64_t rows, cudaStream_t
   const cudaError_t configured = cudaFuncSetAttribute(
       topk_segment_kernel<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  topk_segment_kernel<uint16_t><<<dim3(static_cast<unsigned>(rows), params.splits), kThreads,
-                               shared, stream>>>(params);
+  topk_segment_kernel<uint16_t>
+      <<<dim3(static_cast<unsigned>(rows), params.splits), kThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }
 

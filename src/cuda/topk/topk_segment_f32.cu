@@ -12,8 +12,8 @@ cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t 
   const cudaError_t configured = cudaFuncSetAttribute(
       topk_segment_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  topk_segment_kernel<float><<<dim3(static_cast<unsigned>(rows), params.splits), kThreads,
-                               shared, stream>>>(params);
+  topk_segment_kernel<float>
+      <<<dim3(static_cast<unsigned>(rows), params.splits), kThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }
 

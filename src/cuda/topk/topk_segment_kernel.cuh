@@ -2,9 +2,11 @@
 //
 // Serves every shape: grid (rows, splits). With splits == 1 a CTA owns a whole row and writes
 // the answer; with splits > 1 (few rows: decode) a row is cut into `splits` contiguous segments
-// on the device (from the row's real length), each CTA writes its segment's exact top-k rank
-// keys into the workspace, and topk_merge_kernel selects among them. The top-k of a row is
-// always inside the union of its segments' top-k, so the merge is exact.
+// on the device (from the row's real length). A row of more than kMinSegment keys is gated:
+// every split computes the same threshold from the same sample of the whole row and writes all
+// its segment's keys above it (unselected) into the workspace, or kSplitGateFailed when they do
+// not fit; a shorter row has one split, which writes its exact top-k. topk_merge_kernel then
+// selects among them, or over the row itself when the gate let fewer than k keys through.
 //
 // Per segment of n keys (k' = min(k, n) wanted):
 //   * n <= k and unsorted, whole row: write 0..n-1 and -1 padding, without reading the scores.
@@ -22,11 +24,11 @@
 //          counts it in a 2048-bin histogram over [T, sample max] (the first select round).
 //       3. If >= k' keys survived and no slice overflowed, the survivors contain the top-k':
 //          the boundary bin of that histogram is resolved in shared memory (brute force when
-//          <= 128 keys, else more 11-bit rounds inside it), then compaction. Otherwise (a > 4 sigma sample, or more
-//          than 8192 keys >= T because of massive ties) the exact fallback runs: radix select
-//          on the 32-bit score keys over global memory (<= 4 reads), then one read in index
-//          order that takes every key above the k'-th score and the lowest-index keys equal to
-//          it, placed by block scans. Never a truncation.
+//          <= 128 keys, else more 11-bit rounds inside it), then compaction. Otherwise (a > 4 sigma
+//          sample, or more than 8192 keys >= T because of massive ties) the exact fallback runs:
+//          radix select on the 32-bit score keys over global memory (<= 4 reads), then one read in
+//          index order that takes every key above the k'-th score and the lowest-index keys equal
+//          to it, placed by block scans. Never a truncation.
 //   * Final rows are sorted best first in shared memory when asked (bitonic, <= 4096 keys).
 #pragma once
 
@@ -80,12 +82,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     for (int i = threadIdx.x; i < p.k; i += kThreads) out[i * p.out_stride1] = i < n ? i : -1;
     return;
   }
-  const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start +
-                    segment_begin;
+  const T* row_scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
+  const T* scores = row_scores + segment_begin;
   const uint32_t index_base = static_cast<uint32_t>(segment_begin);
   uint32_t count = 0;  // keys in selection[]
+  // A row split across CTAs is gated by one threshold for the whole row: every split draws the
+  // same sample of the row (so computes the same threshold) and hands the merge all its keys
+  // above it, unselected (about 1.6-2.7 k for the whole row instead of k per split). Too few of
+  // them in the row, or too many in a split, and the merge selects over the row exactly.
+  const bool gated = !final_answer && row_count > kMinSegment;
+  if (gated && n == 0) {
+    if (threadIdx.x == 0) p.split_counts[row * p.splits + split] = 0;
+    return;
+  }
+  bool gate_failed = false;
 
-  if (n <= kBufferCapacity) {
+  if (n <= kBufferCapacity && !gated) {
     // Direct path: the whole segment in shared memory.
     // All loads first (one latency, not 16), then the shared stores.
     constexpr int kPerThread = kBufferCapacity / kThreads;
@@ -115,12 +127,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     __syncthreads();
     const uint32_t valid = static_cast<uint32_t>(n);
     const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
-    count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection,
-                         hs);
+    count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
   } else {
-    // 1. Sampled threshold.
+    // 1. Sampled threshold (over the whole row when gated, else over the segment).
+    const T* sampled_scores = gated ? row_scores : scores;
+    const int64_t sampled_n = gated ? row_count : n;
+    const uint32_t sampled_want =
+        gated ? static_cast<uint32_t>(row_count < p.k ? row_count : p.k) : want;
     uint32_t* sample = reinterpret_cast<uint32_t*>(buffer);
-    int64_t groups = n / kSampleStride;
+    int64_t groups = sampled_n / kSampleStride;
     groups = groups < kMinSampleGroups ? kMinSampleGroups
                                        : (groups > kMaxSampleGroups ? kMaxSampleGroups : groups);
     const int sampled = static_cast<int>(groups) * kSampleGroupKeys;
@@ -136,11 +151,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 #pragma unroll
       for (int gi = 0; gi < kGroupsInFlight; ++gi) {
         const int64_t g = (batch + gi) * kThreads + threadIdx.x;
-        const int64_t position = g * n / groups;
+        const int64_t position = g * sampled_n / groups;
 #pragma unroll
         for (int j = 0; j < kSampleGroupKeys; ++j) {
-          const int64_t i = position + j < n ? position + j : n - 1;
-          sampled_keys[gi][j] = g < groups ? S::key(scores, i) : 0u;
+          const int64_t i = position + j < sampled_n ? position + j : sampled_n - 1;
+          sampled_keys[gi][j] = g < groups ? S::key(sampled_scores, i) : 0u;
         }
       }
 #pragma unroll
@@ -153,7 +168,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       }
     }
     __syncthreads();
-    const float expected_rank = static_cast<float>(sampled) * want / static_cast<float>(n);
+    const float expected_rank =
+        static_cast<float>(sampled) * sampled_want / static_cast<float>(sampled_n);
     float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
     rank = rank > sampled ? sampled : rank;
     uint32_t threshold;
@@ -210,13 +226,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     constexpr int kStep = kThreads * kVectorsPerStep;
     // Out-of-range lanes read as NaN, which never passes the comparison. The next step's loads
     // are issued before this step is processed: two steps in flight per thread.
-    auto load_step = [&](int base, uint4 (&loaded)[kVectorsPerStep]) {
+    auto load_step = [&](int base, uint4(&loaded)[kVectorsPerStep]) {
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
         const int v = base + u * kThreads + threadIdx.x;
-        loaded[u] = v < vector_count ? __ldcs(vector_base + v)
-                                     : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu,
-                                                  0xffffffffu);
+        loaded[u] = v < vector_count
+                        ? __ldcs(vector_base + v)
+                        : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
       }
     };
     uint4 next[kVectorsPerStep];
@@ -250,8 +266,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
             passing |= (S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u) << e;
           }
           const uint32_t first_index =
-              index_base + static_cast<uint32_t>(head + (base + u * kThreads + threadIdx.x) *
-                                                            kPerVector);
+              index_base +
+              static_cast<uint32_t>(head + (base + u * kThreads + threadIdx.x) * kPerVector);
           while (passing != 0) {
             const int e = __ffs(passing) - 1;
             passing &= passing - 1;
@@ -274,7 +290,12 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       overflow |= warp_counts[w] > kWarpSlice;
     }
 
-    if (threshold != 0 && !overflow && survivors >= want) {
+    if (gated) {
+      // Every key of the segment >= the threshold goes to the merge, in slot order.
+      gate_failed = threshold == 0 || overflow || survivors > static_cast<uint32_t>(p.k);
+      const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
+      if (!gate_failed) count = compact_cutoff(candidates, 0, selection, hs.scan);
+    } else if (threshold != 0 && !overflow && survivors >= want) {
       // 3. Exact selection among the survivors: the streamed histogram, then (rarely) more
       // rounds inside the boundary bin.
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
@@ -284,41 +305,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       }
       count = compact_cutoff(candidates, cutoff, selection, hs.scan);
     } else {
-      // Exact fallback over global memory.
-      auto get_global = [&](int64_t i, uint64_t& key) {
-        key = static_cast<uint64_t>(S::key(scores, i)) << 32;
-        return true;
-      };
-      radix_select<32, true>(get_global, n, want, hs.bins, &state);
-      const bool whole_bin = state.done != 0;
-      const uint32_t boundary_mask = static_cast<uint32_t>(state.mask >> 32);
-      const uint32_t boundary = static_cast<uint32_t>(state.prefix >> 32);
-      const uint32_t ties_wanted = whole_bin ? 0u : state.remaining;
-      const uint32_t above_wanted = want - ties_wanted;
-      uint32_t above_taken = 0;  // CTA-uniform running totals
-      uint32_t ties_seen = 0;
-      for (int64_t base = 0; base < n; base += kThreads) {
-        const int64_t i = base + threadIdx.x;
-        const uint32_t key = i < n ? S::key(scores, i) : 0u;
-        const bool above = i < n && (whole_bin ? (key & boundary_mask) >= boundary
-                                               : key > boundary);
-        const bool tie = i < n && !whole_bin && key == boundary;
-        uint32_t both;
-        const uint32_t before = block_exclusive_scan((above ? 1u : 0u) | (tie ? 1u << 16 : 0u),
-                                                     hs.scan, both);
-        const uint32_t above_position = above_taken + (before & 0xffffu);
-        const uint32_t tie_rank = ties_seen + (before >> 16);
-        if (above) {
-          selection[above_position] = rank_key(key, index_base + static_cast<uint32_t>(i));
-        }
-        if (tie && tie_rank < ties_wanted) {
-          selection[above_wanted + tie_rank] =
-              rank_key(key, index_base + static_cast<uint32_t>(i));
-        }
-        above_taken += both & 0xffffu;
-        ties_seen += both >> 16;
-      }
-      __syncthreads();
+      select_from_global(scores, n, want, index_base, selection, hs, &state);
       count = want;
     }
   }
@@ -329,7 +316,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     const int64_t slot = row * p.splits + split;
     uint64_t* keys = p.split_keys + slot * p.k;
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) keys[i] = selection[i];
-    if (threadIdx.x == 0) p.split_counts[slot] = static_cast<int32_t>(count);
+    if (threadIdx.x == 0) {
+      p.split_counts[slot] = gate_failed ? kSplitGateFailed : static_cast<int32_t>(count);
+    }
   }
 }
 
