@@ -107,3 +107,37 @@ def test_scoring_errors_name_the_argument(rng):
     table[0, 0] = 10_000
     with pytest.raises(ValueError, match=r"block_table\[0, 0\]=10000 is out of range"):
         fi.indexer_decode(q_decode, paged.cache, w_decode, paged.seq_lens, table, 8)
+
+
+# ------------------------------------------------------------------------------------------
+# CUDA (skipped without a GPU, PyTorch with CUDA and the CUDA backend)
+
+
+def _cuda(torch, array):
+    """A NumPy array (FP8 as its bytes) as a PyTorch CUDA tensor."""
+    array = np.ascontiguousarray(array)
+    if array.dtype.itemsize == 1 and array.dtype != np.uint8:
+        array = array.view(np.uint8)
+    return torch.from_numpy(array).cuda()
+
+
+def test_cuda_logits_match_the_reference(cuda_torch, rng):
+    torch = cuda_torch
+    q, keys, weights, ks, ke = prefill_problem(rng, rows=40, keys=900, heads=64)
+    logits = fi.mqa_logits(_cuda(torch, q), (_cuda(torch, keys.values), _cuda(torch, keys.scales)),
+                           _cuda(torch, weights), _cuda(torch, ks), _cuda(torch, ke))
+    exact = reference.mqa_logits(q, keys, weights, ks, ke).astype(np.float64)
+    _assert_close_where_visible(logits.cpu().numpy(), exact,
+                                reference.score_tolerance(q, keys, weights))
+
+
+def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
+    torch = cuda_torch
+    q, paged, weights = decode_problem(rng, batch=4, next_n=2, heads=64, page_size=64)
+    cache = fi.PagedKCache(_cuda(torch, paged.cache.data), 64, 128, "fp8")
+    logits = fi.paged_mqa_logits(_cuda(torch, q), cache, _cuda(torch, weights),
+                                 _cuda(torch, paged.seq_lens), _cuda(torch, paged.block_table))
+    args = (q, paged.cache, weights, paged.seq_lens, paged.block_table)
+    exact = reference.paged_mqa_logits(*args).astype(np.float64)
+    _assert_close_where_visible(logits.cpu().numpy(), exact,
+                                reference.paged_score_tolerance(*args))
