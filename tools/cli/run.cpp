@@ -1,4 +1,5 @@
-// `flashindexer run`: executes the workload on the chosen device, then checks on the host
+// `flashindexer run`: builds the K cache (on the CPU), scores the workload's batches on the
+// chosen device (dense logits + top-k, and the indexer), then checks on the host
 //   1. the K cache and the gathered workspace against the reference quantizer,
 //   2. indexer_* == topk_per_row(*mqa_logits) as sets on every row (a library contract),
 //   3. a sample of rows against the reference oracle: every visible logit within the derived
@@ -278,8 +279,15 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, 
     return shape.decode ? paged_mqa_logits(logits, q, cache, weights, context_lens, block_table)
                         : mqa_logits(logits, q, workspace, weights, ks, ke);
   }));
-  CLI_RETURN_IF_ERROR(
-      timed(&result->topk_ms, memory, [&] { return topk_per_row(dense_out, logits, ranges, k); }));
+  // On CUDA, few rows are split across CTAs, which needs scratch (none on the CPU: it allocates).
+  RunOptions topk_options;
+  if (memory.device() == Device::kCUDA) {
+    topk_options.workspace_bytes = topk_per_row_cuda_workspace_size(rows, batch.logits_width, k);
+    CLI_RETURN_IF_ERROR(memory.allocate(&topk_options.workspace, topk_options.workspace_bytes));
+  }
+  CLI_RETURN_IF_ERROR(timed(&result->topk_ms, memory, [&] {
+    return topk_per_row(dense_out, logits, ranges, k, TopKOptions{}, topk_options);
+  }));
   const TopKOptions unsorted{.sorted = false};
   CLI_RETURN_IF_ERROR(timed(&result->indexer_ms, memory, [&] {
     return shape.decode ? indexer_decode(indexer_out, q, cache, weights, context_lens, block_table,
@@ -293,20 +301,25 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, 
   return download_vector(&result->logits, memory, logits.data, rows * result->logits_row_stride);
 }
 
-// Inserts every key into the paged cache, gathers the prefill chunk into the packed
-// workspace, scores every batch, and copies what the checks read back to the host.
-Status execute(RunResult* result, const Workload& workload, Device device) {
-  const Preset& preset = *workload.preset;
-  DeviceMemory memory(device);
+// The K cache after inserting every key, and the prefill chunk gathered from it into the packed
+// workspace, in `memory`.
+struct KeyStore {
+  PagedKCache cache;
+  QuantizedTensor workspace;  // values [Nws, D] e4m3, scales [Nws] f32
+};
 
+// Builds the key store on the CPU (insert_k_cache and gather_k_workspace have no CUDA kernels
+// yet), timing both, and copies what the checks read back into `result`.
+Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
+                       const Workload& workload) {
   const int64_t num_keys = static_cast<int64_t>(workload.slot_mapping.size());
   TensorView keys;          // [N, D] f32
   TensorView slot_mapping;  // [N] i64
   CLI_RETURN_IF_ERROR(upload_view(&keys, memory, workload.keys, DType::kF32, {num_keys, kHeadDim}));
   CLI_RETURN_IF_ERROR(
       upload_view(&slot_mapping, memory, workload.slot_mapping, DType::kI64, {num_keys}));
-  PagedKCache cache;
-  cache.device = device;
+  PagedKCache& cache = store->cache;
+  cache.device = memory.device();
   cache.format = KFormat::kFP8;
   cache.num_pages = workload.num_pages;
   cache.page_size = kPageSize;
@@ -320,9 +333,9 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
   const Batch& prefill = workload.batches.front();
   const int64_t workspace_keys = prefill.cu_seq_lens.back();
   const int64_t prefill_requests = static_cast<int64_t>(prefill.shape->requests.size());
-  QuantizedTensor workspace;  // values [Nws, D] e4m3, scales [Nws] f32
-  TensorView gather_table;    // [R, P] i32
-  TensorView cu_seq_lens;     // [R + 1] i32
+  QuantizedTensor& workspace = store->workspace;
+  TensorView gather_table;  // [R, P] i32
+  TensorView cu_seq_lens;   // [R + 1] i32
   CLI_RETURN_IF_ERROR(allocate_view(&workspace.values, memory, DType::kE4M3,
                                     {workspace_keys, kHeadDim}, kValuePoison));
   CLI_RETURN_IF_ERROR(
@@ -335,23 +348,47 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
     return gather_k_workspace(workspace.values, workspace.scales, cache, gather_table, cu_seq_lens);
   }));
 
-  // The CPU indexer takes caller-owned scratch, so that its timing includes no allocation.
-  RunOptions indexer_options;
-  if (device == Device::kCPU) {
-    indexer_options.workspace_bytes = indexer_cpu_workspace_size(preset.topk);
-    CLI_RETURN_IF_ERROR(
-        memory.allocate(&indexer_options.workspace, indexer_options.workspace_bytes));
-  }
-  result->batches.resize(workload.batches.size());
-  for (size_t b = 0; b < workload.batches.size(); ++b) {
-    CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset.heads,
-                                  preset.topk, workspace, cache, indexer_options));
-  }
-
   CLI_RETURN_IF_ERROR(download_vector(&result->cache, memory, cache.data, cache_bytes));
   CLI_RETURN_IF_ERROR(download_vector(&result->workspace_values, memory, workspace.values.data,
                                       workspace_keys * kHeadDim));
   return download_vector(&result->workspace_scales, memory, workspace.scales.data, workspace_keys);
+}
+
+// The same key store in `memory` (a CUDA device), copied from the host results.
+Status upload_key_store(KeyStore* store, DeviceMemory& memory, const RunResult& result) {
+  store->cache.device = memory.device();
+  CLI_RETURN_IF_ERROR(memory.upload(&store->cache.data, result.cache.data(), result.cache.size()));
+  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
+  CLI_RETURN_IF_ERROR(upload_view(&store->workspace.values, memory, result.workspace_values,
+                                  DType::kE4M3, {workspace_keys, kHeadDim}));
+  return upload_view(&store->workspace.scales, memory, result.workspace_scales, DType::kF32,
+                     {workspace_keys});
+}
+
+// Builds the key store (on the CPU), scores every batch on `device`, and copies what the checks
+// read back to the host.
+Status execute(RunResult* result, const Workload& workload, Device device) {
+  const Preset& preset = *workload.preset;
+  DeviceMemory host(Device::kCPU);
+  KeyStore store;
+  CLI_RETURN_IF_ERROR(build_key_store(&store, result, host, workload));
+  DeviceMemory device_memory(device);
+  DeviceMemory& memory = device == Device::kCPU ? host : device_memory;
+  if (device != Device::kCPU) CLI_RETURN_IF_ERROR(upload_key_store(&store, memory, *result));
+
+  // The indexer takes caller-owned scratch, so that its timing includes no allocation (on CUDA
+  // it holds the logits slab the rows run through).
+  RunOptions indexer_options;
+  indexer_options.workspace_bytes = device == Device::kCPU
+                                        ? indexer_cpu_workspace_size(preset.topk)
+                                        : indexer_cuda_workspace_size(preset.topk);
+  CLI_RETURN_IF_ERROR(memory.allocate(&indexer_options.workspace, indexer_options.workspace_bytes));
+  result->batches.resize(workload.batches.size());
+  for (size_t b = 0; b < workload.batches.size(); ++b) {
+    CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset.heads,
+                                  preset.topk, store.workspace, store.cache, indexer_options));
+  }
+  return Status::Ok();
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -657,9 +694,11 @@ void print_header(const Workload& workload, Device device, const RunResult& resu
   fmt::print("shapes: H={} D={} k={}, FP8 e4m3 K cache: page size {}, {} pages, page stride {} B\n",
              preset.heads, kHeadDim, preset.topk, kPageSize, workload.num_pages,
              workload.page_stride_bytes);
-  fmt::print("k cache: insert_k_cache {} keys {:.2f} ms, gather_k_workspace {} keys {:.2f} ms\n",
-             workload.slot_mapping.size(), result.insert_ms, result.workspace_scales.size(),
-             result.gather_ms);
+  fmt::print(
+      "k cache (on the CPU): insert_k_cache {} keys {:.2f} ms, gather_k_workspace {} keys "
+      "{:.2f} ms\n",
+      workload.slot_mapping.size(), result.insert_ms, result.workspace_scales.size(),
+      result.gather_ms);
   for (const Batch& batch : workload.batches) {
     std::string contexts;
     for (const RequestShape& request : batch.shape->requests) {
@@ -769,7 +808,8 @@ int run_command(const RunConfig& config) {
   status = execute(&result, workload, device);
   if (device == Device::kCUDA && config.device == "auto" &&
       status.code() == StatusCode::kUnsupported) {
-    fmt::print("note: CUDA indexer not available in this build: running on the CPU\n");
+    fmt::print("note: the CUDA backend does not run this workload ({}): running on the CPU\n",
+               status.message());
     device = Device::kCPU;
     result = RunResult();
     status = execute(&result, workload, device);
