@@ -75,6 +75,41 @@ TEST(MqaLogits, IsBitIdenticalAcrossThreadCountsAndRuns) {
 
 // ----------------------------------------------------------------------------- paged
 
+// Rows are scored in blocks of four sharing one transposed key tile; a row's logits must not
+// depend on its block. Row 4 (a block of its own, as the last row of a chunk or a decode row at
+// next_n = 1) repeats row 0 (in the first block), with adversarial keys: ties, zero keys, NaN
+// codes, and a key count that ends mid-tile.
+TEST(MqaLogits, ALoneRowGetsTheSameBitsAsTheSameRowInABlock) {
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    for (int head_dim : {64, 128}) {
+      SCOPED_TRACE(::testing::Message() << "H=" << heads << " D=" << head_dim);
+      const int64_t keys = 700;
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 5, keys, heads, head_dim);
+      add_ties(rng, p.keys, {KFormat::kFP8, heads, head_dim}, keys);
+      p.keys.values.bytes()[3 * head_dim + 1] = 0x7F;  // a NaN code: key 3 scores NaN
+      p.keys.values.bytes()[9 * head_dim] = 0xFF;      // and -NaN: key 9 too
+      const int64_t q_row = static_cast<int64_t>(heads) * head_dim;
+      std::memcpy(p.q.values.bytes() + 4 * q_row, p.q.values.bytes(), q_row);
+      std::memcpy(p.weights.data<float>() + 4 * heads, p.weights.data<float>(),
+                  sizeof(float) * heads);
+      p.ks.data<int32_t>()[0] = p.ks.data<int32_t>()[4] = 0;
+      p.ke.data<int32_t>()[0] = p.ke.data<int32_t>()[4] = static_cast<int32_t>(keys);
+      for (int threads : {1, 2}) {
+        RunOptions options;
+        options.cpu_threads = threads;
+        HostTensor logits = poisoned_logits(5, keys);
+        FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                p.ks.view(), p.ke.view(), {}, options));
+        for (int64_t s = 0; s < keys; ++s) {
+          ASSERT_EQ(float_bits(logits.at<float>({4, s})), float_bits(logits.at<float>({0, s})))
+              << "key " << s << ", threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 TEST(PagedMqaLogits, MatchesReferenceWithinDerivedTolerance) {
   FI_SEEDED_RNG(rng);
   int index = 0;
