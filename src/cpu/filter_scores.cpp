@@ -15,23 +15,37 @@ namespace flashindexer::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The float whose order bits are `floor` (0 < floor <= the order of +inf): for every non-NaN x,
+// ordered_score_bits(x) >= floor exactly when x >= this value (-0 and +0 compare equal in both),
+// and a NaN (order 0) fails both. Orders 1 .. 0x007fffff belong to no score (NaNs map to 0), and
+// the order of -inf is 0x007fffff, so a floor up to it admits every non-NaN score: -inf.
+inline float floor_value(uint32_t floor) {
+  uint32_t bits = (floor & 0x80000000u) ? (floor & 0x7FFFFFFFu) : ~floor;
+  if (floor <= 0x007FFFFFu) bits = 0xFF800000u;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
 size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
                     uint32_t first_index, uint64_t* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const size_t lanes = hn::Lanes(df);
-  // Order bits as signed integers (the unsigned order bits with the top bit flipped), so the
-  // floor test is one signed compare: sign set -> ~bits, else bits; -0 -> +0; NaN -> lowest.
+  // Order bits as signed integers (the unsigned order bits with the top bit flipped): sign set
+  // -> ~bits, else bits; -0 -> +0; NaN -> lowest. Computed only for vectors with a survivor.
   const auto top_bit = hn::Set(di, static_cast<int32_t>(0x80000000u));
-  const auto floor_signed = hn::Set(di, static_cast<int32_t>(floor ^ 0x80000000u));
   const auto order_of = [&](const auto v) {
     const auto bits = hn::BitCast(di, v);
     // Sign clear: the bits themselves; sign set: (~bits) ^ top_bit = bits ^ 0x7fffffff.
-    auto order = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)),
-                                hn::Xor(bits, hn::Set(di, 0x7FFFFFFF)), bits);
+    auto order =
+        hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Xor(bits, hn::Set(di, 0x7FFFFFFF)), bits);
     order = hn::IfThenElse(hn::Eq(bits, top_bit), hn::Zero(di), order);
     return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), top_bit, order);
   };
+  // The hot test is one float compare per vector (floor 0 admits everything, NaN included).
+  const bool everything = floor == 0;
+  const auto threshold = hn::Set(df, everything ? 0.0f : floor_value(floor));
   // The survivors of a vector are found from its mask bits, so the cost grows with the
   // survivors, not with the lanes of their vector (Highway's CompressStore copies a table).
   HWY_ALIGN int32_t orders[hn::MaxLanes(di)];
@@ -39,11 +53,11 @@ size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
   size_t count = 0;
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto order = order_of(hn::LoadU(df, scores + i));
-    const auto passes = hn::Not(hn::Lt(order, floor_signed));
-    if (hn::AllFalse(di, passes)) continue;
-    hn::Store(order, di, orders);
-    hn::StoreMaskBits(di, passes, mask_bytes);
+    const auto v = hn::LoadU(df, scores + i);
+    const auto passes = everything ? hn::FirstN(df, lanes) : hn::Ge(v, threshold);
+    if (hn::AllFalse(df, passes)) continue;
+    hn::Store(order_of(v), di, orders);
+    hn::StoreMaskBits(df, passes, mask_bytes);
     uint64_t mask;
     std::memcpy(&mask, mask_bytes, sizeof mask);
     for (; mask != 0; mask &= mask - 1) {
