@@ -3,7 +3,7 @@
 # its GPU cases, the benchmarks, and optionally an ncu look at one top-k segment-kernel launch.
 # Usage (repo root, binaries in $BIN; `make gpu-check` runs the default steps):
 #   BIN=build OUT=/tmp/out STEPS="tests memcheck racecheck bench scoring-tests scoring-sanitize \
-#     indexer-sanitize scoring-bench python indexer-bench ncu" tools/bench/device_check.sh
+#     indexer-sanitize scoring-bench python indexer-bench multi-gpu ncu" tools/bench/device_check.sh
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS) into
 # $BIN-py and runs pytest on it with the system python3 (PyTorch with CUDA, CuPy, JAX if there).
 set -u
@@ -60,6 +60,10 @@ for step in $STEPS; do
     indexer-bench)
       PYTHONPATH="$STAGE:tools/bench" LD_PRELOAD="$PRELOAD" timeout 400 \
         python3 tools/bench/bench_indexer.py ${INDEXER_ARGS:-} 2>&1 | tee "$OUT/indexer-bench.md" ;;
+    multi-gpu)
+      # Needs RANKS (default 2) GPUs and NCCL: DCP and TP all-gathers against one GPU, timings.
+      timeout 500 "$BIN/dist_check" --ranks "${RANKS:-2}" 2>&1 | tee "$OUT/multi-gpu.md"
+      echo "multi-gpu rc=${PIPESTATUS[0]}" ;;
     ncu)
       timeout 150 ncu --clock-control none -k regex:topk_segment --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
