@@ -15,8 +15,9 @@ Conventions shared by every op:
 * ``cpu_threads``: 0 = the OpenMP default. Results never depend on it.
 * Errors: ValueError (bad shape, stride, range, device), TypeError (bad dtype),
   NotImplementedError (valid, but this build or device cannot run it: today ``mqa_logits``,
-  ``paged_mqa_logits``, ``indexer_prefill``, ``indexer_decode`` (FP8, D = 128), ``topk_per_row``
-  and ``dequantize_k_fp8`` run on CUDA tensors). Messages name the argument.
+  ``paged_mqa_logits``, ``indexer_prefill``, ``indexer_decode`` (FP8, D = 128), ``topk_per_row``,
+  ``dequantize_k_fp8`` and the DCP pack / merge of ``flashindexer.dist`` run on CUDA tensors).
+  Messages name the argument.
   The GIL is released while an op runs.
 """
 
