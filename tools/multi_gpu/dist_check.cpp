@@ -114,6 +114,26 @@ Shard shard_of(const std::vector<float>& scores, const std::vector<int32_t>& len
   return shard;
 }
 
+// A shard on this rank's GPU: local logits [rows, local_width] f32 and lengths [rows] i32, with
+// room for its local top-k and the gathered answer ([rows, k] i32 each).
+struct DeviceShard {
+  Device logits_buffer, lengths_buffer, topk_buffer, out_buffer;
+  fi::TensorView logits, lengths, local_topk, out;
+  DeviceShard(const Shard& shard, int64_t rows, int k)
+      : logits_buffer(shard.logits.size() * 4),
+        lengths_buffer(shard.lengths.size() * 4),
+        topk_buffer(static_cast<size_t>(rows * k) * 4),
+        out_buffer(static_cast<size_t>(rows * k) * 4) {
+    logits = upload(logits_buffer, shard.logits, fi::DType::kF32, {rows, shard.local_width});
+    lengths = upload(lengths_buffer, shard.lengths, fi::DType::kI32, {rows});
+    local_topk = fi::TensorView::contiguous(topk_buffer.get(), fi::DType::kI32, {rows, k},
+                                            fi::Device::kCUDA);
+    out =
+        fi::TensorView::contiguous(out_buffer.get(), fi::DType::kI32, {rows, k}, fi::Device::kCUDA);
+    cudaMemset(out_buffer.get(), 0x7A, static_cast<size_t>(rows * k) * 4);
+  }
+};
+
 // Milliseconds per call of fn over `iterations` calls (after two warm-up calls).
 template <typename Fn>
 double time_ms(Fn fn, int iterations) {
@@ -161,20 +181,11 @@ bool check_dcp(int rank, const fi::NcclCommunicator& comm, int64_t rows, int64_t
   }
 
   // This rank's shard: local top-k, then the all-gather and merge.
-  const Shard shard = shard_of(scores, lengths, rows, width, rank, group);
-  Device local_buffer(shard.logits.size() * 4), local_lengths_buffer(shard.lengths.size() * 4);
-  Device local_topk_buffer(static_cast<size_t>(rows * k) * 4),
-      out_buffer(static_cast<size_t>(rows * k) * 4);
-  const fi::TensorView local =
-      upload(local_buffer, shard.logits, fi::DType::kF32, {rows, shard.local_width});
-  const fi::TensorView local_lengths =
-      upload(local_lengths_buffer, shard.lengths, fi::DType::kI32, {rows});
-  const fi::TensorView local_topk = fi::TensorView::contiguous(
-      local_topk_buffer.get(), fi::DType::kI32, {rows, k}, fi::Device::kCUDA);
-  const fi::TensorView out =
-      fi::TensorView::contiguous(out_buffer.get(), fi::DType::kI32, {rows, k}, fi::Device::kCUDA);
-  cudaMemset(out_buffer.get(), 0x7A, static_cast<size_t>(rows * k) * 4);
-  if (!ok(gpu_topk(local_topk, local, fi::RowRanges::decode(local_lengths), k), rank,
+  const DeviceShard shard(shard_of(scores, lengths, rows, width, rank, group), rows, k);
+  const fi::TensorView& local = shard.logits;
+  const fi::TensorView& local_topk = shard.local_topk;
+  const fi::TensorView& out = shard.out;
+  if (!ok(gpu_topk(local_topk, local, fi::RowRanges::decode(shard.lengths), k), rank,
           "local top-k")) {
     return false;
   }
@@ -282,19 +293,13 @@ void bench(int rank, const fi::NcclCommunicator& comm) {
       const fi::DcpGroup group{n, 1};
       const std::vector<float> scores = make_scores(rows, width, false, 7);
       const std::vector<int32_t> lengths(static_cast<size_t>(rows), static_cast<int32_t>(width));
-      const Shard shard = shard_of(scores, lengths, rows, width, rank, group);
-      Device local_buffer(shard.logits.size() * 4), lengths_buffer(shard.lengths.size() * 4);
-      Device topk_buffer(static_cast<size_t>(rows * k) * 4),
-          out_buffer(static_cast<size_t>(rows * k) * 4);
-      const fi::TensorView local =
-          upload(local_buffer, shard.logits, fi::DType::kF32, {rows, shard.local_width});
-      const fi::TensorView local_lengths =
-          upload(lengths_buffer, shard.lengths, fi::DType::kI32, {rows});
-      const fi::TensorView local_topk = fi::TensorView::contiguous(
-          topk_buffer.get(), fi::DType::kI32, {rows, k}, fi::Device::kCUDA);
-      const fi::TensorView out = fi::TensorView::contiguous(out_buffer.get(), fi::DType::kI32,
-                                                            {rows, k}, fi::Device::kCUDA);
-      const size_t topk_bytes = fi::topk_per_row_cuda_workspace_size(rows, shard.local_width, k);
+      const Shard host_shard = shard_of(scores, lengths, rows, width, rank, group);
+      const DeviceShard shard(host_shard, rows, k);
+      const fi::TensorView& local = shard.logits;
+      const fi::TensorView& local_topk = shard.local_topk;
+      const fi::TensorView& out = shard.out;
+      const size_t topk_bytes =
+          fi::topk_per_row_cuda_workspace_size(rows, host_shard.local_width, k);
       const size_t exchange_bytes = fi::dcp_topk_allgather_workspace_size(rows, k, n);
       Device topk_scratch(topk_bytes), exchange_scratch(exchange_bytes);
       fi::RunOptions topk_options, exchange_options;
@@ -302,7 +307,7 @@ void bench(int rank, const fi::NcclCommunicator& comm) {
       topk_options.workspace_bytes = topk_bytes;
       exchange_options.workspace = exchange_scratch.get();
       exchange_options.workspace_bytes = exchange_bytes;
-      const fi::RowRanges local_ranges = fi::RowRanges::decode(local_lengths);
+      const fi::RowRanges local_ranges = fi::RowRanges::decode(shard.lengths);
       auto local_select = [&] {
         (void)fi::topk_per_row(local_topk, local, local_ranges, k, {}, topk_options);
       };
