@@ -10,9 +10,10 @@
 //
 // Per segment of n keys (k' = min(k, n) wanted):
 //   * n <= k and unsorted, whole row: write 0..n-1 and -1 padding, without reading the scores.
-//   * n <= 8192 (kBufferCapacity): direct path. All n rank keys go to shared memory (one read),
+//   * n <= 8192 (kBufferCapacity), not gated: direct path. All n rank keys go to shared memory,
 //     histogram select over their [min, max] range + compaction there.
-//   * longer: sampled threshold, one streaming read.
+//   * longer, or gated: sampled threshold (gated: sampled over the whole row), one streaming
+//     read; a gated split stops after step 2 and hands over its survivors.
 //       1. Sample: groups of 4 consecutive keys at evenly spaced positions (2K-16K keys).
 //          Threshold T <= the sample's rank-r key, r = q + 4 sqrt(q) + 8 with q = sample * k / n,
 //          from two 11-bit histogram rounds (T is that key with its low 10 bits cleared), so
