@@ -97,6 +97,17 @@ inline DeviceCache to_device(CacheBuffer& host) {
   return device;
 }
 
+// A host view labelled as a CUDA tensor (never dereferenced): the argument-error tests need no
+// GPU, because the checks run on the host before anything touches the device. Undefined views
+// stay undefined.
+inline TensorView labelled_cuda(TensorView view) {
+  if (view.defined()) view.device = Device::kCUDA;
+  return view;
+}
+inline QuantizedTensor labelled_cuda(const QuantizedTensor& t) {
+  return {labelled_cuda(t.values), labelled_cuda(t.scales)};
+}
+
 // A prefill problem on the device, with its logits buffer.
 struct DevicePrefill {
   DeviceOperand q;

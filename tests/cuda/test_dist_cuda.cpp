@@ -24,11 +24,6 @@ namespace {
 constexpr int kRepeats = 10;
 constexpr uint64_t kPoisonKey = 0xA5A5A5A5A5A5A5A5ull;
 
-TensorView labelled_cuda(TensorView view) {
-  if (view.defined()) view.device = Device::kCUDA;
-  return view;
-}
-
 std::vector<uint8_t> bytes_of(const HostTensor& t) {
   return std::vector<uint8_t>(t.bytes(), t.bytes() + t.byte_size());
 }

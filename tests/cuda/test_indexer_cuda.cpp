@@ -175,17 +175,9 @@ TEST(IndexerPrefillCuda, RequiresAWorkspace) {
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 64, 128);
   HostTensor out = poisoned_topk_output(8, 16);
-  auto cuda = [](TensorView view) {
-    view.device = Device::kCUDA;
-    return view;
-  };
-  QuantizedTensor q = p.q.view();
-  QuantizedTensor keys = p.keys.view();
-  q.values = cuda(q.values);
-  keys.values = cuda(keys.values);
-  keys.scales = cuda(keys.scales);
-  const Status status = indexer_prefill(cuda(out.view()), q, keys, cuda(p.weights.view()),
-                                        cuda(p.ks.view()), cuda(p.ke.view()), 16);
+  const Status status = indexer_prefill(
+      labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
+      labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 16);
   EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
                          {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
 }

@@ -255,15 +255,7 @@ TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
 
 // ----------------------------------------------------------------------------- bad input
 
-// The argument errors need no GPU: the checks run on the host before anything touches the
-// device, so these tests label host buffers as CUDA tensors (never dereferenced) and run in CI.
-TensorView labelled_cuda(TensorView view) {
-  view.device = Device::kCUDA;
-  return view;
-}
-QuantizedTensor labelled_cuda(const QuantizedTensor& t) {
-  return {labelled_cuda(t.values), t.scales.data != nullptr ? labelled_cuda(t.scales) : t.scales};
-}
+// The argument errors need no GPU (labelled_cuda, cuda_test_support.h): these tests run in CI.
 
 TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
   FI_SEEDED_RNG(rng);
