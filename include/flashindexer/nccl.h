@@ -57,6 +57,8 @@ class NcclCommunicator {
   bool owned() const { return owned_; }
 
  private:
+  NcclCommunicator(void* comm, int rank, int size, bool owned)
+      : comm_(comm), rank_(rank), size_(size), owned_(owned) {}
   void reset();
   void* comm_ = nullptr;
   int rank_ = 0;

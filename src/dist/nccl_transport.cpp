@@ -145,12 +145,7 @@ Status NcclCommunicator::wrap(NcclCommunicator* communicator, void* nccl_comm) {
     status = nccl_status(*library, library->comm_user_rank(comm, &rank), op, "ncclCommUserRank");
   }
   if (!status.ok()) return status;
-  NcclCommunicator wrapped;
-  wrapped.comm_ = nccl_comm;
-  wrapped.rank_ = rank;
-  wrapped.size_ = size;
-  wrapped.owned_ = false;
-  *communicator = std::move(wrapped);
+  *communicator = NcclCommunicator(nccl_comm, rank, size, /*owned=*/false);
 #endif
   return Status::Ok();
 }
@@ -173,12 +168,7 @@ Status NcclCommunicator::create(NcclCommunicator* communicator, const NcclUnique
   const Status status = nccl_status(
       *library, library->comm_init_rank(&comm, world_size, nccl_id, rank), op, "ncclCommInitRank");
   if (!status.ok()) return status;
-  NcclCommunicator created;
-  created.comm_ = comm;
-  created.rank_ = rank;
-  created.size_ = world_size;
-  created.owned_ = true;
-  *communicator = std::move(created);
+  *communicator = NcclCommunicator(comm, rank, world_size, /*owned=*/true);
 #else
   (void)id;
 #endif
