@@ -28,9 +28,12 @@ struct Params {
   int lengths_columns;  // shape[1] of a rank-2 lengths, else 0
   int next_n;
   int k;
-  int splits;  // CTAs per row; > 1 writes per-split top-k into the workspace
+  int splits;  // CTAs per row; > 1 writes per-split candidates into the workspace
   int sorted;
-  uint64_t* split_keys;   // workspace: [rows, splits, k] rank keys
+  // Rank keys one split may hand the merge: kMergeCapacity / splits (>= k). A gated split's
+  // survivors (~1.6-2.7 k per row, so more than k in one split when a row has 2 splits) fit.
+  int split_capacity;
+  uint64_t* split_keys;   // workspace: [rows, splits, split_capacity] rank keys
   int32_t* split_counts;  // workspace: [rows, splits]
 };
 

@@ -38,29 +38,33 @@ size_t align_up(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-size_t split_keys_bytes(int64_t rows, int splits, int k) {
-  return align_up(static_cast<size_t>(rows) * splits * k * sizeof(uint64_t));
+// Keys per split slot: the merge's shared buffer divided among the splits (>= k, since
+// plan_splits keeps splits x k <= kMergeCapacity).
+int split_capacity(int splits) { return topk::kMergeCapacity / splits; }
+
+size_t split_keys_bytes(int64_t rows, int splits) {
+  return align_up(static_cast<size_t>(rows) * splits * split_capacity(splits) * sizeof(uint64_t));
 }
 
-size_t workspace_bytes(int64_t rows, int splits, int k) {
+size_t workspace_bytes(int64_t rows, int splits) {
   if (splits <= 1) return 0;
-  return split_keys_bytes(rows, splits, k) +
+  return split_keys_bytes(rows, splits) +
          align_up(static_cast<size_t>(rows) * splits * sizeof(int32_t));
 }
 
 }  // namespace
 
-size_t topk_per_row_workspace_bound(int k) {
-  // Split rows satisfy rows x splits <= the CTA target (plan_splits rounds down), so this many
-  // rank keys and counts cover any rows and width.
+size_t topk_per_row_workspace_bound(int /*k*/) {
+  // Split rows satisfy rows x splits <= the CTA target with splits >= 2 (plan_splits rounds
+  // down), and a row's slots hold at most kMergeCapacity keys, so this covers any shape.
   const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * multiprocessor_count();
-  return split_keys_bytes(target_ctas, 1, k) +
+  return align_up(static_cast<size_t>(target_ctas / 2) * topk::kMergeCapacity * sizeof(uint64_t)) +
          align_up(static_cast<size_t>(target_ctas) * sizeof(int32_t));
 }
 
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
   if (rows <= 0 || width <= 0 || k < 1) return 0;
-  return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()), k);
+  return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()));
 }
 
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
@@ -70,7 +74,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   const int64_t width = logits.shape[1];
   if (rows == 0) return Status::Ok();
   const int splits = plan_splits(rows, width, k, multiprocessor_count());
-  const size_t needed = workspace_bytes(rows, splits, k);
+  const size_t needed = workspace_bytes(rows, splits);
   if (needed > 0) {
     if (options.workspace == nullptr || options.workspace_bytes < needed) {
       return Status::WorkspaceTooSmall(
@@ -111,8 +115,9 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   params.sorted = sorted ? 1 : 0;
   if (splits > 1) {
     auto* base = static_cast<unsigned char*>(options.workspace);
+    params.split_capacity = split_capacity(splits);
     params.split_keys = reinterpret_cast<uint64_t*>(base);
-    params.split_counts = reinterpret_cast<int32_t*>(base + split_keys_bytes(rows, splits, k));
+    params.split_counts = reinterpret_cast<int32_t*>(base + split_keys_bytes(rows, splits));
   }
 
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);

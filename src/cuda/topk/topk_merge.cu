@@ -3,7 +3,7 @@
 // One CTA per row. A split hands over either its exact top-k (rows of <= kMinSegment keys: one
 // split) or, for a gated row, every key of its segment above the row's common threshold. Their
 // union holds the row's top-k whenever it has at least min(k, row length) keys and no split gave
-// up (kSplitGateFailed); the CTA then loads it (<= splits x k <= 16384 rank keys, 128 KiB) in
+// up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
 // (select_from_global). Sorted best first when asked. 1 CTA per SM.
@@ -58,15 +58,15 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   }
   // Dense copy in split order; all of a thread's loads are issued before its stores.
   constexpr int kPerThread = kMergeCapacity / kThreads;
-  const uint64_t* keys = p.split_keys + row * p.splits * p.k;
-  const int dense = p.splits * p.k;
+  const uint64_t* keys = p.split_keys + row * p.splits * p.split_capacity;
+  const int dense = p.splits * p.split_capacity;
   uint64_t loaded[kPerThread];
   int target[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int g = j * kThreads + threadIdx.x;
-    const int split = g < dense ? g / p.k : 0;
-    const int i = g - split * p.k;
+    const int split = g < dense ? g / p.split_capacity : 0;
+    const int i = g - split * p.split_capacity;
     const uint32_t begin = split_offsets[split];
     const bool valid = g < dense && begin + i < split_offsets[split + 1];
     target[j] = valid ? static_cast<int>(begin + i) : -1;

@@ -292,10 +292,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     }
 
     if (gated) {
-      // Every key of the segment >= the threshold goes to the merge, in slot order.
-      gate_failed = threshold == 0 || overflow || survivors > static_cast<uint32_t>(p.k);
+      // Every key of the segment >= the threshold goes straight to its workspace slot, in
+      // slot order.
+      gate_failed =
+          threshold == 0 || overflow || survivors > static_cast<uint32_t>(p.split_capacity);
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
-      if (!gate_failed) count = compact_cutoff(candidates, 0, selection, hs.scan);
+      uint64_t* slot_keys = p.split_keys + (row * p.splits + split) * p.split_capacity;
+      if (!gate_failed) count = compact_cutoff(candidates, 0, slot_keys, hs.scan);
     } else if (threshold != 0 && !overflow && survivors >= want) {
       // 3. Exact selection among the survivors: the streamed histogram, then (rarely) more
       // rounds inside the boundary bin.
@@ -315,8 +318,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     write_row(p, row, selection, count);
   } else {
     const int64_t slot = row * p.splits + split;
-    uint64_t* keys = p.split_keys + slot * p.k;
-    for (uint32_t i = threadIdx.x; i < count; i += kThreads) keys[i] = selection[i];
+    uint64_t* keys = p.split_keys + slot * p.split_capacity;
+    if (!gated) {
+      for (uint32_t i = threadIdx.x; i < count; i += kThreads) keys[i] = selection[i];
+    }
     if (threadIdx.x == 0) {
       p.split_counts[slot] = gate_failed ? kSplitGateFailed : static_cast<int32_t>(count);
     }
