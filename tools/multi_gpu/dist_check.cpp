@@ -134,23 +134,31 @@ struct DeviceShard {
   }
 };
 
-// Milliseconds per call of fn over `iterations` calls (after two warm-up calls).
-template <typename Fn>
-double time_ms(Fn fn, int iterations) {
+// Milliseconds per call of fn: the median of five trials of `iterations` calls. Before each
+// trial, `barrier` (one collective, then a device sync) lines the ranks up, so a rank that is
+// still busy elsewhere (rank 0 timing one GPU) does not stretch another rank's trial.
+template <typename Fn, typename Barrier>
+double time_ms(Fn fn, Barrier barrier, int iterations) {
   fn();
   fn();
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  cudaEventRecord(start);
-  for (int i = 0; i < iterations; ++i) fn();
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, start, stop);
+  std::vector<double> trials;
+  for (int trial = 0; trial < 5; ++trial) {
+    barrier();
+    cudaEventRecord(start);
+    for (int i = 0; i < iterations; ++i) fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    trials.push_back(static_cast<double>(ms) / iterations);
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return ms / iterations;
+  std::sort(trials.begin(), trials.end());
+  return trials[trials.size() / 2];
 }
 
 // One DCP decode case on this rank; returns whether the gathered result equals one GPU's.
@@ -283,9 +291,9 @@ void bench(int rank, const fi::NcclCommunicator& comm) {
   const int n = comm.size();
   if (rank == 0) {
     std::printf(
-        "\n| ranks | rows | keys per row (all ranks) | k | exchange ms | DCP step ms | one GPU "
-        "top-k ms |\n");
-    std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+        "\n| ranks | rows | keys per row (all ranks) | k | local top-k ms | exchange ms | DCP step "
+        "ms | one GPU top-k ms |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
   for (int64_t rows : {1, 64, 256}) {
     for (int k : {512, 2048}) {
@@ -315,14 +323,19 @@ void bench(int rank, const fi::NcclCommunicator& comm) {
         (void)fi::dcp_topk_allgather(out, local, local_topk, fi::TensorView{}, k, group, comm,
                                      exchange_options);
       };
+      auto barrier = [&] {
+        exchange();
+        cudaDeviceSynchronize();
+      };
       local_select();
-      const double exchange_ms = time_ms(exchange, 20);
+      const double local_ms = time_ms(local_select, barrier, 20);
+      const double exchange_ms = time_ms(exchange, barrier, 20);
       const double step_ms = time_ms(
           [&] {
             local_select();
             exchange();
           },
-          20);
+          barrier, 20);
       double single_ms = 0.0;
       if (rank == 0) {  // one GPU over the whole rows, on rank 0 alone
         Device full_buffer(scores.size() * 4), full_lengths_buffer(lengths.size() * 4);
@@ -335,10 +348,11 @@ void bench(int rank, const fi::NcclCommunicator& comm) {
         options.workspace = scratch.get();
         options.workspace_bytes = bytes;
         const fi::RowRanges ranges = fi::RowRanges::decode(full_lengths);
-        single_ms = time_ms([&] { (void)fi::topk_per_row(out, full, ranges, k, {}, options); }, 20);
-        std::printf("| %d | %lld | %lld | %d | %.4f | %.4f | %.4f |\n", n,
-                    static_cast<long long>(rows), static_cast<long long>(width), k, exchange_ms,
-                    step_ms, single_ms);
+        single_ms = time_ms([&] { (void)fi::topk_per_row(out, full, ranges, k, {}, options); },
+                            [] { cudaDeviceSynchronize(); }, 20);
+        std::printf("| %d | %lld | %lld | %d | %.4f | %.4f | %.4f | %.4f |\n", n,
+                    static_cast<long long>(rows), static_cast<long long>(width), k, local_ms,
+                    exchange_ms, step_ms, single_ms);
         std::fflush(stdout);
       }
     }
