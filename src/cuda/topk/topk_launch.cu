@@ -121,6 +121,13 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   }
 
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
+  if (splits > 1) {
+    const int ranks = topk::cluster_ranks_for(rows, multiprocessor_count());
+    return to_status(logits.dtype == DType::kBF16
+                         ? topk::launch_cluster_bf16(params, rows, ranks, stream)
+                         : topk::launch_cluster_f32(params, rows, ranks, stream),
+                     op, "cluster kernel launch");
+  }
   const cudaError_t launched = logits.dtype == DType::kBF16
                                    ? topk::launch_segment_bf16(params, rows, stream)
                                    : topk::launch_segment_f32(params, rows, stream);

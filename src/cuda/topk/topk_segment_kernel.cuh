@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "cuda/topk/config.h"
+#include "cuda/topk/segment_steps.cuh"
 #include "cuda/topk/select_core.cuh"
 
 namespace flashindexer::cuda::topk {
@@ -45,9 +46,6 @@ namespace flashindexer::cuda::topk {
 template <typename T>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     topk_segment_kernel(const __grid_constant__ Params p) {
-  using S = Scores<T>;
-  constexpr int kPerVector = S::kPerVector;
-  constexpr int kVectorsPerStep = S::kVectorsPerStep;
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                       // [kBufferCapacity] rank keys
   uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
@@ -57,8 +55,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 
   const int64_t row = blockIdx.x;
   const int split = blockIdx.y;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
@@ -99,190 +95,19 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   bool gate_failed = false;
 
   if (n <= kBufferCapacity && !gated) {
-    // Direct path: the whole segment in shared memory.
-    // All loads first (one latency, not 16), then the shared stores.
-    constexpr int kPerThread = kBufferCapacity / kThreads;
-    uint32_t keys[kPerThread];
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int i = j * kThreads + threadIdx.x;
-      keys[j] = i < n ? S::key(scores, i) : 0u;
-    }
-    uint32_t lowest = 0xffffffffu;
-    uint32_t highest = 0;
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int i = j * kThreads + threadIdx.x;
-      if (i < n) {
-        buffer[i] = rank_key(keys[j], index_base + i);
-        lowest = lowest < keys[j] ? lowest : keys[j];
-        highest = highest > keys[j] ? highest : keys[j];
-      }
-    }
-    lowest = __reduce_min_sync(0xffffffffu, lowest);
-    highest = __reduce_max_sync(0xffffffffu, highest);
-    if (lane == 0) {
-      hs.warp_min[warp] = lowest;
-      hs.warp_max[warp] = highest;
-    }
-    __syncthreads();
-    const uint32_t valid = static_cast<uint32_t>(n);
-    const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
-    count = select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
+    count = select_direct(scores, n, want, index_base, buffer, selection, hs);
   } else {
     // 1. Sampled threshold (over the whole row when gated, else over the segment).
     const T* sampled_scores = gated ? row_scores : scores;
     const int64_t sampled_n = gated ? row_count : n;
     const uint32_t sampled_want =
         gated ? static_cast<uint32_t>(row_count < p.k ? row_count : p.k) : want;
-    uint32_t* sample = reinterpret_cast<uint32_t*>(buffer);
-    int64_t groups = sampled_n / kSampleStride;
-    groups = groups < kMinSampleGroups ? kMinSampleGroups
-                                       : (groups > kMaxSampleGroups ? kMaxSampleGroups : groups);
-    const int sampled = static_cast<int>(groups) * kSampleGroupKeys;
-    // Groups are loaded kGroupsInFlight per thread at a time (all their loads in flight), then
-    // stored: one latency up to 1024 groups (rows of <= 128K keys), four for the largest sample
-    // (4 groups in flight spill at the 64-register cap).
-    constexpr int kGroupsPerThread = kMaxSampleGroups / kThreads;
-    constexpr int kGroupsInFlight = 2;
-#pragma unroll
-    for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
-      if (batch * kThreads >= groups) break;
-      uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
-#pragma unroll
-      for (int gi = 0; gi < kGroupsInFlight; ++gi) {
-        const int64_t g = (batch + gi) * kThreads + threadIdx.x;
-        const int64_t position = g * sampled_n / groups;
-#pragma unroll
-        for (int j = 0; j < kSampleGroupKeys; ++j) {
-          const int64_t i = position + j < sampled_n ? position + j : sampled_n - 1;
-          sampled_keys[gi][j] = g < groups ? S::key(sampled_scores, i) : 0u;
-        }
-      }
-#pragma unroll
-      for (int gi = 0; gi < kGroupsInFlight; ++gi) {
-        const int64_t g = (batch + gi) * kThreads + threadIdx.x;
-#pragma unroll
-        for (int j = 0; j < kSampleGroupKeys; ++j) {
-          if (g < groups) sample[g * kSampleGroupKeys + j] = sampled_keys[gi][j];
-        }
-      }
-    }
-    __syncthreads();
-    const float expected_rank =
-        static_cast<float>(sampled) * sampled_want / static_cast<float>(sampled_n);
-    float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
-    rank = rank > sampled ? sampled : rank;
     uint32_t threshold;
     uint32_t sample_max;
-    sample_threshold(sample, sampled, static_cast<uint32_t>(rank), hs, threshold, sample_max);
-    // The survivors' first histogram round is built while streaming, on score keys only (32-bit
-    // arithmetic in the loop): 2048 bins over [T, sample max]; keys above the sample's largest
-    // fall into the top bin, whose range is then [its start, all ones].
-    const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
-    const int first_shift = shift_for_range(static_cast<uint64_t>(sample_max - threshold)) + 32;
-    const int score_shift = first_shift - 32;
-    auto survivor_bin = [&](uint32_t key) {
-      const uint32_t bin = (key - threshold) >> score_shift;
-      return bin > kHistBins - 1 ? static_cast<uint32_t>(kHistBins - 1) : bin;
-    };
-    for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
-    __syncthreads();  // the sample is read and the bins are clear before the slices are written
+    sampled_threshold(sampled_scores, sampled_n, sampled_want, reinterpret_cast<uint32_t*>(buffer),
+                      hs, threshold, sample_max);
+    stream_survivors(scores, n, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
-    // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
-    uint64_t* slice = buffer + warp * kWarpSlice;
-    uint32_t warp_count = 0;  // warp-uniform
-    // Keys before the first 16-byte boundary (at most 7) are read one by one.
-    const int misaligned =
-        static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(scores) & 15)) & 15) / sizeof(T));
-    const int head = misaligned < n ? misaligned : static_cast<int>(n);
-    const int64_t vectors = (n - head) / kPerVector;
-    const int64_t tail_begin = head + vectors * kPerVector;
-    if (warp == 0) {
-      // Unaligned head (lanes 0..7) and tail (lanes 16..23): at most 7 keys each.
-      int64_t i = -1;
-      if (lane < head) i = lane;
-      if (lane >= 16 && tail_begin + (lane - 16) < n) i = tail_begin + (lane - 16);
-      const uint32_t key = i >= 0 ? S::key(scores, i) : 0u;
-      const bool keep = i >= 0 && key >= threshold;
-      const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-      const uint32_t position = __popc(ballot & ((1u << lane) - 1));
-      if (keep) {
-        const uint64_t ranked = rank_key(key, index_base + static_cast<uint32_t>(i));
-        if (position < kWarpSlice) slice[position] = ranked;
-        atomicAdd(&hs.bins[survivor_bin(key)], 1u);
-      }
-      warp_count = __popc(ballot);
-    }
-    // The hot loop compares floats: for every non-NaN x, score_key(x) >= threshold exactly
-    // when x >= threshold_value (the float whose key is the threshold); NaN keys (0) are below
-    // any threshold > 0, and a threshold of 0 sends the segment to the fallback.
-    // A threshold in (0, 0x007fffff] (only -inf, 0x007fffff, and no score lies in it: NaNs are 0)
-    // compares as -inf: every non-NaN score passes, the same set as key >= threshold.
-    uint32_t threshold_bits = (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
-    if (threshold != 0 && threshold <= 0x007fffffu) threshold_bits = 0xff800000u;
-    const float threshold_value = __uint_as_float(threshold_bits);
-    const uint4* vector_base = reinterpret_cast<const uint4*>(scores + head);
-    const int vector_count = static_cast<int>(vectors);
-    constexpr int kStep = kThreads * kVectorsPerStep;
-    // Out-of-range lanes read as NaN, which never passes the comparison. The next step's loads
-    // are issued before this step is processed: two steps in flight per thread.
-    auto load_step = [&](int base, uint4(&loaded)[kVectorsPerStep]) {
-#pragma unroll
-      for (int u = 0; u < kVectorsPerStep; ++u) {
-        const int v = base + u * kThreads + threadIdx.x;
-        loaded[u] = v < vector_count
-                        ? __ldcs(vector_base + v)
-                        : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
-      }
-    };
-    uint4 next[kVectorsPerStep];
-    const int first_base = threshold == 0 ? vector_count : 0;
-    load_step(first_base, next);
-    for (int base = first_base; base < vector_count; base += kStep) {
-      uint4 loaded[kVectorsPerStep];
-#pragma unroll
-      for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = next[u];
-      load_step(base + kStep, next);
-      uint32_t mine = 0;
-#pragma unroll
-      for (int u = 0; u < kVectorsPerStep; ++u) {
-#pragma unroll
-        for (int e = 0; e < kPerVector; ++e) {
-          mine += S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u;
-        }
-      }
-      const uint32_t inclusive = warp_inclusive_scan(mine);
-      const uint32_t step_total = __shfl_sync(0xffffffffu, inclusive, 31);
-      if (step_total == 0) continue;
-      uint32_t position = warp_count + inclusive - mine;
-      if (mine > 0) {
-        // Only the set bits of a per-vector mask are visited (a survivor is rare: ~0.4 per
-        // thread and step at k = 2048 of 128K), instead of 16 predicated blocks per step.
-#pragma unroll
-        for (int u = 0; u < kVectorsPerStep; ++u) {
-          uint32_t passing = 0;
-#pragma unroll
-          for (int e = 0; e < kPerVector; ++e) {
-            passing |= (S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u) << e;
-          }
-          const uint32_t first_index =
-              index_base +
-              static_cast<uint32_t>(head + (base + u * kThreads + threadIdx.x) * kPerVector);
-          while (passing != 0) {
-            const int e = __ffs(passing) - 1;
-            passing &= passing - 1;
-            const uint32_t key = S::vector_key(loaded[u], e);
-            if (position < kWarpSlice) slice[position] = rank_key(key, first_index + e);
-            atomicAdd(&hs.bins[survivor_bin(key)], 1u);
-            ++position;
-          }
-        }
-      }
-      warp_count += step_total;
-    }
-    if (lane == 0) warp_counts[warp] = warp_count;
-    __syncthreads();
     uint32_t survivors = 0;
     bool overflow = false;
 #pragma unroll
@@ -305,6 +130,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
       uint64_t cutoff = 0;  // all survivors wanted
       if (want < survivors) {
+        const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
+        const int first_shift = survivor_histogram_shift(threshold, sample_max);
         cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
       }
       count = compact_cutoff(candidates, cutoff, selection, hs.scan);
