@@ -170,9 +170,10 @@ cudaError_t launch_cluster(const Params& params, int64_t rows, int ranks, cudaSt
 
 }  // namespace
 
+// One CTA per SM (the kernel's shared memory), so rows x ranks stays within one wave.
 int cluster_ranks_for(int64_t rows, int sms) {
   int64_t ranks = rows > 0 ? sms / rows : 1;
-  ranks = ranks < 2 ? 2 : (ranks > kMaxClusterRanks ? kMaxClusterRanks : ranks);
+  ranks = ranks < 1 ? 1 : (ranks > kMaxClusterRanks ? kMaxClusterRanks : ranks);
   return static_cast<int>(ranks);
 }
 
