@@ -354,23 +354,28 @@ TEST(TopKCuda, NarrowScoreRangesAreResolvedExactly) {
   run_case({4, 200000, 2048, Dist::kNarrow, false, true, Form::kDecode});
 }
 
-// Few rows of long rows: the split path with the largest split counts (k = 512: 16 splits).
+// Few rows of long rows: clusters of 1 to 8 CTAs per row (k <= 2048), and segments + merge with
+// 2 to 4 splits (k > 2048).
 TEST(TopKCuda, SplitRowsMatchTheReference) {
   SKIP_WITHOUT_GPU();
   run_case({1, 131072, 512, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
   run_case({64, 131072, 2048, Dist::kNormal, false, false, Form::kDecode});
+  run_case({128, 131072, 2048, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
   run_case({33, 65536, 1024, Dist::kOffset100, false, true, Form::kDecode});
+  run_case({1, 131072, 3000, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
+  run_case({100, 131072, 4096, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
 }
 
 // White-box: rows of 131072 keys are sampled in groups of 4 keys every 128 (select_core's
 // sample), and here only those keys are high, so the sample overestimates the k-th score and
-// far fewer than k keys pass the threshold: the exact fallbacks must run (one CTA per row, and
-// the merge of a gated split row).
+// far fewer than k keys pass the threshold: the exact fallbacks must run (one CTA per row, CTA 0
+// of a row's cluster, and the merge of a gated split row at k > kClusterMaxK).
 TEST(TopKCuda, ASampleThatOverestimatesTheThresholdFallsBackExactly) {
   SKIP_WITHOUT_GPU();
   run_case({140, 131072, 2048, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFull});
   run_case({1, 131072, 2048, Dist::kSampleTrap, false, true, Form::kDecode, Lengths::kFull});
   run_case({3, 131072, 512, Dist::kSampleTrap, true, false, Form::kDecode, Lengths::kFull});
+  run_case({3, 131072, 4096, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFull});
 }
 
 TEST(TopKCuda, ShortAndEmptyRowsArePaddedWithMinusOne) {
@@ -437,7 +442,7 @@ TEST(TopKCuda, RefusesAMissingWorkspaceWhenRowsAreSplit) {
   SKIP_WITHOUT_GPU();
   const int64_t rows = 4;
   const int64_t width = 131072;
-  const int k = 2048;
+  const int k = 4096;  // > kClusterMaxK: segments + merge
   ASSERT_GT(topk_per_row_cuda_workspace_size(rows, width, k), 0u);
   DeviceBuffer logits_buffer(rows * width * 4), out_buffer(rows * k * 4), lengths(rows * 4);
   const Status status = topk_per_row(

@@ -62,6 +62,11 @@ static_assert(kHistBinsPerThread * kThreads == kHistBins);
 constexpr int kMergeCapacity = 16384;
 constexpr int kMaxSplits = 16;
 constexpr int kMinSegment = kBufferCapacity;  // shorter segments would not pay for the merge
+// Few long rows with k <= kClusterMaxK go to the cluster kernel instead (topk_cluster.cu): the
+// segments of a row are the CTAs of one cluster and CTA 0 gathers their survivors (~1.6-2.7 k,
+// <= ~5.6K at k = 2048) into an 8192-key buffer. Larger k would overflow it, so they keep the
+// segment + merge pair, whose merge holds 16384 keys.
+constexpr int kClusterMaxK = 2048;
 // A split's count in the workspace when its keys above the row's gate did not fit (or the gate
 // was degenerate): the merge then selects over the whole row exactly.
 constexpr int32_t kSplitGateFailed = -1;

@@ -3,8 +3,10 @@
 // Nothing here reads row lengths (they live on the device): the only host decision is how many
 // CTAs share a row, from rows, width, k and the SM count, so the op is graph-capturable, never
 // synchronizes and never allocates. Rows enough to fill the GPU (>= 2 CTAs per SM) get one CTA
-// each; fewer rows are cut into up to 16 segments (at least 8192 keys each, and splits x k <=
-// 16384 so the merge holds every candidate in shared memory), which needs the workspace.
+// each. Fewer rows are cut into segments of at least 8192 keys: for k <= kClusterMaxK, one
+// thread-block cluster per row (up to 8 CTAs) selects in one launch without workspace; for larger
+// k, up to 16 segment CTAs (splits x k <= 16384 so the merge holds every candidate in shared
+// memory) hand their candidates to a merge kernel through the workspace.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,15 +48,19 @@ size_t split_keys_bytes(int64_t rows, int splits) {
   return align_up(static_cast<size_t>(rows) * splits * split_capacity(splits) * sizeof(uint64_t));
 }
 
-size_t workspace_bytes(int64_t rows, int splits) {
-  if (splits <= 1) return 0;
+// Split rows with a small k run as clusters (no workspace); larger k as segments + merge.
+bool uses_cluster(int splits, int k) { return splits > 1 && k <= topk::kClusterMaxK; }
+
+size_t workspace_bytes(int64_t rows, int splits, int k) {
+  if (splits <= 1 || uses_cluster(splits, k)) return 0;
   return split_keys_bytes(rows, splits) +
          align_up(static_cast<size_t>(rows) * splits * sizeof(int32_t));
 }
 
 }  // namespace
 
-size_t topk_per_row_workspace_bound(int /*k*/) {
+size_t topk_per_row_workspace_bound(int k) {
+  if (k <= topk::kClusterMaxK) return 0;
   // Split rows satisfy rows x splits <= the CTA target with splits >= 2 (plan_splits rounds
   // down), and a row's slots hold at most kMergeCapacity keys, so this covers any shape.
   const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * multiprocessor_count();
@@ -64,7 +70,7 @@ size_t topk_per_row_workspace_bound(int /*k*/) {
 
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
   if (rows <= 0 || width <= 0 || k < 1) return 0;
-  return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()));
+  return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()), k);
 }
 
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
@@ -74,7 +80,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   const int64_t width = logits.shape[1];
   if (rows == 0) return Status::Ok();
   const int splits = plan_splits(rows, width, k, multiprocessor_count());
-  const size_t needed = workspace_bytes(rows, splits);
+  const size_t needed = workspace_bytes(rows, splits, k);
   if (needed > 0) {
     if (options.workspace == nullptr || options.workspace_bytes < needed) {
       return Status::WorkspaceTooSmall(
@@ -113,7 +119,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   params.k = k;
   params.splits = splits;
   params.sorted = sorted ? 1 : 0;
-  if (splits > 1) {
+  if (needed > 0) {
     auto* base = static_cast<unsigned char*>(options.workspace);
     params.split_capacity = split_capacity(splits);
     params.split_keys = reinterpret_cast<uint64_t*>(base);
@@ -121,7 +127,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   }
 
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
-  if (splits > 1) {
+  if (uses_cluster(splits, k)) {
     const int ranks = topk::cluster_ranks_for(rows, multiprocessor_count());
     return to_status(logits.dtype == DType::kBF16
                          ? topk::launch_cluster_bf16(params, rows, ranks, stream)
