@@ -56,13 +56,14 @@ struct TopKOptions {
 // values of ks/ke/lengths live on the device and are not checked (that would need a sync): a
 // range outside [0, width] is clamped to it on the device, never read out of bounds, and gives
 // the answer for the clamped range. When rows are too few to fill the GPU, rows are split
-// across CTAs, which needs options.workspace with topk_per_row_cuda_workspace_size() bytes
-// (16-byte aligned); without it the call returns kWorkspaceTooSmall.
+// across CTAs; with k > 2048 that needs options.workspace with
+// topk_per_row_cuda_workspace_size() bytes (16-byte aligned), and without it the call returns
+// kWorkspaceTooSmall. Pass the size the query returns for the shape: it may be 0.
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
                     int k, const TopKOptions& topk_options = {}, const RunOptions& options = {});
 
 // Scratch bytes topk_per_row needs for CUDA logits of [rows, width] and this k on the current
-// device (0 when every row runs in one CTA; always 0 in a build without CUDA).
+// device (0 when every row runs in one CTA or k <= 2048; always 0 in a build without CUDA).
 size_t topk_per_row_cuda_workspace_size(int64_t rows, int64_t width, int k);
 
 }  // namespace flashindexer
