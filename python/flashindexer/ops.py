@@ -305,7 +305,8 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
 
 
 def build_info():
-    """What this build contains: {'version', 'cuda', 'cuda_archs', 'compiler'}."""
+    """What this build contains: {'version', 'cuda', 'cuda_archs', 'compiler', 'nccl'} ('nccl':
+    built with NCCL support and libnccl.so.2 loads in this process)."""
     return dict(_C.build_info())
 
 

@@ -11,6 +11,7 @@
 
 #include "dist_bindings.h"
 #include "flashindexer/flashindexer.h"
+#include "flashindexer/nccl.h"
 #include "tensor_args.h"
 
 namespace nb = nanobind;
@@ -227,6 +228,7 @@ nb::dict build_info() {
   result["cuda"] = info.cuda;
   result["cuda_archs"] = info.cuda_archs;
   result["compiler"] = info.compiler;
+  result["nccl"] = fi::has_nccl();  // built with NCCL support and libnccl.so.2 loads here
   return result;
 }
 

@@ -100,6 +100,7 @@ def test_the_gil_is_released_while_an_op_runs(rng):
 def test_build_info_and_sizes():
     info = fi.build_info()
     assert info["version"] == fi.__version__ and isinstance(info["cuda"], bool)
+    assert info["nccl"] == fi.has_nccl()
     assert fi.page_bytes("fp8", 64, 128) == 64 * 132
     assert fi.page_bytes("mxfp4", 64, 128) == 64 * 68
     assert fi.topk_per_row_cpu_workspace_size(2048) > 0
