@@ -20,6 +20,10 @@ constexpr int kMinCtasPerSm = 2;
 // 64-register cap of 2 CTAs x 512 threads.
 constexpr int kFloatVectorsPerStep = 4;
 constexpr int kBf16VectorsPerStep = 2;
+// The cluster kernel runs 1 CTA per SM (up to 128 registers per thread): twice the loads per
+// step keep as many bytes in flight per SM as the segment kernel's 2 CTAs do.
+constexpr int kClusterFloatVectorsPerStep = 8;
+constexpr int kClusterBf16VectorsPerStep = 4;
 
 // Candidate buffer of the segment kernel, in 64-bit rank keys (score key << 32 | ~index):
 // 8192 x 8 B = 64 KiB. It holds (a) a whole segment of <= 8192 keys (direct path), or (b) the

@@ -104,18 +104,59 @@ __device__ __forceinline__ int survivor_histogram_shift(uint32_t threshold, uint
   return shift_for_range(static_cast<uint64_t>(sample_max - threshold)) + 32;
 }
 
-// Step 2: one streaming read of scores[0, n): every key >= threshold goes, as a rank key with
-// index index_base + i, to this warp's slice of `buffer` (kWarpSlice slots; counts beyond mark an
-// overflow), counted in warp_counts[warp] and in the first histogram round of the survivors
-// (hs.bins over [threshold, sample_max], bins of survivor_histogram_shift).
-template <typename T>
-__device__ __forceinline__ void stream_survivors(const T* scores, int64_t n, uint32_t index_base,
-                                                 uint32_t threshold, uint32_t sample_max,
-                                                 uint64_t* buffer, HistShared& hs,
-                                                 uint32_t* warp_counts) {
+// The streaming read of one segment: its geometry and the loads of its first step, which a
+// caller may issue before it knows the threshold (the cluster kernel does, so their latency
+// overlaps the sample's selection). kVectorsPerStep 16-byte loads per thread and step; two steps
+// are in flight while streaming.
+template <typename T, int kVectorsPerStep>
+struct SegmentStream {
+  using S = Scores<T>;
+  const T* scores;
+  int64_t n;
+  int head;  // keys before the first 16-byte boundary (at most 7), read one by one
+  int64_t tail_begin;
+  const uint4* vector_base;
+  int vector_count;
+  uint4 next[kVectorsPerStep];
+
+  // Out-of-range lanes read as NaN, which never passes the comparison.
+  __device__ __forceinline__ void load_step(int base, uint4 (&loaded)[kVectorsPerStep]) const {
+#pragma unroll
+    for (int u = 0; u < kVectorsPerStep; ++u) {
+      const int v = base + u * kThreads + static_cast<int>(threadIdx.x);
+      loaded[u] = v < vector_count ? __ldcs(vector_base + v)
+                                   : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+    }
+  }
+
+  // Geometry of scores[0, n), and the first step's loads issued.
+  __device__ __forceinline__ void begin(const T* segment_scores, int64_t count) {
+    scores = segment_scores;
+    n = count;
+    const int misaligned =
+        static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(scores) & 15)) & 15) / sizeof(T));
+    head = misaligned < n ? misaligned : static_cast<int>(n);
+    const int64_t vectors = (n - head) / S::kPerVector;
+    tail_begin = head + vectors * S::kPerVector;
+    vector_base = reinterpret_cast<const uint4*>(scores + head);
+    vector_count = static_cast<int>(vectors);
+    load_step(0, next);
+  }
+};
+
+// Step 2: one streaming read of the segment begun in `stream`: every key >= threshold goes, as a
+// rank key with index index_base + i, to this warp's slice of `buffer` (kWarpSlice slots; counts
+// beyond mark an overflow), counted in warp_counts[warp] and in the first histogram round of the
+// survivors (hs.bins over [threshold, sample_max], bins of survivor_histogram_shift).
+template <typename T, int kVectorsPerStep>
+__device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerStep>& stream,
+                                                 uint32_t index_base, uint32_t threshold,
+                                                 uint32_t sample_max, uint64_t* buffer,
+                                                 HistShared& hs, uint32_t* warp_counts) {
   using S = Scores<T>;
   constexpr int kPerVector = S::kPerVector;
-  constexpr int kVectorsPerStep = S::kVectorsPerStep;
+  const T* scores = stream.scores;
+  const int64_t n = stream.n;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   // The survivors' first histogram round is built while streaming, on score keys only (32-bit
@@ -132,12 +173,8 @@ __device__ __forceinline__ void stream_survivors(const T* scores, int64_t n, uin
   // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
   uint64_t* slice = buffer + warp * kWarpSlice;
   uint32_t warp_count = 0;  // warp-uniform
-  // Keys before the first 16-byte boundary (at most 7) are read one by one.
-  const int misaligned =
-      static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(scores) & 15)) & 15) / sizeof(T));
-  const int head = misaligned < n ? misaligned : static_cast<int>(n);
-  const int64_t vectors = (n - head) / kPerVector;
-  const int64_t tail_begin = head + vectors * kPerVector;
+  const int head = stream.head;
+  const int64_t tail_begin = stream.tail_begin;
   if (warp == 0) {
     // Unaligned head (lanes 0..7) and tail (lanes 16..23): at most 7 keys each.
     int64_t i = -1;
@@ -162,27 +199,16 @@ __device__ __forceinline__ void stream_survivors(const T* scores, int64_t n, uin
   uint32_t threshold_bits = (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
   if (threshold != 0 && threshold <= 0x007fffffu) threshold_bits = 0xff800000u;
   const float threshold_value = __uint_as_float(threshold_bits);
-  const uint4* vector_base = reinterpret_cast<const uint4*>(scores + head);
-  const int vector_count = static_cast<int>(vectors);
+  const int vector_count = stream.vector_count;
   constexpr int kStep = kThreads * kVectorsPerStep;
-  // Out-of-range lanes read as NaN, which never passes the comparison. The next step's loads
-  // are issued before this step is processed: two steps in flight per thread.
-  auto load_step = [&](int base, uint4(&loaded)[kVectorsPerStep]) {
-#pragma unroll
-    for (int u = 0; u < kVectorsPerStep; ++u) {
-      const int v = base + u * kThreads + threadIdx.x;
-      loaded[u] = v < vector_count ? __ldcs(vector_base + v)
-                                   : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
-    }
-  };
-  uint4 next[kVectorsPerStep];
+  // The next step's loads are issued before this step is processed: two steps in flight.
+  uint4(&next)[kVectorsPerStep] = stream.next;
   const int first_base = threshold == 0 ? vector_count : 0;
-  load_step(first_base, next);
   for (int base = first_base; base < vector_count; base += kStep) {
     uint4 loaded[kVectorsPerStep];
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = next[u];
-    load_step(base + kStep, next);
+    stream.load_step(base + kStep, next);
     uint32_t mine = 0;
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) {

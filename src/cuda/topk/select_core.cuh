@@ -56,6 +56,7 @@ template <>
 struct Scores<float> {
   static constexpr int kPerVector = 4;
   static constexpr int kVectorsPerStep = kFloatVectorsPerStep;
+  static constexpr int kClusterVectorsPerStep = kClusterFloatVectorsPerStep;
   __device__ __forceinline__ static uint32_t key(const float* row, int64_t i) {
     return score_key(__float_as_uint(__ldg(row + i)));
   }
@@ -73,6 +74,7 @@ template <>
 struct Scores<uint16_t> {
   static constexpr int kPerVector = 8;
   static constexpr int kVectorsPerStep = kBf16VectorsPerStep;
+  static constexpr int kClusterVectorsPerStep = kClusterBf16VectorsPerStep;
   __device__ __forceinline__ static uint32_t key(const uint16_t* row, int64_t i) {
     return score_key(static_cast<uint32_t>(__ldg(row + i)) << 16);
   }

@@ -64,12 +64,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t begin = rank * segment;
     int64_t n = row_count - begin;
     n = n < 0 ? 0 : (n > segment ? segment : n);
+    // The segment's first loads go out before the sample's selection, which then hides their
+    // latency.
+    SegmentStream<T, Scores<T>::kClusterVectorsPerStep> stream;
+    stream.begin(row_scores + begin, n);
     uint32_t threshold;
     uint32_t sample_max;
     sampled_threshold(row_scores, row_count, row_want, reinterpret_cast<uint32_t*>(buffer), hs,
                       threshold, sample_max);
-    stream_survivors(row_scores + begin, n, static_cast<uint32_t>(begin), threshold, sample_max,
-                     buffer, hs, warp_counts);
+    stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
+                     warp_counts);
     if (threadIdx.x == 0) {
       bool overflow = false;
       for (int w = 0; w < kWarps; ++w) overflow |= warp_counts[w] > kWarpSlice;

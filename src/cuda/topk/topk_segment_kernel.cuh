@@ -106,7 +106,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     uint32_t sample_max;
     sampled_threshold(sampled_scores, sampled_n, sampled_want, reinterpret_cast<uint32_t*>(buffer),
                       hs, threshold, sample_max);
-    stream_survivors(scores, n, index_base, threshold, sample_max, buffer, hs, warp_counts);
+    SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
+    stream.begin(scores, n);
+    stream_survivors(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
     uint32_t survivors = 0;
     bool overflow = false;
