@@ -1,11 +1,14 @@
-"""What a user would otherwise run on a CPU: the indexer in PyTorch (or NumPy) on the same inputs.
+"""What a user would otherwise run: the indexer in PyTorch (or NumPy) on the same inputs.
 
 `flashindexer bench` writes a case's inputs as raw little-endian files into a folder and runs
 
     python3 tools/bench/cpu_baseline.py --dir DIR --mode prefill|decode|topk --rows M --keys N
         --heads H --dim D --k K --repeats R
 
-which prints one JSON object: {"baseline": "torch" | "numpy", "median_ms": ...}. Inputs are the
+(plus --threads T and --device cpu|cuda), which prints one JSON object: {"baseline": "torch" |
+"numpy" | "torch-cuda", "median_ms": ...}. With --device cuda the same PyTorch code runs on the
+GPU (timed with CUDA events, warm, as `flashindexer bench --device cuda` times our ops); it exits
+with an error when PyTorch has no GPU. Inputs are the
 dequantized FP8 operands a framework user holds (q [M, H, D] f32, keys [M or 1, N, D] f32,
 kscale [M or 1, N] f32, weights [M, H] f32, ks/ke [M] i32) or, for topk, logits [M, N] f32.
 The computation: einsum -> relu -> weighted head sum -> key scale -> mask outside [ks, ke) ->
@@ -35,9 +38,9 @@ def chunk_rows(heads, keys):
 
 def indexer_torch(q, keys, kscale, weights, ks, ke, k, decode):
     rows, _, _ = q.shape
-    out = torch.empty(rows, k, dtype=torch.int64)
+    out = torch.empty(rows, k, dtype=torch.int64, device=q.device)
     step = chunk_rows(q.shape[1], keys.shape[-2])
-    columns = torch.arange(keys.shape[-2])
+    columns = torch.arange(keys.shape[-2], device=q.device)
     for begin in range(0, rows, step):
         end = min(rows, begin + step)
         if decode:  # every row has its own keys
@@ -80,7 +83,12 @@ def main():
     for name in ("--rows", "--keys", "--heads", "--dim", "--k", "--repeats"):
         parser.add_argument(name, type=int, required=True)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
+    cuda = args.device == "cuda"
+    if cuda and (torch is None or not torch.cuda.is_available()):
+        raise SystemExit("--device cuda needs PyTorch with a visible GPU")
+    place = (lambda x: torch.from_numpy(x).cuda()) if cuda else torch.from_numpy if torch else None
     rows, keys_n = args.rows, args.keys
     if torch is not None and args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -88,7 +96,7 @@ def main():
     if args.mode == "topk":
         logits = load(args.dir, "logits.bin", np.float32, (rows, keys_n))
         if torch is not None:
-            tensor = torch.from_numpy(logits)
+            tensor = place(logits)
             run = lambda: torch.topk(tensor, args.k, dim=1, sorted=False)
         else:
             run = lambda: np.argpartition(-logits, args.k - 1, axis=1)[:, : args.k]
@@ -104,19 +112,27 @@ def main():
             load(args.dir, "ke.bin", np.int32, (rows,)),
         )
         if torch is not None:
-            tensors = [torch.from_numpy(x) for x in inputs]
+            tensors = [place(x) for x in inputs]
             run = lambda: indexer_torch(*tensors, args.k, decode)
         else:
             run = lambda: indexer_numpy(*inputs, args.k, decode)
 
     run()  # warm-up
     times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    print(json.dumps({"baseline": "torch" if torch is not None else "numpy",
-                      "median_ms": statistics.median(times)}))
+    for _ in range(max(args.repeats, 5) if cuda else args.repeats):
+        if cuda:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        else:
+            start = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - start) * 1e3)
+    name = "torch-cuda" if cuda else "torch" if torch is not None else "numpy"
+    print(json.dumps({"baseline": name, "median_ms": statistics.median(times)}))
 
 
 if __name__ == "__main__":

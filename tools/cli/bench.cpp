@@ -1,7 +1,7 @@
-// `flashindexer bench`: times the CPU ops on the cases of the CPU-backend issue, next to the
-// machine's ceilings measured in the same process and to what a user would otherwise run
-// (tools/bench/cpu_baseline.py: PyTorch CPU when importable, else NumPy, on the same inputs,
-// written to a temporary folder and run as a child process).
+// `flashindexer bench`: times the ops on a fixed case list, on the CPU or on the GPU, next to the
+// device's ceilings measured in the same process and to what a user would otherwise run
+// (tools/bench/cpu_baseline.py on the same inputs, written to a temporary folder and run as a
+// child process: PyTorch CPU when importable, else NumPy; with --device cuda, PyTorch on the GPU).
 #include "cli/bench.h"
 
 #include <fmt/core.h>
@@ -21,6 +21,10 @@
 
 #include "cli/ceilings.h"
 #include "flashindexer/flashindexer.h"
+
+#ifdef FLASHINDEXER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace flashindexer::cli {
 namespace {
@@ -58,6 +62,11 @@ std::vector<Case> cases_of(const std::string& preset) {
   return cases;
 }
 
+double median_of(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 double median_ms(const std::function<void()>& run, int repeats) {
   run();  // warm-up: first touch of outputs and workspace
   std::vector<double> times;
@@ -68,13 +77,89 @@ double median_ms(const std::function<void()>& run, int repeats) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_of(times);
 }
 
 void require(const Status& status) {
   if (!status.ok()) throw std::runtime_error(status.message());
 }
+
+#ifdef FLASHINDEXER_WITH_CUDA
+void require_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(error)));
+  }
+}
+
+// GPU time of one call: CUDA events around kCallsPerRepeat back-to-back calls on the default
+// stream (warm caches, launch cost included as a caller pays it), median over the repeats.
+double cuda_median_ms(const std::function<void()>& run, int repeats) {
+  constexpr int kCallsPerRepeat = 10;
+  run();
+  require_cuda(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    cudaEventRecord(start);
+    for (int c = 0; c < kCallsPerRepeat; ++c) run();
+    cudaEventRecord(stop);
+    require_cuda(cudaEventSynchronize(stop), "timed calls");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    times.push_back(static_cast<double>(ms) / kCallsPerRepeat);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return median_of(times);
+}
+#endif
+
+// Where a case's tensors live: the host vectors themselves (cpu), or copies of them on the
+// current GPU, freed with the placement.
+class Placement {
+ public:
+  explicit Placement(Device device) : device_(device) {}
+  Placement(const Placement&) = delete;
+  Placement& operator=(const Placement&) = delete;
+  ~Placement() {
+#ifdef FLASHINDEXER_WITH_CUDA
+    for (void* pointer : allocations_) cudaFree(pointer);
+#endif
+  }
+  Device device() const { return device_; }
+
+  template <typename T>
+  T* place(std::vector<T>& host) {
+    if (device_ == Device::kCPU) return host.data();
+    auto* copy = static_cast<T*>(scratch(host.size() * sizeof(T)));
+#ifdef FLASHINDEXER_WITH_CUDA
+    require_cuda(cudaMemcpy(copy, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+                 "copying inputs to the GPU");
+#endif
+    return copy;
+  }
+
+  // Uninitialised memory on the device (host memory on the CPU).
+  void* scratch(size_t bytes) {
+    if (device_ == Device::kCPU) {
+      host_scratch_.emplace_back(bytes);
+      return host_scratch_.back().data();
+    }
+    void* pointer = nullptr;
+#ifdef FLASHINDEXER_WITH_CUDA
+    require_cuda(cudaMalloc(&pointer, std::max<size_t>(bytes, 16)), "allocating on the GPU");
+    allocations_.push_back(pointer);
+#endif
+    return pointer;
+  }
+
+ private:
+  Device device_;
+  std::vector<void*> allocations_;
+  std::vector<std::vector<uint8_t>> host_scratch_;
+};
 
 template <typename T>
 void write_file(const std::filesystem::path& path, const std::vector<T>& values) {
@@ -152,9 +237,9 @@ std::pair<std::string, double> run_baseline(const BenchConfig& config, const Cas
   if (config.baseline == "none") return {"none", 0.0};
   const std::string command = fmt::format(
       "{} {}/tools/bench/cpu_baseline.py --dir {} --mode {} --rows {} --keys {} --heads {} "
-      "--dim {} --k {} --repeats {} --threads {} 2>&1",
+      "--dim {} --k {} --repeats {} --threads {} --device {} 2>&1",
       config.python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads,
-      kDim, c.k, config.repeats, threads);
+      kDim, c.k, config.repeats, threads, config.device);
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {"unavailable", 0.0};
   std::string output;
@@ -176,14 +261,38 @@ std::pair<std::string, double> run_baseline(const BenchConfig& config, const Cas
 }  // namespace
 
 int bench_command(const BenchConfig& config) {
+  const bool cuda = config.device == "cuda";
   const int threads = config.threads > 0 ? config.threads : omp_get_max_threads();
-  const Ceilings ceilings = measure_ceilings(threads);
-  fmt::print("flashindexer bench: cpu, {} threads, SIMD target {}\n", threads,
-             ceilings.simd_target);
-  fmt::print("ceilings (same process): fp32 FMA {:.1f} GFLOP/s, streaming read {:.1f} GB/s\n\n",
-             ceilings.fma_gflops, ceilings.read_gbytes);
-  RunOptions options;
-  options.cpu_threads = threads;
+  // The ceilings a rate is measured against: FLOP/s (scoring) and bytes/s (top-k).
+  double flop_ceiling = 0, byte_ceiling = 0;  // GFLOP/s, GB/s
+  if (cuda) {
+#ifdef FLASHINDEXER_WITH_CUDA
+    if (cuda_device_count() == 0) {
+      fmt::print(stderr, "bench --device cuda: no CUDA device is visible\n");
+      return 2;
+    }
+    const CudaCeilings ceilings = measure_cuda_ceilings();
+    flop_ceiling = ceilings.fp8_tflops * 1e3;
+    byte_ceiling = ceilings.copy_gbytes;
+    fmt::print("flashindexer bench: cuda, {} ({} SMs)\n", ceilings.name, ceilings.sms);
+    fmt::print(
+        "ceilings (same process): FP8 wgmma {:.0f} TFLOP/s, device copy {:.0f} GB/s "
+        "(read + write)\n\n",
+        ceilings.fp8_tflops, ceilings.copy_gbytes);
+#else
+    fmt::print(stderr, "bench --device cuda: this build has no CUDA backend\n");
+    return 2;
+#endif
+  } else {
+    const Ceilings ceilings = measure_ceilings(threads);
+    flop_ceiling = ceilings.fma_gflops;
+    byte_ceiling = ceilings.read_gbytes;
+    fmt::print("flashindexer bench: cpu, {} threads, SIMD target {}\n", threads,
+               ceilings.simd_target);
+    fmt::print("ceilings (same process): fp32 FMA {:.1f} GFLOP/s, streaming read {:.1f} GB/s\n\n",
+               ceilings.fma_gflops, ceilings.read_gbytes);
+  }
+  const Device device = cuda ? Device::kCUDA : Device::kCPU;
   std::mt19937_64 rng(2026);
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() / fmt::format("flashindexer-bench-{}", getpid());
@@ -191,14 +300,23 @@ int bench_command(const BenchConfig& config) {
   std::vector<Record> records;
 
   for (const Case& c : cases_of(config.preset)) {
+    if (!config.only.empty() && c.name.find(config.only) == std::string::npos) continue;
+    Placement at(device);
+    RunOptions options;
+    options.cpu_threads = threads;
+    if (cuda) {  // the CUDA indexer and top-k take their scratch from the workspace
+      options.workspace_bytes = std::max(indexer_cuda_workspace_size(c.k),
+                                         topk_per_row_cuda_workspace_size(c.rows, c.keys, c.k));
+      options.workspace = at.scratch(options.workspace_bytes);
+    }
     std::vector<std::pair<std::string, std::function<void()>>> ops;
     double flop = 0, bytes = 0;
     ScoringInputs in;
     std::vector<float> logits;
-    std::vector<int32_t> out(c.rows * c.k);
-    std::vector<uint8_t> cache_bytes;
-    std::vector<int32_t> block_table, lengths;
-    const TensorView out_view = TensorView::contiguous(out.data(), DType::kI32, {c.rows, c.k});
+    std::vector<int32_t> lengths, block_table;
+    std::vector<uint8_t> cache_bytes;  // host vectors live as long as the case: CPU views use them
+    const TensorView out_view = TensorView::contiguous(at.scratch(c.rows * c.k * sizeof(int32_t)),
+                                                       DType::kI32, {c.rows, c.k}, device);
     if (c.mode == "topk") {
       logits.resize(c.rows * c.keys);
       std::normal_distribution<float> normal;
@@ -206,35 +324,36 @@ int bench_command(const BenchConfig& config) {
       write_file(folder / "logits.bin", logits);
       bytes = static_cast<double>(logits.size() * sizeof(float));
       lengths.assign(c.rows, static_cast<int32_t>(c.keys));
-      ops.emplace_back("topk_per_row", [&] {
-        require(topk_per_row(out_view,
-                             TensorView::contiguous(logits.data(), DType::kF32, {c.rows, c.keys}),
-                             RowRanges::decode(TensorView::contiguous(lengths.data(),
-                                                                       DType::kI32, {c.rows})),
-                             c.k, {}, options));
+      const TensorView logits_view =
+          TensorView::contiguous(at.place(logits), DType::kF32, {c.rows, c.keys}, device);
+      const RowRanges ranges = RowRanges::decode(
+          TensorView::contiguous(at.place(lengths), DType::kI32, {c.rows}, device));
+      ops.emplace_back("topk_per_row", [&, logits_view, ranges] {
+        require(topk_per_row(out_view, logits_view, ranges, c.k, {}, options));
       });
     } else {
       in = make_inputs(c, rng);
       int64_t pairs = 0;
       for (int64_t t = 0; t < c.rows; ++t) pairs += in.ke[t] - in.ks[t];
       flop = 2.0 * pairs * c.heads * kDim;
-      const QuantizedTensor q{c.mode == "decode"
-                                  ? TensorView::contiguous(in.q.data(), DType::kE4M3,
-                                                           {c.rows, 1, c.heads, kDim})
-                                  : TensorView::contiguous(in.q.data(), DType::kE4M3,
-                                                           {c.rows, c.heads, kDim}),
-                              {}};
+      uint8_t* q_data = at.place(in.q);
+      const QuantizedTensor q{
+          c.mode == "decode"
+              ? TensorView::contiguous(q_data, DType::kE4M3, {c.rows, 1, c.heads, kDim}, device)
+              : TensorView::contiguous(q_data, DType::kE4M3, {c.rows, c.heads, kDim}, device),
+          {}};
       const TensorView weights =
-          TensorView::contiguous(in.weights.data(), DType::kF32, {c.rows, c.heads});
-      logits.resize(c.rows * c.keys);
-      const TensorView logits_view =
-          TensorView::contiguous(logits.data(), DType::kF32, {c.rows, c.keys});
+          TensorView::contiguous(at.place(in.weights), DType::kF32, {c.rows, c.heads}, device);
+      const TensorView logits_view = TensorView::contiguous(
+          at.scratch(c.rows * c.keys * sizeof(float)), DType::kF32, {c.rows, c.keys}, device);
       if (c.mode == "prefill") {
         const QuantizedTensor keys{
-            TensorView::contiguous(in.keys.data(), DType::kE4M3, {c.keys, kDim}),
-            TensorView::contiguous(in.key_scales.data(), DType::kF32, {c.keys})};
-        const TensorView ks = TensorView::contiguous(in.ks.data(), DType::kI32, {c.rows});
-        const TensorView ke = TensorView::contiguous(in.ke.data(), DType::kI32, {c.rows});
+            TensorView::contiguous(at.place(in.keys), DType::kE4M3, {c.keys, kDim}, device),
+            TensorView::contiguous(at.place(in.key_scales), DType::kF32, {c.keys}, device)};
+        const TensorView ks =
+            TensorView::contiguous(at.place(in.ks), DType::kI32, {c.rows}, device);
+        const TensorView ke =
+            TensorView::contiguous(at.place(in.ke), DType::kI32, {c.rows}, device);
         ops.emplace_back("mqa_logits", [&, q, keys, weights, ks, ke, logits_view] {
           require(mqa_logits(logits_view, q, keys, weights, ks, ke, {.clean = false}, options));
         });
@@ -247,16 +366,9 @@ int bench_command(const BenchConfig& config) {
         const int64_t num_pages = pages_per_row * c.rows;
         const int64_t page_stride = PagedKCache::page_bytes(KFormat::kFP8, kPageSize, kDim);
         cache_bytes.resize(num_pages * page_stride);
-        std::vector<int32_t> pages(num_pages);
-        for (int64_t p = 0; p < num_pages; ++p) pages[p] = static_cast<int32_t>(p);
-        std::shuffle(pages.begin(), pages.end(), rng);
-        block_table = pages;
-        PagedKCache cache;
-        cache.data = cache_bytes.data();
-        cache.num_pages = num_pages;
-        cache.page_size = kPageSize;
-        cache.head_dim = kDim;
-        cache.page_stride_bytes = page_stride;
+        block_table.resize(num_pages);
+        for (int64_t p = 0; p < num_pages; ++p) block_table[p] = static_cast<int32_t>(p);
+        std::shuffle(block_table.begin(), block_table.end(), rng);
         for (int64_t key = 0; key < c.rows * c.keys; ++key) {
           const int64_t request = key / c.keys, position = key % c.keys;
           uint8_t* page = cache_bytes.data() +
@@ -265,10 +377,18 @@ int bench_command(const BenchConfig& config) {
           std::copy_n(reinterpret_cast<const uint8_t*>(&in.key_scales[key]), 4,
                       page + kPageSize * kDim + (position % kPageSize) * 4);
         }
+        PagedKCache cache;
+        cache.data = at.place(cache_bytes);
+        cache.device = device;
+        cache.num_pages = num_pages;
+        cache.page_size = kPageSize;
+        cache.head_dim = kDim;
+        cache.page_stride_bytes = page_stride;
         lengths.assign(c.rows, static_cast<int32_t>(c.keys));
-        const TensorView lens = TensorView::contiguous(lengths.data(), DType::kI32, {c.rows});
-        const TensorView table =
-            TensorView::contiguous(block_table.data(), DType::kI32, {c.rows, pages_per_row});
+        const TensorView lens =
+            TensorView::contiguous(at.place(lengths), DType::kI32, {c.rows}, device);
+        const TensorView table = TensorView::contiguous(at.place(block_table), DType::kI32,
+                                                        {c.rows, pages_per_row}, device);
         ops.emplace_back("paged_mqa_logits", [&, q, cache, weights, lens, table, logits_view] {
           require(paged_mqa_logits(logits_view, q, cache, weights, lens, table, {.clean = false},
                                    options));
@@ -293,13 +413,17 @@ int bench_command(const BenchConfig& config) {
       Record record;
       record.name = c.name;
       record.op = op;
+#ifdef FLASHINDEXER_WITH_CUDA
+      record.median_ms =
+          cuda ? cuda_median_ms(run, std::max(config.repeats, 5)) : median_ms(run, config.repeats);
+#else
       record.median_ms = median_ms(run, config.repeats);
+#endif
       const bool is_topk = op == "topk_per_row";
       record.work = is_topk ? bytes : flop;
       record.unit = is_topk ? "bytes" : "FLOP";
       record.rate = record.work / (record.median_ms * 1e6);
-      record.fraction =
-          record.rate / (is_topk ? ceilings.read_gbytes : ceilings.fma_gflops);
+      record.fraction = record.rate / (is_topk ? byte_ceiling : flop_ceiling);
       record.baseline = end_to_end ? baseline : "none";
       record.baseline_ms = end_to_end ? baseline_ms : 0.0;
       records.push_back(record);
@@ -321,11 +445,11 @@ int bench_command(const BenchConfig& config) {
     for (size_t i = 0; i < records.size(); ++i) {
       const Record& r = records[i];
       file << fmt::format(
-          "  {{\"name\": \"{}\", \"device\": \"cpu\", \"op\": \"{}\", \"median_ms\": {:.6f}, "
+          "  {{\"name\": \"{}\", \"device\": \"{}\", \"op\": \"{}\", \"median_ms\": {:.6f}, "
           "\"work\": {:.0f}, \"work_unit\": \"{}\", \"fraction_of_ceiling\": {:.4f}, "
           "\"ceiling\": {:.3f}, \"baseline\": \"{}\", \"baseline_ms\": {}}}{}\n",
-          r.name, r.op, r.median_ms, r.work, r.unit, r.fraction,
-          r.unit == "bytes" ? ceilings.read_gbytes : ceilings.fma_gflops, r.baseline,
+          r.name, config.device, r.op, r.median_ms, r.work, r.unit, r.fraction,
+          r.unit == "bytes" ? byte_ceiling : flop_ceiling, r.baseline,
           r.baseline_ms > 0 ? fmt::format("{:.6f}", r.baseline_ms) : "null",
           i + 1 < records.size() ? "," : "");
     }

@@ -6,12 +6,14 @@
 namespace flashindexer::cli {
 
 struct BenchConfig {
+  std::string device = "cpu";    // cpu | cuda
   std::string preset = "issue";  // issue: the full case list; quick: small shapes (smoke test)
   std::string json_path;         // write the records as a JSON array when set
   std::string baseline = "auto"; // auto: PyTorch CPU, else NumPy, via tools/bench/cpu_baseline.py; none
   std::string python = "python3";
   int repeats = 3;
   int threads = 0;  // 0 = the OpenMP default
+  std::string only;  // run only the cases whose name contains this (all when empty)
 };
 
 // Exit status: 0 on success, 2 when an op fails.

@@ -13,4 +13,14 @@ struct Ceilings {
 // SIMD sum over a buffer far larger than the caches, on `threads` OpenMP threads.
 Ceilings measure_ceilings(int threads);
 
+// The current GPU's ceilings (CUDA builds only): dense FP8 tensor-core throughput from a wgmma
+// loop on shared-memory operands, and a 1 GiB device-to-device copy (read + write bytes).
+struct CudaCeilings {
+  double fp8_tflops = 0;
+  double copy_gbytes = 0;
+  const char* name = "";
+  int sms = 0;
+};
+CudaCeilings measure_cuda_ceilings();
+
 }  // namespace flashindexer::cli

@@ -49,12 +49,11 @@ int parse_and_run(int argc, char** argv) {
   cli::BenchConfig bench;
   CLI::App* bench_app = app.add_subcommand(
       "bench",
-      "Time the CPU ops against the machine's measured ceilings and a PyTorch/NumPy baseline");
-  std::string bench_device = "cpu";
+      "Time the ops on the CPU or the GPU against the device's measured ceilings and a "
+      "PyTorch/NumPy baseline");
   bench_app
-      ->add_option("--device", bench_device,
-                   "Device to benchmark (cpu; the GPU top-k has tools/bench/bench_topk.py)")
-      ->check(CLI::IsMember({"cpu"}))
+      ->add_option("--device", bench.device, "Device to benchmark: cpu, or cuda (the current GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   bench_app->add_option("--preset", bench.preset, "Cases: issue (the full list) or quick (small)")
       ->check(CLI::IsMember({"issue", "quick"}))
@@ -73,6 +72,8 @@ int parse_and_run(int argc, char** argv) {
   bench_app->add_option("--threads", bench.threads, "CPU threads (0 = the OpenMP default)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bench_app->add_option("--only", bench.only,
+                        "Run only the cases whose name contains this text (e.g. \"decode\")");
 
   CLI11_PARSE(app, argc, argv);
   if (run_app->parsed()) return cli::run_command(run);
