@@ -223,12 +223,13 @@ def paged_mqa_logits(q, cache, weights, context_lens, block_table, width=None, c
         np.float32)
 
 
-def paged_score_tolerance(q, cache, weights, context_lens, block_table, width=None):
+def paged_score_tolerance(q, cache, weights, context_lens, block_table, width=None,
+                          tensor_cores=False):
     """score_tolerance for paged_mqa_logits / indexer_decode: [B * next_n, width] float64."""
     q_values, _ = _operand(q, False)
     heads, d = q_values.shape[-2], cache.head_dim
     magnitude = _paged(q, cache, weights, context_lens, block_table, width, True, True)
-    return 4.0 * (d + heads + 4) * 2.0**-24 * np.where(np.isinf(magnitude), 0.0, magnitude)
+    return _relative_bound(d, heads, tensor_cores) * np.where(np.isinf(magnitude), 0.0, magnitude)
 
 
 def _paged(q, cache, weights, context_lens, block_table, width, clean, absolute):
@@ -304,16 +305,23 @@ def indexer_decode(q, cache, weights, context_lens, block_table, k):
 # Comparing a fast result with the oracle
 
 
-def score_tolerance(q, keys, weights, head_dim=None):
+def _relative_bound(d, heads, tensor_cores):
+    # fp32 rounding; the CUDA kernel's FP8 tensor cores (wgmma) also sum the D products below
+    # full fp32 precision: seen up to ~1e-4 of the magnitude on an H200, bounded here by 2^-11.
+    return 4.0 * (d + heads + 4) * 2.0**-24 + (2.0**-11 if tensor_cores else 0.0)
+
+
+def score_tolerance(q, keys, weights, head_dim=None, tensor_cores=False):
     """A bound on |fp32 score - exact score| per [row, key] of a prefill problem: the rounding of
-    an fp32 evaluation, 4 (D + H + 4) 2^-24 * (|kscale| sum_h |W_h| sum_d |q_hd k_d|)."""
+    an fp32 evaluation, 4 (D + H + 4) 2^-24 * (|kscale| sum_h |W_h| sum_d |q_hd k_d|), plus
+    2^-11 of that magnitude with tensor_cores (the CUDA scoring kernel's FP8 wgmma)."""
     q_values, _ = _operand(q, False)
     key_values, key_scale = _operand(keys, True)
     heads, d = q_values.shape[-2], head_dim or q_values.shape[-1]
     magnitude = _scores(np.abs(q_values), np.abs(key_values),
                         None if key_scale is None else np.abs(key_scale),
                         np.abs(numpy(weights).astype(np.float64)))
-    return 4.0 * (d + heads + 4) * 2.0**-24 * magnitude
+    return _relative_bound(d, heads, tensor_cores) * magnitude
 
 
 def check_topk(selected, exact_scores, k, tolerance, starts=None):

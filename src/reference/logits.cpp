@@ -128,6 +128,11 @@ std::vector<Score> decode_scores(const QuantizedTensor& q, const PagedKCache& ca
   return scores;
 }
 
+double score_tolerance(double magnitude, int head_dim, int heads, bool tensor_cores) {
+  const double fp32 = 4.0 * (head_dim + heads + 4) * std::ldexp(1.0, -24);
+  return (fp32 + (tensor_cores ? std::ldexp(1.0, -11) : 0.0)) * magnitude;
+}
+
 Score prefill_score(const QuantizedTensor& q, const QuantizedTensor& keys,
                     const TensorView& weights, int64_t t, int64_t s) {
   return prefill_scores(q, keys, weights, t, s, s + 1)[0];

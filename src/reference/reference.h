@@ -32,6 +32,15 @@ struct Score {
   double magnitude;
 };
 
+// The most |logit - Score::value| a backend may show for a score of this magnitude bound. An
+// fp32 evaluation rounds the D products' sums, the H head terms and a few scalings, each by at
+// most 2^-24 of the magnitude (x4 headroom). FP8 tensor cores (the CUDA scoring kernel's wgmma)
+// do not keep the full fp32 precision while they sum the D products: on an H200 their logits
+// were seen up to 1.0e-4 (about 2^-13.3) of the magnitude from the exact score, so with
+// tensor_cores the bound adds 2^-11 of it (4x headroom). Either way a wrong key, row, head or
+// scale is far outside it.
+double score_tolerance(double magnitude, int head_dim, int heads, bool tensor_cores);
+
 // Query row t of a [M, H, D] operand and key row s of a [N, D] operand (FP8 or MXFP4, as the
 // dtypes say); weights [M, H] f32.
 Score prefill_score(const QuantizedTensor& q, const QuantizedTensor& keys,

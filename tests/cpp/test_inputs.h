@@ -601,11 +601,11 @@ inline ::testing::AssertionResult IsRejectedNamingAnyOf(const Status& status,
          << "message \"" << status.message() << "\" names none of the expected arguments";
 }
 
-// The derived error bound of an fp32 evaluation of one logit against its exact fp64 value:
-// D products summed, then H weighted terms, then the key scale, each rounding at most 2^-24
-// relative to the running magnitude; a factor 4 covers any summation order.
-inline double logit_tolerance(int head_dim, int heads, double magnitude) {
-  return 4.0 * (head_dim + heads + 4) * std::ldexp(1.0, -24) * magnitude;
+// The derived error bound of one logit against its exact fp64 value (reference::score_tolerance):
+// fp32 rounding everywhere; `tensor_cores` adds the FP8 wgmma accumulation of the CUDA kernel.
+inline double logit_tolerance(int head_dim, int heads, double magnitude,
+                              bool tensor_cores = false) {
+  return flashindexer::reference::score_tolerance(magnitude, head_dim, heads, tensor_cores);
 }
 
 // Row r of an i32 [rows, >= k] output as a vector of its first k entries.
@@ -728,9 +728,11 @@ using ScoreFn = std::function<reference::Score(int64_t row, int64_t column)>;
 // Every entry of a logits buffer: visible entries within the derived tolerance of the fp64
 // reference score; other columns of the view exactly -inf (clean) or untouched (not clean);
 // columns between the view's width and its row stride untouched.
-inline ::testing::AssertionResult LogitsMatch(const HostTensor& logits, const std::vector<int64_t>& starts,
-                                       const std::vector<int64_t>& ends, const ScoreFn& score,
-                                       int head_dim, int heads, bool clean) {
+inline ::testing::AssertionResult LogitsMatch(const HostTensor& logits,
+                                              const std::vector<int64_t>& starts,
+                                              const std::vector<int64_t>& ends,
+                                              const ScoreFn& score, int head_dim, int heads,
+                                              bool clean, bool tensor_cores = false) {
   const int64_t width = logits.size(1);
   const int64_t row_stride = logits.stride(0);
   for (int64_t t = 0; t < logits.size(0); ++t) {
@@ -738,7 +740,7 @@ inline ::testing::AssertionResult LogitsMatch(const HostTensor& logits, const st
       const float got = logits.data<float>()[t * row_stride + s];
       if (s < width && s >= starts[t] && s < ends[t]) {
         const reference::Score expected = score(t, s);
-        const double tolerance = logit_tolerance(head_dim, heads, expected.magnitude);
+        const double tolerance = logit_tolerance(head_dim, heads, expected.magnitude, tensor_cores);
         if (!(std::fabs(static_cast<double>(got) - expected.value) <= tolerance)) {
           return ::testing::AssertionFailure()
                  << "row " << t << " key " << s << ": got " << got << ", reference "

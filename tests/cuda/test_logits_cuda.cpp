@@ -1,5 +1,6 @@
 // mqa_logits / paged_mqa_logits on CUDA tensors against the reference oracle (small shapes,
-// every entry within the derived fp32 tolerance, -inf masks exact, untouched columns untouched)
+// every entry within the derived tolerance, which adds the FP8 tensor cores' accumulation error
+// to fp32 rounding; -inf masks exact, untouched columns untouched)
 // and against the CPU backend (larger shapes, DeepGEMM's diff metric); bit-identical repeats;
 // graph capture; TMA-specific argument errors. The tests that run kernels skip without a GPU; the
 // argument-error tests run everywhere.
@@ -70,7 +71,8 @@ TEST(MqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
         const DevicePrefill device(run.problem);
         const int64_t stride = shape.keys + rng.uniform_int(0, 40);
         HostTensor logits = run_on_gpu(device, shape.rows, shape.keys, stride, clean);
-        EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, 128, heads, clean));
+        EXPECT_TRUE(LogitsMatch(logits, run.starts, run.ends, run.score, 128, heads, clean,
+                                /*tensor_cores=*/true));
       }
     }
   }
@@ -197,7 +199,8 @@ TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
         const DevicePaged device(p);
         HostTensor logits =
             run_on_gpu(device, p.rows(), p.width, p.width + rng.uniform_int(0, 30), clean);
-        EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, 128, heads, clean));
+        EXPECT_TRUE(LogitsMatch(logits, run.starts, p.ends, run.score, 128, heads, clean,
+                                /*tensor_cores=*/true));
       }
     }
   }

@@ -128,7 +128,7 @@ def test_cuda_logits_match_the_reference(cuda_torch, rng):
                            _cuda(torch, weights), _cuda(torch, ks), _cuda(torch, ke))
     exact = reference.mqa_logits(q, keys, weights, ks, ke).astype(np.float64)
     _assert_close_where_visible(logits.cpu().numpy(), exact,
-                                reference.score_tolerance(q, keys, weights))
+                                reference.score_tolerance(q, keys, weights, tensor_cores=True))
 
 
 def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
@@ -140,4 +140,4 @@ def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
     args = (q, paged.cache, weights, paged.seq_lens, paged.block_table)
     exact = reference.paged_mqa_logits(*args).astype(np.float64)
     _assert_close_where_visible(logits.cpu().numpy(), exact,
-                                reference.paged_score_tolerance(*args))
+                                reference.paged_score_tolerance(*args, tensor_cores=True))

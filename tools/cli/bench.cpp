@@ -434,9 +434,15 @@ int bench_command(const BenchConfig& config) {
   fmt::print("| case | op | ours ms | rate | fraction of ceiling | baseline | baseline ms | "
              "speedup |\n|---|---|---|---|---|---|---|---|\n");
   for (const Record& r : records) {
-    fmt::print("| {} | {} | {:.2f} | {:.1f} {} | {:.2f} | {} | {} | {} |\n", r.name, r.op,
-               r.median_ms, r.rate, r.unit == "bytes" ? "GB/s" : "GFLOP/s", r.fraction,
-               r.baseline, r.baseline_ms > 0 ? fmt::format("{:.1f}", r.baseline_ms) : "-",
+    // GPU FLOP rates read better in TFLOP/s.
+    const bool tflops = cuda && r.unit == "FLOP";
+    fmt::print("| {} | {} | {:.3f} | {:.1f} {} | {:.2f} | {} | {} | {} |\n", r.name, r.op,
+               r.median_ms, tflops ? r.rate / 1e3 : r.rate,
+               r.unit == "bytes" ? "GB/s"
+               : tflops          ? "TFLOP/s"
+                                 : "GFLOP/s",
+               r.fraction, r.baseline,
+               r.baseline_ms > 0 ? fmt::format("{:.3f}", r.baseline_ms) : "-",
                r.baseline_ms > 0 ? fmt::format("{:.1f}x", r.baseline_ms / r.median_ms) : "-");
   }
   if (!config.json_path.empty()) {

@@ -1,6 +1,8 @@
 // The machine's ceilings, measured in the process that benchmarks against them.
 #pragma once
 
+#include <string>
+
 namespace flashindexer::cli {
 
 struct Ceilings {
@@ -18,7 +20,7 @@ Ceilings measure_ceilings(int threads);
 struct CudaCeilings {
   double fp8_tflops = 0;
   double copy_gbytes = 0;
-  const char* name = "";
+  std::string name;
   int sms = 0;
 };
 CudaCeilings measure_cuda_ceilings();

@@ -3,7 +3,9 @@
 //   1. the K cache and the gathered workspace against the reference quantizer,
 //   2. indexer_* == topk_per_row(*mqa_logits) as sets on every row (a library contract),
 //   3. a sample of rows against the reference oracle: every visible logit within the derived
-//      fp32 tolerance, and the reference top-k of the backend's logits == the indexer's set.
+//      tolerance (fp32 rounding, plus the FP8 tensor cores' accumulation on CUDA:
+//      reference::score_tolerance), and the reference top-k of the backend's logits == the
+//      indexer's set.
 #include "cli/run.h"
 
 #include <fmt/core.h>
@@ -206,6 +208,7 @@ struct BatchResult {
 };
 
 struct RunResult {
+  Device device = Device::kCPU;           // where the batches were scored
   std::vector<uint8_t> cache;             // [num_pages, page_stride_bytes] u8 after the insert
   std::vector<uint8_t> workspace_values;  // [Nws, D] e4m3 after the gather
   std::vector<float> workspace_scales;    // [Nws] f32
@@ -368,6 +371,7 @@ Status upload_key_store(KeyStore* store, DeviceMemory& memory, const RunResult& 
 // Builds the key store (on the CPU), scores every batch on `device`, and copies what the checks
 // read back to the host.
 Status execute(RunResult* result, const Workload& workload, Device device) {
+  result->device = device;
   const Preset& preset = *workload.preset;
   DeviceMemory host(Device::kCPU);
   KeyStore store;
@@ -587,17 +591,12 @@ std::vector<int64_t> sample_rows(const Batch& batch, int count) {
   return sample;
 }
 
-// fp32 accumulation of D products per head, H head terms and a few scalings: each rounding
-// contributes at most 2^-24 of the magnitude bound, with a factor 4 of headroom.
-double logit_tolerance(double magnitude, int heads) {
-  return 4.0 * (kHeadDim + heads + 4) * std::ldexp(1.0, -24) * magnitude + 1e-30;
-}
-
 // Checks one sampled row: (a) every visible logit against the reference score, and the
 // clean -inf outside the visible range; (b) the reference top-k of the backend's visible
 // logits against the indexer's set.
 std::vector<std::string> verify_row(const Workload& workload, const HostOperands& operands,
-                                    size_t batch_index, const BatchResult& result, int64_t row) {
+                                    size_t batch_index, const BatchResult& result, int64_t row,
+                                    Device device) {
   const Batch& batch = workload.batches[batch_index];
   const QueryRow& query = batch.rows[row];
   const int heads = workload.preset->heads;
@@ -617,7 +616,10 @@ std::vector<std::string> verify_row(const Workload& workload, const HostOperands
   std::string examples;
   for (int64_t i = 0; i < visible_keys; ++i) {
     const float logit = logits[query.key_begin + i];
-    const double tolerance = logit_tolerance(scores[i].magnitude, heads);
+    // The CUDA scoring kernel sums the FP8 products on tensor cores (see score_tolerance).
+    const double tolerance =
+        reference::score_tolerance(scores[i].magnitude, kHeadDim, heads, device == Device::kCUDA) +
+        1e-30;
     if (std::fabs(static_cast<double>(logit) - scores[i].value) <= tolerance) continue;  // !NaN
     if (bad_logits++ < kMismatchExamples) {
       examples += fmt::format(" key {}: {} vs {:.9g} (tolerance {:.3g});", i, logit,
@@ -671,7 +673,8 @@ std::vector<std::string> check_all(Verified* verified, const Workload& workload,
     }
     const HostOperands operands = host_operands(workload, result, b);
     for (int64_t row : sample_rows(batch, rows_to_verify)) {
-      for (std::string& line : verify_row(workload, operands, b, result.batches[b], row)) {
+      for (std::string& line :
+           verify_row(workload, operands, b, result.batches[b], row, result.device)) {
         mismatches.push_back(std::move(line));
       }
       ++(batch.shape->decode ? verified->decode_rows : verified->prefill_rows);
