@@ -117,22 +117,20 @@ def main():
         else:
             run = lambda: indexer_numpy(*inputs, args.k, decode)
 
-    run()  # warm-up
-    times = []
-    for _ in range(max(args.repeats, 5) if cuda else args.repeats):
-        if cuda:
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        else:
+    if cuda:
+        from cuda_timing import event_median_ms  # beside this script
+
+        median_ms = event_median_ms(run, max(args.repeats, 5), warmup=1)
+    else:
+        run()  # warm-up
+        times = []
+        for _ in range(args.repeats):
             start = time.perf_counter()
             run()
             times.append((time.perf_counter() - start) * 1e3)
+        median_ms = statistics.median(times)
     name = "torch-cuda" if cuda else "torch" if torch is not None else "numpy"
-    print(json.dumps({"baseline": name, "median_ms": statistics.median(times)}))
+    print(json.dumps({"baseline": name, "median_ms": median_ms}))
 
 
 if __name__ == "__main__":
