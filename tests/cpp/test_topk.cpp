@@ -1,9 +1,12 @@
 // Selection on CPU tensors (topk.h): topk_per_row against reference::topk_per_row.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "cpu/select.h"
 #include "test_inputs.h"
 
 namespace fitest {
@@ -531,6 +534,38 @@ TEST(TopK, ResultsIndependentOfThreadCount) {
         first = all;
       } else {
         ASSERT_EQ(all, first) << "cpu_threads=" << threads << " changed the output";
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- selection core
+
+// keep_largest (the selection behind every CPU top-k) against a full sort: random keys, keys
+// sharing long prefixes (one score, neighbouring indices), the extreme key values, and k from 0
+// to n.
+TEST(SelectCore, KeepLargestEqualsTheSortedPrefix) {
+  FI_SEEDED_RNG(rng);
+  std::vector<std::vector<uint64_t>> inputs;
+  for (size_t n : {1, 2, 3, 17, 300, 5000}) {
+    std::vector<uint64_t> keys(n);
+    for (uint64_t& key : keys) key = static_cast<uint64_t>(rng.bits32()) << 32 | rng.bits32();
+    inputs.push_back(keys);
+    for (size_t i = 0; i < n; ++i) keys[i] = cpu::rank_key(1.5f, static_cast<uint32_t>(i * 7 % n));
+    inputs.push_back(keys);  // one score, distinct indices: only the low bits differ
+  }
+  inputs.push_back({0, ~uint64_t{0}, 1, ~uint64_t{0} - 1, uint64_t{1} << 63});
+  for (const std::vector<uint64_t>& input : inputs) {
+    std::vector<uint64_t> descending = input;
+    std::sort(descending.begin(), descending.end(), std::greater<uint64_t>());
+    for (size_t k = 0; k <= input.size(); k += 1 + input.size() / 7) {
+      for (bool sorted : {false, true}) {
+        std::vector<uint64_t> keys = input;
+        ASSERT_EQ(cpu::keep_largest(keys.data(), keys.size(), k, sorted), k);
+        keys.resize(k);
+        if (!sorted) std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
+        ASSERT_TRUE(std::equal(keys.begin(), keys.end(), descending.begin()))
+            << "n=" << input.size() << " k=" << k << (sorted ? " sorted" : "");
       }
     }
   }
