@@ -128,8 +128,6 @@ class Placement {
     for (void* pointer : allocations_) cudaFree(pointer);
 #endif
   }
-  Device device() const { return device_; }
-
   template <typename T>
   T* place(std::vector<T>& host) {
     if (device_ == Device::kCPU) return host.data();
