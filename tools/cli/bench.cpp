@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/ceilings.h"
+#include "cli/device_memory.h"
 #include "flashindexer/flashindexer.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
@@ -115,49 +116,6 @@ double cuda_median_ms(const std::function<void()>& run, int repeats) {
   return median_of(times);
 }
 #endif
-
-// Where a case's tensors live: the host vectors themselves (cpu), or copies of them on the
-// current GPU, freed with the placement.
-class Placement {
- public:
-  explicit Placement(Device device) : device_(device) {}
-  Placement(const Placement&) = delete;
-  Placement& operator=(const Placement&) = delete;
-  ~Placement() {
-#ifdef FLASHINDEXER_WITH_CUDA
-    for (void* pointer : allocations_) cudaFree(pointer);
-#endif
-  }
-  template <typename T>
-  T* place(std::vector<T>& host) {
-    if (device_ == Device::kCPU) return host.data();
-    auto* copy = static_cast<T*>(scratch(host.size() * sizeof(T)));
-#ifdef FLASHINDEXER_WITH_CUDA
-    require_cuda(cudaMemcpy(copy, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-                 "copying inputs to the GPU");
-#endif
-    return copy;
-  }
-
-  // Uninitialised memory on the device (host memory on the CPU).
-  void* scratch(size_t bytes) {
-    if (device_ == Device::kCPU) {
-      host_scratch_.emplace_back(bytes);
-      return host_scratch_.back().data();
-    }
-    void* pointer = nullptr;
-#ifdef FLASHINDEXER_WITH_CUDA
-    require_cuda(cudaMalloc(&pointer, std::max<size_t>(bytes, 16)), "allocating on the GPU");
-    allocations_.push_back(pointer);
-#endif
-    return pointer;
-  }
-
- private:
-  Device device_;
-  std::vector<void*> allocations_;
-  std::vector<std::vector<uint8_t>> host_scratch_;
-};
 
 template <typename T>
 void write_file(const std::filesystem::path& path, const std::vector<T>& values) {
@@ -299,22 +257,21 @@ int bench_command(const BenchConfig& config) {
 
   for (const Case& c : cases_of(config.preset)) {
     if (!config.only.empty() && c.name.find(config.only) == std::string::npos) continue;
-    Placement at(device);
+    DeviceMemory memory(device);  // the case's inputs, outputs and workspace
     RunOptions options;
     options.cpu_threads = threads;
     if (cuda) {  // the CUDA indexer and top-k take their scratch from the workspace
       options.workspace_bytes = std::max(indexer_cuda_workspace_size(c.k),
                                          topk_per_row_cuda_workspace_size(c.rows, c.keys, c.k));
-      options.workspace = at.scratch(options.workspace_bytes);
+      require(memory.allocate(&options.workspace, options.workspace_bytes));
     }
     std::vector<std::pair<std::string, std::function<void()>>> ops;
     double flop = 0, bytes = 0;
     ScoringInputs in;
     std::vector<float> logits;
-    std::vector<int32_t> lengths, block_table;
-    std::vector<uint8_t> cache_bytes;  // host vectors live as long as the case: CPU views use them
-    const TensorView out_view = TensorView::contiguous(at.scratch(c.rows * c.k * sizeof(int32_t)),
-                                                       DType::kI32, {c.rows, c.k}, device);
+    std::vector<int32_t> lengths;
+    TensorView out_view;
+    require(allocate_view(&out_view, memory, DType::kI32, {c.rows, c.k}, 0));
     if (c.mode == "topk") {
       logits.resize(c.rows * c.keys);
       std::normal_distribution<float> normal;
@@ -322,10 +279,10 @@ int bench_command(const BenchConfig& config) {
       write_file(folder / "logits.bin", logits);
       bytes = static_cast<double>(logits.size() * sizeof(float));
       lengths.assign(c.rows, static_cast<int32_t>(c.keys));
-      const TensorView logits_view =
-          TensorView::contiguous(at.place(logits), DType::kF32, {c.rows, c.keys}, device);
-      const RowRanges ranges = RowRanges::decode(
-          TensorView::contiguous(at.place(lengths), DType::kI32, {c.rows}, device));
+      TensorView logits_view, lengths_view;
+      require(upload_view(&logits_view, memory, logits, DType::kF32, {c.rows, c.keys}));
+      require(upload_view(&lengths_view, memory, lengths, DType::kI32, {c.rows}));
+      const RowRanges ranges = RowRanges::decode(lengths_view);
       ops.emplace_back("topk_per_row", [&, logits_view, ranges] {
         require(topk_per_row(out_view, logits_view, ranges, c.k, {}, options));
       });
@@ -334,24 +291,22 @@ int bench_command(const BenchConfig& config) {
       int64_t pairs = 0;
       for (int64_t t = 0; t < c.rows; ++t) pairs += in.ke[t] - in.ks[t];
       flop = 2.0 * pairs * c.heads * kDim;
-      uint8_t* q_data = at.place(in.q);
-      const QuantizedTensor q{
-          c.mode == "decode"
-              ? TensorView::contiguous(q_data, DType::kE4M3, {c.rows, 1, c.heads, kDim}, device)
-              : TensorView::contiguous(q_data, DType::kE4M3, {c.rows, c.heads, kDim}, device),
-          {}};
-      const TensorView weights =
-          TensorView::contiguous(at.place(in.weights), DType::kF32, {c.rows, c.heads}, device);
-      const TensorView logits_view = TensorView::contiguous(
-          at.scratch(c.rows * c.keys * sizeof(float)), DType::kF32, {c.rows, c.keys}, device);
+      QuantizedTensor q;
+      if (c.mode == "decode") {
+        require(upload_view(&q.values, memory, in.q, DType::kE4M3, {c.rows, 1, c.heads, kDim}));
+      } else {
+        require(upload_view(&q.values, memory, in.q, DType::kE4M3, {c.rows, c.heads, kDim}));
+      }
+      TensorView weights, logits_view;
+      require(upload_view(&weights, memory, in.weights, DType::kF32, {c.rows, c.heads}));
+      require(allocate_view(&logits_view, memory, DType::kF32, {c.rows, c.keys}, 0));
       if (c.mode == "prefill") {
-        const QuantizedTensor keys{
-            TensorView::contiguous(at.place(in.keys), DType::kE4M3, {c.keys, kDim}, device),
-            TensorView::contiguous(at.place(in.key_scales), DType::kF32, {c.keys}, device)};
-        const TensorView ks =
-            TensorView::contiguous(at.place(in.ks), DType::kI32, {c.rows}, device);
-        const TensorView ke =
-            TensorView::contiguous(at.place(in.ke), DType::kI32, {c.rows}, device);
+        QuantizedTensor keys;
+        TensorView ks, ke;
+        require(upload_view(&keys.values, memory, in.keys, DType::kE4M3, {c.keys, kDim}));
+        require(upload_view(&keys.scales, memory, in.key_scales, DType::kF32, {c.keys}));
+        require(upload_view(&ks, memory, in.ks, DType::kI32, {c.rows}));
+        require(upload_view(&ke, memory, in.ke, DType::kI32, {c.rows}));
         ops.emplace_back("mqa_logits", [&, q, keys, weights, ks, ke, logits_view] {
           require(mqa_logits(logits_view, q, keys, weights, ks, ke, {.clean = false}, options));
         });
@@ -363,8 +318,8 @@ int bench_command(const BenchConfig& config) {
         const int64_t pages_per_row = c.keys / kPageSize;
         const int64_t num_pages = pages_per_row * c.rows;
         const int64_t page_stride = PagedKCache::page_bytes(KFormat::kFP8, kPageSize, kDim);
-        cache_bytes.resize(num_pages * page_stride);
-        block_table.resize(num_pages);
+        std::vector<uint8_t> cache_bytes(num_pages * page_stride);
+        std::vector<int32_t> block_table(num_pages);
         for (int64_t p = 0; p < num_pages; ++p) block_table[p] = static_cast<int32_t>(p);
         std::shuffle(block_table.begin(), block_table.end(), rng);
         for (int64_t key = 0; key < c.rows * c.keys; ++key) {
@@ -376,17 +331,16 @@ int bench_command(const BenchConfig& config) {
                       page + kPageSize * kDim + (position % kPageSize) * 4);
         }
         PagedKCache cache;
-        cache.data = at.place(cache_bytes);
+        require(memory.upload(&cache.data, cache_bytes.data(), cache_bytes.size()));
         cache.device = device;
         cache.num_pages = num_pages;
         cache.page_size = kPageSize;
         cache.head_dim = kDim;
         cache.page_stride_bytes = page_stride;
         lengths.assign(c.rows, static_cast<int32_t>(c.keys));
-        const TensorView lens =
-            TensorView::contiguous(at.place(lengths), DType::kI32, {c.rows}, device);
-        const TensorView table = TensorView::contiguous(at.place(block_table), DType::kI32,
-                                                        {c.rows, pages_per_row}, device);
+        TensorView lens, table;
+        require(upload_view(&lens, memory, lengths, DType::kI32, {c.rows}));
+        require(upload_view(&table, memory, block_table, DType::kI32, {c.rows, pages_per_row}));
         ops.emplace_back("paged_mqa_logits", [&, q, cache, weights, lens, table, logits_view] {
           require(paged_mqa_logits(logits_view, q, cache, weights, lens, table, {.clean = false},
                                    options));
