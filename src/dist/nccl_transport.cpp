@@ -8,6 +8,7 @@
 #include "core/checks.h"
 #include "cpu/elements.h"
 #include "flashindexer/nccl.h"
+#include "ops/topk_checks.h"
 
 #ifdef FLASHINDEXER_WITH_NCCL
 #include "dist/nccl_library.h"
@@ -199,10 +200,7 @@ Status dcp_topk_allgather(const TensorView& out, const TensorView& logits,
   if (!check.ok()) return check.status();
   const int64_t rows = logits.shape[0];
   // The output is checked before any collective, so a bad one fails on every rank alike.
-  check.tensor("out", out, {DType::kI32}, 2)
-      .dim("out", out, 0, rows)
-      .dim_at_least("out", out, 1, k);
-  if (check.ok()) check.stride_at_least("out", out, 0, k);
+  check_topk_output(check, out, rows, k);  // k is already known to be in [1, kMaxDcpTopK]
   if (!check.ok()) return check.status();
   const size_t needed = dcp_topk_allgather_workspace_size(rows, k, group.ranks);
   if (needed > 0 && (options.workspace == nullptr || options.workspace_bytes < needed)) {

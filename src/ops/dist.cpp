@@ -9,6 +9,7 @@
 #include "cpu/elements.h"
 #include "dist/dist_ops.h"
 #include "ops/dispatch.h"
+#include "ops/topk_checks.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/dist/dist_cuda.h"
@@ -111,10 +112,7 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   }
   if (!check.ok()) return check.status();
   const int64_t rows = gathered.shape[0];
-  check.tensor("out", out, {DType::kI32}, 2)
-      .dim("out", out, 0, rows)
-      .dim_at_least("out", out, 1, k);
-  if (check.ok()) check.stride_at_least("out", out, 0, k);
+  check_topk_output(check, out, rows, k);  // k is already known to be in [1, kMaxDcpTopK]
   check.on_device("out", out, gathered.device);
   if (!check.ok()) return check.status();
   if (gathered.device == Device::kCUDA) {
