@@ -57,6 +57,11 @@ struct TensorView {
 };
 
 // Execution settings shared by every op.
+// Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode). Both return
+// the same answer bit for bit; kAuto picks the faster one by shape (docs/design.md, "The fused
+// indexer"). Ignored on the CPU.
+enum class IndexerPath { kAuto, kDense, kFused };
+
 struct RunOptions {
   // cudaStream_t for ops on CUDA tensors; nullptr = the default stream. Ignored on the CPU.
   void* cuda_stream = nullptr;
@@ -66,6 +71,7 @@ struct RunOptions {
   size_t workspace_bytes = 0;
   // CPU threads; 0 = the OpenMP default. Results never depend on this number.
   int cpu_threads = 0;
+  IndexerPath indexer_path = IndexerPath::kAuto;
 };
 
 }  // namespace flashindexer

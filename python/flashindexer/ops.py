@@ -261,7 +261,7 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
 
 
 def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
-                    stream=None, cpu_threads=0):
+                    stream=None, cpu_threads=0, path="auto"):
     """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
     [M, N] logits in memory.
 
@@ -270,6 +270,8 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     Returns out [M, k] int32: key indices relative to ks[t], -1 past a row's visible keys.
     CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
     per call; pass one to keep allocation off the hot path (any size >= one batch of rows works).
+    path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit;
+    "auto" picks by shape). Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
@@ -277,18 +279,18 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     workspace = _indexer_workspace(weights, k, workspace)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted,
-                       stream_handle(stream, [weights]), workspace, cpu_threads)
+                       stream_handle(stream, [weights]), workspace, cpu_threads, path)
     return out
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, *, sorted=False,
-                   out=None, workspace=None, stream=None, cpu_threads=0):
+                   out=None, workspace=None, stream=None, cpu_threads=0, path="auto"):
     """topk_per_row(paged_mqa_logits(...), k) exactly, without the logits in memory.
 
     q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
     weights: [B * next_n, H] float32; context_lens: [B] or [B, next_n] int32;
     block_table: [B, P] int32. Returns out [B * next_n, k] int32 of context positions, -1 past
-    a row's visible keys. CUDA inputs: workspace as indexer_prefill.
+    a row's visible keys. CUDA inputs: workspace and path as indexer_prefill.
     """
     q = _quantized("q", q)
     if out is None:
@@ -296,7 +298,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     workspace = _indexer_workspace(weights, k, workspace)
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
                       raw(context_lens), raw(block_table), k, sorted,
-                      stream_handle(stream, [weights]), workspace, cpu_threads)
+                      stream_handle(stream, [weights]), workspace, cpu_threads, path)
     return out
 
 

@@ -186,14 +186,24 @@ void topk_per_row(nb::handle out, nb::handle logits, int k, nb::handle ks, nb::h
   });
 }
 
+fi::IndexerPath parse_path(const char* op, const std::string& path) {
+  if (path == "auto") return fi::IndexerPath::kAuto;
+  if (path == "dense") return fi::IndexerPath::kDense;
+  if (path == "fused") return fi::IndexerPath::kFused;
+  fi::python::raise(PyExc_ValueError, std::string(op) + ": path is \"" + path +
+                                          "\", expected \"auto\", \"dense\" or \"fused\"");
+}
+
 void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
                      nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
-                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
+                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
+                     const std::string& path) {
   ArgumentList args("indexer_prefill");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView out_view = args.output("out", out);
-  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  options.indexer_path = parse_path("indexer_prefill", path);
   args.run([&] {
     return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
                                fi::TopKOptions{.sorted = sorted}, options);
@@ -202,12 +212,14 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
 
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
                     nb::handle weights, nb::handle context_lens, nb::handle block_table, int k,
-                    bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads) {
+                    bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
+                    const std::string& path) {
   ArgumentList args("indexer_decode");
   const DecodeInputs in =
       decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
   const fi::TensorView out_view = args.output("out", out);
-  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  options.indexer_path = parse_path("indexer_decode", path);
   args.run([&] {
     return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens,
                               in.block_table, k, fi::TopKOptions{.sorted = sorted}, options);
@@ -266,10 +278,10 @@ NB_MODULE(_C, m) {
         nb::arg("next_n") = 1, nb::arg("sorted") = false, stream, workspace, threads);
   m.def("indexer_prefill", &indexer_prefill, any("out"), any("q_values"), any("q_scales"),
         any("k_values"), any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("k"),
-        nb::arg("sorted") = false, stream, workspace, threads);
+        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
-        nb::arg("sorted") = false, stream, workspace, threads);
+        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");
 
   fi::python::register_dist(m);
 

@@ -46,4 +46,32 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const TensorView& block_table, int k, bool sorted, const RunOptions& options);
 size_t indexer_workspace_size(int k);
 
+// The two implementations behind them (options.indexer_path picks one): the dense pair over a
+// logits slab, and the fused path that never writes the logits (fused_indexer.cu). Both take
+// the same workspace.
+Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                             const RunOptions& options);
+Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                            const PagedKCache& cache, const TensorView& weights,
+                            const TensorView& context_lens, const TensorView& block_table, int k,
+                            bool sorted, const RunOptions& options);
+Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                             const RunOptions& options);
+Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                            const PagedKCache& cache, const TensorView& weights,
+                            const TensorView& context_lens, const TensorView& block_table, int k,
+                            bool sorted, const RunOptions& options);
+
+// Tests only: a workspace in which the fused path runs at least `batch_rows` rows per batch
+// (and its fallback as many), for rows of `width` keys.
+size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k);
+
+// Tests only: candidate slots per row of the fused path (0: the default), so that small inputs
+// exercise its overflow fallback. Not thread-safe with concurrent indexer calls.
+void set_fused_capacity_for_testing(int capacity);
+
 }  // namespace flashindexer::cuda

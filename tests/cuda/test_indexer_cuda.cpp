@@ -1,7 +1,9 @@
-// indexer_prefill / indexer_decode on CUDA tensors: equal to the dense GPU pair
-// topk_per_row(mqa_logits) / topk_per_row(paged_mqa_logits), and to the CPU selection over the
-// same GPU logits, for any workspace size (batches of rows); bit-identical repeats; graph
-// capture. The workspace-error test runs without a GPU.
+// indexer_prefill / indexer_decode on CUDA tensors, on both paths (dense and fused): equal to the
+// dense GPU pair topk_per_row(mqa_logits) / topk_per_row(paged_mqa_logits), and to the CPU
+// selection over the same GPU logits, for any workspace size (batches of rows); the fused path on
+// rows longer than its candidate slots (gated) with adversarial scores, 1M-key rows and forced
+// candidate overflows; bit-identical repeats; graph capture. The workspace-error test runs
+// without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_ops.h"
 #include "cuda_test_support.h"
 #include "test_inputs.h"
 
@@ -29,13 +32,49 @@ DeviceBuffer indexer_workspace(int k, int64_t rows = 0, int64_t width = 0) {
   return buffer;
 }
 
-RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
+// A poisoned device workspace in which the fused path runs `rows` rows per batch (0: the
+// recommended size).
+DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width) {
+  const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(rows, width, k)
+                                : indexer_cuda_workspace_size(k);
+  DeviceBuffer buffer(bytes);
+  EXPECT_EQ(buffer.error(), cudaSuccess);
+  EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  return buffer;
+}
+
+// The workspace for `path` with `rows` rows per batch (0: the recommended size).
+DeviceBuffer path_workspace(IndexerPath path, int k, int64_t rows, int64_t width) {
+  return path == IndexerPath::kFused ? fused_workspace(k, rows, width)
+                                     : indexer_workspace(k, rows, width);
+}
+
+constexpr IndexerPath kPaths[] = {IndexerPath::kDense, IndexerPath::kFused};
+
+const char* path_name(IndexerPath path) {
+  return path == IndexerPath::kFused ? "fused" : "dense";
+}
+
+RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr,
+                          IndexerPath path = IndexerPath::kAuto) {
   RunOptions options;
   options.cuda_stream = stream;
   options.workspace = workspace.get();
   options.workspace_bytes = workspace.bytes();
+  options.indexer_path = path;
   return options;
 }
+
+// Sets the fused path's candidate slots per row for the life of the object.
+class ForcedCapacity {
+ public:
+  explicit ForcedCapacity(int capacity) {
+    flashindexer::cuda::set_fused_capacity_for_testing(capacity);
+  }
+  ~ForcedCapacity() { flashindexer::cuda::set_fused_capacity_for_testing(0); }
+  ForcedCapacity(const ForcedCapacity&) = delete;
+  ForcedCapacity& operator=(const ForcedCapacity&) = delete;
+};
 
 // The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
 // must return exactly (set; order when sorted).
@@ -73,12 +112,13 @@ HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t wid
 }
 
 HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool sorted,
-                       const DeviceBuffer& workspace, int64_t out_stride) {
+                       const DeviceBuffer& workspace, int64_t out_stride,
+                       IndexerPath path = IndexerPath::kAuto) {
   HostTensor out = poisoned_topk_output(rows, k, out_stride);
   DeviceTensor device_out = to_device(out);
   const Status status = indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
                                         device.weights.view, device.ks.view, device.ke.view, k,
-                                        TopKOptions{sorted}, with_workspace(workspace));
+                                        TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -86,13 +126,13 @@ HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool so
 }
 
 HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorted,
-                      const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
+                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto) {
   HostTensor out = poisoned_topk_output(rows, k, k + 3);
   DeviceTensor device_out = to_device(out);
   const Status status =
       indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
                      device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
-                     with_workspace(workspace, stream));
+                     with_workspace(workspace, nullptr, path));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -124,12 +164,15 @@ TEST(IndexerPrefillCuda, EqualsTheDensePairForAnyWorkspace) {
       const HostTensor dense = gpu_dense_topk(
           device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
       EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
-      // Batches of 5 rows (not a whole scoring group), then the recommended slab (one batch).
-      for (int64_t slab_rows : {int64_t{5}, int64_t{0}}) {
-        SCOPED_TRACE(::testing::Message() << "slab rows " << slab_rows);
-        const DeviceBuffer workspace = indexer_workspace(k, slab_rows, keys);
-        const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k + 5);
-        EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+      // Batches of 5 rows (not a whole scoring group), then the recommended workspace.
+      for (IndexerPath path : kPaths) {
+        for (int64_t batch_rows : {int64_t{5}, int64_t{0}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << path_name(path) << ", batch rows " << batch_rows);
+          const DeviceBuffer workspace = path_workspace(path, k, batch_rows, keys);
+          const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k + 5, path);
+          EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+        }
       }
     }
   }
@@ -151,22 +194,31 @@ TEST(IndexerPrefillCuda, MultiRequestChunkEqualsTheCpuSelection) {
   const DevicePrefill device(p);
   const HostTensor expected = cpu_topk_of_gpu_logits(
       device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
-  const DeviceBuffer workspace = indexer_workspace(k, 64, keys);
-  EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k), expected, k, true));
+  for (IndexerPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    const DeviceBuffer workspace = path_workspace(path, k, 64, keys);
+    EXPECT_TRUE(
+        SameTopK(run_prefill(device, rows, k, true, workspace, k, path), expected, k, true));
+  }
 }
 
 TEST(IndexerPrefillCuda, IsBitIdenticalOverRepeatedRuns) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 97, 5000, 64, 128);
-  add_ties(rng, p.keys, {KFormat::kFP8, 64, 128}, 5000);
+  // 30000 keys: the fused path gates its rows (more keys than its 8192 candidate slots).
+  const int64_t keys = 30000;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 97, keys, 64, 128);
+  add_ties(rng, p.keys, {KFormat::kFP8, 64, 128}, keys);
   const DevicePrefill device(p);
-  const DeviceBuffer workspace = indexer_workspace(512, 13, 5000);
-  const HostTensor first = run_prefill(device, 97, 512, false, workspace, 512);
-  for (int run = 1; run < 20; ++run) {
-    const HostTensor again = run_prefill(device, 97, 512, false, workspace, 512);
-    ASSERT_EQ(std::memcmp(again.bytes(), first.bytes(), first.byte_size()), 0)
-        << "run " << run << " differs";
+  for (IndexerPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    const DeviceBuffer workspace = path_workspace(path, 512, 13, keys);
+    const HostTensor first = run_prefill(device, 97, 512, false, workspace, 512, path);
+    for (int run = 1; run < 20; ++run) {
+      const HostTensor again = run_prefill(device, 97, 512, false, workspace, 512, path);
+      ASSERT_EQ(std::memcmp(again.bytes(), first.bytes(), first.byte_size()), 0)
+          << "run " << run << " differs";
+    }
   }
 }
 
@@ -211,12 +263,15 @@ TEST(IndexerDecodeCuda, EqualsTheDensePairForAnyWorkspace) {
                          RowRanges::decode(device.context_lens.view, next_n), k, sorted);
       EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
       const int64_t table_width = p.block_table.size(1) * config.page_size;
-      // One request per batch, then the recommended slab.
-      for (int64_t slab_rows : {int64_t{next_n}, int64_t{0}}) {
-        SCOPED_TRACE(::testing::Message() << "slab rows " << slab_rows);
-        const DeviceBuffer workspace = indexer_workspace(k, slab_rows, table_width);
-        EXPECT_TRUE(
-            SameTopK(run_decode(device, p.rows(), k, sorted, workspace), expected, k, sorted));
+      // One request per batch, then the recommended workspace.
+      for (IndexerPath path : kPaths) {
+        for (int64_t batch_rows : {int64_t{next_n}, int64_t{0}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << path_name(path) << ", batch rows " << batch_rows);
+          const DeviceBuffer workspace = path_workspace(path, k, batch_rows, table_width);
+          EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, sorted, workspace, path), expected,
+                               k, sorted));
+        }
       }
     }
   }
@@ -233,30 +288,185 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
   DecodeProblem p = make_decode_problem(rng, config);
   const DevicePaged device(p);
   const int k = 2048;
-  const DeviceBuffer workspace = indexer_workspace(k, 4, p.block_table.size(1) * 64);
-  const HostTensor direct = run_decode(device, p.rows(), k, false, workspace);
+  for (IndexerPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    const DeviceBuffer workspace = path_workspace(path, k, 4, p.block_table.size(1) * 64);
+    const HostTensor direct = run_decode(device, p.rows(), k, false, workspace, path);
 
-  HostTensor replayed = poisoned_topk_output(p.rows(), k, k + 3);
-  DeviceTensor device_out = to_device(replayed);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured =
-      indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
-                     device.context_lens.view, device.block_table.view, k, TopKOptions{},
-                     with_workspace(workspace, stream));
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  FI_ASSERT_OK(captured);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  to_host(replayed, device_out);
-  EXPECT_EQ(std::memcmp(replayed.bytes(), direct.bytes(), direct.byte_size()), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+    HostTensor replayed = poisoned_topk_output(p.rows(), k, k + 3);
+    DeviceTensor device_out = to_device(replayed);
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status captured =
+        indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                       device.context_lens.view, device.block_table.view, k, TopKOptions{},
+                       with_workspace(workspace, stream, path));
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    FI_ASSERT_OK(captured);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    to_host(replayed, device_out);
+    EXPECT_EQ(std::memcmp(replayed.bytes(), direct.bytes(), direct.byte_size()), 0);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// ----------------------------------------------------------------------------- fused, gated rows
+
+// Score shapes that stress a sampled gate.
+enum class Scores { kRandom, kTies, kCommonOffset, kSkewed, kNonFinite };
+
+const char* scores_name(Scores scores) {
+  switch (scores) {
+    case Scores::kRandom:
+      return "random";
+    case Scores::kTies:
+      return "ties";
+    case Scores::kCommonOffset:
+      return "common offset";
+    case Scores::kSkewed:
+      return "skewed";
+    default:
+      return "NaN/inf";
+  }
+}
+
+// Reshapes a prefill problem's scores: ties (repeated keys), a large common offset (every key is
+// one base key with one byte changed, so scores differ in their last bits), skewed (a few keys
+// scaled by 2^12), NaN and +-inf (infinite head weights on some rows: relu(x) x inf is inf, or
+// NaN where x = 0).
+void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
+  const int64_t n = p.num_keys;
+  const int64_t bytes = value_bytes_per_row(p.format, p.head_dim);
+  uint8_t* values = p.keys.values.bytes();
+  auto* scales = reinterpret_cast<float*>(p.keys.scales.bytes());
+  switch (scores) {
+    case Scores::kTies:
+      add_ties(rng, p.keys, {p.format, p.heads, p.head_dim}, n);
+      break;
+    case Scores::kCommonOffset:
+      for (int64_t i = 1; i < n; ++i) {
+        std::memcpy(values + i * bytes, values, bytes);
+        uint8_t& byte = values[i * bytes + rng.uniform_int(0, bytes - 1)];
+        if ((byte & 0x7e) != 0x7e) byte ^= 0x01;  // never into e4m3's NaN (0x7f, 0xff)
+        scales[i] = scales[0];
+      }
+      break;
+    case Scores::kSkewed:
+      for (int i = 0; i < 40; ++i) scales[rng.uniform_int(0, n - 1)] *= 4096.0f;
+      break;
+    case Scores::kNonFinite:
+      for (int64_t t = 0; t < p.rows; t += 3) {
+        for (int h = 0; h < p.heads; h += 5) {
+          p.weights.data<float>()[t * p.heads + h] = h % 2 == 0 ? kInf : -kInf;
+        }
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (Scores scores : {Scores::kRandom, Scores::kTies, Scores::kCommonOffset, Scores::kSkewed,
+                        Scores::kNonFinite}) {
+    for (int k : {512, 2048, 4096}) {
+      const int heads = index % 2 == 0 ? 64 : 32;
+      const int64_t rows = rng.uniform_int(40, 90);
+      const int64_t keys = rng.uniform_int(20000, 45000);
+      const bool sorted = index % 2 == 1;
+      ++index;
+      SCOPED_TRACE(::testing::Message() << scores_name(scores) << " H=" << heads << " k=" << k
+                                        << " rows=" << rows << " keys=" << keys);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
+      shape_scores(rng, p, scores);
+      const DevicePrefill device(p);
+      const HostTensor expected = cpu_topk_of_gpu_logits(
+          device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
+      for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
+        SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows);
+        const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
+        EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused),
+                             expected, k, sorted));
+      }
+    }
+  }
+}
+
+// Candidate slots far too few (overflow) or fewer than k (never complete): every gated row takes
+// the exact fallback, and the answer does not change.
+TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 45;
+  const int64_t keys = 6000;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
+  add_ties(rng, p.keys, {KFormat::kFP8, 64, 128}, keys);
+  const DevicePrefill device(p);
+  for (int capacity : {300, 1000}) {
+    for (int k : {64, 512}) {
+      SCOPED_TRACE(::testing::Message() << "capacity " << capacity << " k=" << k);
+      const HostTensor expected = cpu_topk_of_gpu_logits(
+          device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
+      const ForcedCapacity forced(capacity);
+      const DeviceBuffer workspace = fused_workspace(k, 6, keys);
+      EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k, IndexerPath::kFused),
+                           expected, k, true));
+    }
+  }
+}
+
+TEST(FusedIndexerCuda, MillionKeyRows) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 6;
+  const int64_t keys = int64_t{1} << 20;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
+  const DevicePrefill device(p);
+  const int k = 2048;
+  const HostTensor expected = cpu_topk_of_gpu_logits(
+      device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, false);
+  const DeviceBuffer workspace = fused_workspace(k, 0, keys);
+  EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, false, workspace, k, IndexerPath::kFused),
+                       expected, k, false));
+}
+
+TEST(FusedIndexerCuda, DecodeBatchesWithGatedRows) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int batch : {1, 256}) {
+    for (int next_n = 1; next_n <= 4; ++next_n) {
+      DecodeConfig config;
+      config.heads = index % 2 == 0 ? 64 : 32;
+      config.batch = batch;
+      config.next_n = next_n;
+      config.two_dim_lens = index % 3 == 1;
+      config.max_len = batch == 1 ? 70000 : 12000;  // > the 8192 candidate slots: gated
+      const int k = std::vector<int>{2048, 512, 1024}[index % 3];
+      const bool sorted = index % 2 == 0;
+      ++index;
+      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k));
+      DecodeProblem p = make_decode_problem(rng, config);
+      const DevicePaged device(p);
+      const HostTensor expected =
+          cpu_topk_of_gpu_logits(device, p.rows(), p.width,
+                                 RowRanges::decode(p.context_lens.view(), next_n), k, sorted);
+      const DeviceBuffer workspace =
+          fused_workspace(k, 0, p.block_table.size(1) * config.page_size);
+      EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, sorted, workspace, IndexerPath::kFused),
+                           expected, k, sorted));
+    }
+  }
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""The CUDA indexer (indexer_prefill / indexer_decode, k = 2048) against the dense paths.
+"""The CUDA indexer (indexer_prefill / indexer_decode, k = 2048), fused and dense, against the
+dense pairs.
 
 Runs the flashindexer Python module on torch CUDA tensors (build it first: `pip install .`, or
 put a built flashindexer package on PYTHONPATH). Same run, same inputs, per case:
-  * ours: the indexer op, with a preallocated workspace of indexer_cuda_workspace_size(k) bytes;
+  * ours: the indexer op on its fused path (path="fused": no logits written) and on its dense
+    path (path="dense": logits slab + top-k in batches), with a preallocated workspace of
+    indexer_cuda_workspace_size(k) bytes;
   * our dense pair: mqa_logits (paged_mqa_logits) into a full logits tensor, then topk_per_row,
     each timed alone too;
   * the peer dense path: torch.topk on the same logits, plus the scoring time the same-run
     torch._scaled_mm FP8 ceiling would need for the visible pairs (a lower bound for any peer
     scoring kernel); the anchor column is DeepGEMM logits + torch.topk from
     ../shared/reference/anchors-h200.md (measured separately, printed for comparison).
-Every case first checks that the indexer returns exactly the dense pair's indices (sorted).
+Every case first checks that both indexer paths return exactly the dense pair's indices (sorted).
 Times: CUDA-graph replay (GPU time, no launch cost), median of --iters replays, warm L2.
 
   python3 tools/bench/bench_indexer.py [--only H64] [--iters 10]
@@ -47,15 +50,17 @@ def compare_and_time(name, run_indexer, run_logits, run_topk, logits, ranges, ba
     """Checks indexer == topk(logits) (sorted), then times all paths. Returns a dict of ms."""
     run_logits()  # not clean: top-k reads only the visible ranges
     expected = fi.topk_per_row(logits, K, sorted=True, **ranges)
-    got = run_indexer(sorted=True)
-    torch.cuda.synchronize()
-    assert torch.equal(got, expected), f"{name}: the indexer differs from topk(logits)"
+    for path in ("fused", "dense"):
+        got = run_indexer(sorted=True, path=path)
+        torch.cuda.synchronize()
+        assert torch.equal(got, expected), f"{name}: the {path} indexer differs from topk(logits)"
     out = torch.empty_like(got)
     topk_workspace = torch.empty(
         max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], K), 16),
         dtype=torch.uint8, device="cuda")
     times = {
-        "indexer": graph_ms(lambda: run_indexer(out=out), batch, iters),
+        "indexer": graph_ms(lambda: run_indexer(out=out, path="fused"), batch, iters),
+        "dense indexer": graph_ms(lambda: run_indexer(out=out, path="dense"), batch, iters),
         "scoring": graph_ms(run_logits, batch, iters),
         "topk": graph_ms(lambda: run_topk(out, topk_workspace), batch, iters),
         "torch.topk": graph_ms(
@@ -70,7 +75,8 @@ def row(name, times, flop, fp8_tflops, anchor):
     peer = ceiling_scoring + times["torch.topk"]
     anchor_text = f"{anchor:.3f}" if anchor else "-"
     speedup = f"{anchor / times['indexer']:.2f}x" if anchor else "-"
-    return (f"| {name} | {times['indexer']:.3f} | {times['scoring']:.3f} | {times['topk']:.3f} "
+    return (f"| {name} | {times['indexer']:.3f} | {times['dense indexer']:.3f} "
+            f"| {times['scoring']:.3f} | {times['topk']:.3f} "
             f"| {dense:.3f} | {times['indexer'] / times['scoring']:.2f} "
             f"| {times['torch.topk']:.3f} | {peer:.3f} | {anchor_text} | {speedup} |")
 
@@ -84,9 +90,9 @@ def bench_prefill(case, fp8_tflops, iters):
     logits = torch.full((rows, keys), float("-inf"), device="cuda")
     workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
 
-    def run_indexer(sorted=False, out=None):
+    def run_indexer(sorted=False, out=None, path="auto"):
         return fi.indexer_prefill(q, (k, kscale), weights, ks, ke, K, sorted=sorted, out=out,
-                                  workspace=workspace)
+                                  workspace=workspace, path=path)
 
     def run_logits():
         fi.mqa_logits(q, (k, kscale), weights, ks, ke, clean=False, out=logits)
@@ -108,9 +114,9 @@ def bench_decode(case, fp8_tflops, iters):
     logits = torch.full((batch_size, inputs.width), float("-inf"), device="cuda")
     workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
 
-    def run_indexer(sorted=False, out=None):
+    def run_indexer(sorted=False, out=None, path="auto"):
         return fi.indexer_decode(inputs.q, cache, inputs.weights, lens, inputs.table, K,
-                                 sorted=sorted, out=out, workspace=workspace)
+                                 sorted=sorted, out=out, workspace=workspace, path=path)
 
     def run_logits():
         fi.paged_mqa_logits(inputs.q, cache, inputs.weights, lens, inputs.table, clean=False,
@@ -136,9 +142,9 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run ceilings: "
           f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s; "
           f"k = {K}, times in ms")
-    columns = ["case", "indexer", "our scoring", "our top-k", "our dense pair",
-               "indexer / scoring", "torch.topk", "FP8-ceiling scoring + torch.topk",
-               "anchor dense (DeepGEMM + torch.topk)", "anchor / indexer"]
+    columns = ["case", "fused indexer", "dense indexer", "our scoring", "our top-k", "our dense pair",
+               "fused / scoring", "torch.topk", "FP8-ceiling scoring + torch.topk",
+               "anchor dense (DeepGEMM + torch.topk)", "anchor / fused"]
     print_table("Prefill (causal-suffix rows)", columns,
                 [c for c in PREFILL if selected(args.only, c[0])],
                 lambda c: bench_prefill(c, fp8_tflops, args.iters))

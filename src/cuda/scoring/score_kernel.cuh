@@ -14,10 +14,12 @@
 //    scale), times the weight, summed over the thread's heads, a quad reduce-scatter for the
 //    rest, times kscale / 2, stored.
 //
+// The same kernel samples and emits candidates for the fused indexer (ScoreParams::tile_stride,
+// ::gate): the scores it compares are the very values it would store.
+//
 // Determinism: each (row, key) is computed by one thread in one fixed order (the wgmma over D,
 // then heads in ascending n-block order, then the quad reduce-scatter), whatever the schedule,
-// tile or CTA. A fused kernel reuses add_head_sums and reduce_scatter_rows to reproduce these
-// bits.
+// tile or CTA.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +28,7 @@
 #include <cstdint>
 
 #include "cuda/common/ptx.cuh"
+#include "cuda/common/rank_key.cuh"
 #include "cuda/common/wgmma_e4m3.cuh"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/scoring/score_params.h"
@@ -46,7 +49,7 @@ inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
 struct ItemInfo {
   int32_t row0;
   int32_t rows;
-  int32_t tile_begin;  // key tiles [tile_begin, tile_end) of 64 keys
+  int32_t tile_begin;  // key tiles tile_begin, + tile_stride, ... below tile_end, of 64 keys
   int32_t tile_end;
   int32_t lo[kMaxRowsPerGroup];  // visible keys [lo, hi) of each row (empty: lo == hi)
   int32_t hi[kMaxRowsPerGroup];
@@ -209,15 +212,18 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
     }
     if (first >= last) continue;
-    const int32_t tile_begin = first / kTileKeys;
+    // With sampling, the first tile of the stride's lattice at or after the range start.
+    const int32_t stride = p.tile_stride;
+    const int32_t tile_begin = (first / kTileKeys + stride - 1) / stride * stride;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
+    if (tile_begin >= tile_end) continue;
 
     if (warp == 0)
       publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
                                q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
-    for (int32_t tile = tile_begin; tile < tile_end; ++tile, ++tile_count) {
+    for (int32_t tile = tile_begin; tile < tile_end; tile += stride, ++tile_count) {
       if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
       const uint32_t stage = tile_count % L::kStages;
       ptx::mbarrier_wait(&empty[stage], ((tile_count / L::kStages) & 1) ^ 1);
@@ -377,6 +383,31 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
+// Candidate emission (ScoreParams::gate): appends the visible key `key` of query row `row` to the
+// row's candidates when its score passes the row's gate. The lanes of a warp with the same
+// lane % 4 hold the same row: one atomic per row and warp, then each lane writes at its rank
+// among them. Call from the whole warp.
+__device__ __forceinline__ void emit_candidate(const ScoreParams& p, int32_t row, uint32_t gate,
+                                               int32_t lo, int32_t hi, int32_t key, float score,
+                                               int lane) {
+  const uint32_t score_bits = score_key(__float_as_uint(score));
+  const bool take = key >= lo && key < hi && score_bits >= gate;
+  const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+  if (ballot == 0) return;
+  const uint32_t peers = ballot & (0x11111111u << (lane & 3));
+  const int leader = peers == 0 ? lane : __ffs(peers) - 1;
+  uint32_t base = 0;
+  if (take && lane == leader) {
+    base = atomicAdd(reinterpret_cast<uint32_t*>(p.candidate_counts + row), __popc(peers));
+  }
+  base = __shfl_sync(0xffffffffu, base, leader);
+  const uint32_t position = base + __popc(peers & ((1u << lane) - 1));
+  if (take && position < static_cast<uint32_t>(p.candidate_capacity)) {
+    p.candidates[static_cast<int64_t>(row) * p.candidate_capacity + position] =
+        rank_key(score_bits, static_cast<uint32_t>(key - lo));
+  }
+}
+
 template <int kHeads, int kN, bool kPaged>
 __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int consumer) {
   constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
@@ -395,6 +426,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
+  const bool emit = p.gate != nullptr;
+  const int32_t stride = p.tile_stride;
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
   uint32_t tile_count = 0;  // key tiles of all items so far (the stage ring position)
@@ -410,19 +443,22 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     // The rows this lane stores: q = lane % 4 + 4 i.
     int32_t lo[R::kPerLane];
     int32_t hi[R::kPerLane];
+    uint32_t gate[R::kPerLane];
 #pragma unroll
     for (int i = 0; i < R::kPerLane; ++i) {
       const int q = lane % 4 + 4 * i;
       const bool mine = q < R::kRows && q < info.rows;
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
+      gate[i] = mine && emit ? p.gate[row0 + q] : 0u;
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
     const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
 
-    for (int32_t tile = tile_begin; tile < tile_end; tile += kTilesPerStep, ++step_count) {
-      const int tiles = min(kTilesPerStep, tile_end - tile);
+    for (int32_t tile = tile_begin; tile < tile_end;
+         tile += kTilesPerStep * stride, ++step_count) {
+      const int tiles = min(kTilesPerStep, (tile_end - tile + stride - 1) / stride);
       const uint32_t first_count = tile_count;
       tile_count += tiles;
       if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
@@ -478,13 +514,24 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
                                                                      sums[u]);
         float owned[R::kPerLane][2];
         reduce_scatter_rows<kHeads, kN>(sums[u], lane, owned);
-        const int32_t key0 = (tile + u) * kTileKeys + key_row;
+        const int32_t tile_u = tile + u * stride;
+        const int32_t key0 = tile_u * kTileKeys + key_row;
         const int32_t key1 = key0 + 8;
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
-          float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
-          if (key0 >= lo[i] && key0 < hi[i]) out[key0] = owned[i][0] * half_scale[u][0];
-          if (key1 >= lo[i] && key1 < hi[i]) out[key1] = owned[i][1] * half_scale[u][1];
+          const int32_t row = row0 + lane % 4 + 4 * i;
+          const float score0 = owned[i][0] * half_scale[u][0];
+          const float score1 = owned[i][1] * half_scale[u][1];
+          if (emit) {
+            emit_candidate(p, row, gate[i], lo[i], hi[i], key0, score0, lane);
+            emit_candidate(p, row, gate[i], lo[i], hi[i], key1, score1, lane);
+          } else {
+            // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
+            const int32_t column0 = key0 - (tile_u - tile_u / stride) * kTileKeys;
+            float* out = p.logits + static_cast<int64_t>(row) * p.logits_stride;
+            if (key0 >= lo[i] && key0 < hi[i]) out[column0] = score0;
+            if (key1 >= lo[i] && key1 < hi[i]) out[column0 + 8] = score1;
+          }
         }
       }
     }

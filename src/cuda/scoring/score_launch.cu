@@ -12,6 +12,7 @@
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/scoring/score_launch.h"
+#include "cuda/scoring/scoring_call.h"
 
 namespace flashindexer::cuda {
 namespace {
@@ -19,7 +20,9 @@ namespace {
 using scoring::kHeadDim;
 using scoring::kTileKeys;
 using scoring::ScoreMaps;
+using scoring::Launcher;
 using scoring::ScoreParams;
+using scoring::ScoringCall;
 
 // cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
@@ -131,8 +134,6 @@ int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, in
   return std::clamp(chunk, lower, upper);
 }
 
-using Launcher = cudaError_t (*)(const ScoreMaps&, const ScoreParams&, int, cudaStream_t);
-
 Launcher prefill_launcher(int heads) {
   return heads == 64 ? &scoring::launch_score<64, 256, false>
                      : &scoring::launch_score<32, 256, false>;
@@ -154,32 +155,30 @@ Launcher paged_launcher(int heads, int next_n) {
   return next_n <= 2 ? &scoring::launch_score<32, 64, true> : &scoring::launch_score<32, 128, true>;
 }
 
-// Launches the scoring kernel on one persistent CTA per SM (at most one per item), then the
-// clean fill when asked. `sms` is the SM count the work plan was made for.
-Status run(const char* op, Launcher launcher, const ScoreMaps& maps, const ScoreParams& params,
-           int sms, bool clean, bool paged, void* stream_handle) {
+}  // namespace
+
+Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void* stream_handle) {
+  const ScoreParams& params = call.params;
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
   const int64_t items = params.groups * params.chunks;
-  const int grid = static_cast<int>(std::min<int64_t>(items, sms));
+  const int grid = static_cast<int>(std::min<int64_t>(items, call.sms));
   if (grid > 0) {
     if (Status status =
-            to_status(launcher(maps, params, grid, stream), op, "scoring kernel launch");
+            to_status(call.launcher(call.maps, params, grid, stream), op, "scoring kernel launch");
         !status.ok()) {
       return status;
     }
   }
   if (!clean) return Status::Ok();
-  return to_status(scoring::launch_fill_invisible(params, paged, stream), op,
+  return to_status(scoring::launch_fill_invisible(params, call.paged, stream), op,
                    "clean fill kernel launch");
 }
 
-}  // namespace
 
-Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
-                  const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
-                  void* stream) {
-  const char* op = "mqa_logits";
+Status plan_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights, const TensorView& ks,
+                       const TensorView& ke, ScoringCall* call) {
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
   check.require(aligned16(keys.values.data) && keys.values.stride[0] % 16 == 0,
@@ -239,14 +238,25 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  return run(op, prefill_launcher(heads), maps, params, sms, clean, false, stream);
+  *call = ScoringCall{maps, params, prefill_launcher(heads), sms, false};
+  return Status::Ok();
 }
 
-Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
-                        const PagedKCache& cache, const TensorView& weights,
-                        const TensorView& context_lens, const TensorView& block_table, bool clean,
-                        void* stream) {
-  const char* op = "paged_mqa_logits";
+Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
+                  const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
+                  void* stream) {
+  const char* op = "mqa_logits";
+  ScoringCall call;
+  if (Status status = plan_mqa_logits(op, logits, q, keys, weights, ks, ke, &call); !status.ok()) {
+    return status;
+  }
+  return launch_scoring(op, call, clean, stream);
+}
+
+Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                             const PagedKCache& cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table,
+                             ScoringCall* call) {
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
   const int64_t batch = q.values.shape[0];
@@ -324,7 +334,22 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   } else {
     params.chunks = 0;
   }
-  return run(op, paged_launcher(heads, next_n), maps, params, sms, clean, true, stream);
+  *call = ScoringCall{maps, params, paged_launcher(heads, next_n), sms, true};
+  return Status::Ok();
+}
+
+Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                        const PagedKCache& cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table, bool clean,
+                        void* stream) {
+  const char* op = "paged_mqa_logits";
+  ScoringCall call;
+  if (Status status =
+          plan_paged_mqa_logits(op, logits, q, cache, weights, context_lens, block_table, &call);
+      !status.ok()) {
+    return status;
+  }
+  return launch_scoring(op, call, clean, stream);
 }
 
 }  // namespace flashindexer::cuda

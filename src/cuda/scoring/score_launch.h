@@ -20,6 +20,7 @@ struct ScoreMaps {
 template <int kHeads, int kN, bool kPaged>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, int grid,
                          cudaStream_t stream);
+using Launcher = cudaError_t (*)(const ScoreMaps&, const ScoreParams&, int, cudaStream_t);
 
 // Writes -inf at the columns of each row outside its visible range (clean logits).
 cudaError_t launch_fill_invisible(const ScoreParams& params, bool paged, cudaStream_t stream);

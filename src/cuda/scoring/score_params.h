@@ -43,6 +43,20 @@ struct ScoreParams {
 
   float* logits = nullptr;
   int64_t logits_stride = 0;
+
+  // Sampling (the fused indexer's gate): only key tiles t with t % tile_stride == 0 are scored,
+  // and tile t's scores land in logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every
+  // tile, at its own columns.
+  int32_t tile_stride = 1;
+
+  // Candidate emission (the fused indexer's scan), when gate != nullptr: no logits are written;
+  // a visible key whose score key (topk::score_key) is >= gate[row] is appended to row's slots
+  // candidates[row * candidate_capacity, ...) as a rank key (score key << 32 | ~(key - lo)),
+  // counted in candidate_counts[row], which keeps counting past the capacity (overflow).
+  const uint32_t* gate = nullptr;
+  uint64_t* candidates = nullptr;
+  int32_t* candidate_counts = nullptr;
+  int32_t candidate_capacity = 0;
 };
 
 }  // namespace flashindexer::cuda::scoring

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flashindexer/tensor.h"
+#include "flashindexer/topk.h"
+
 namespace flashindexer::cuda::topk {
 
 // Everything a top-k kernel reads, by value. Visible range of row r: prefill form
@@ -36,6 +39,10 @@ struct Params {
   uint64_t* split_keys;   // workspace: [rows, splits, split_capacity] rank keys
   int32_t* split_counts;  // workspace: [rows, splits]
 };
+
+// The output, row ranges, k and order of a launch over `width` columns (one split; no logits).
+Params make_params(const TensorView& out, const RowRanges& ranges, int64_t width, int k,
+                   bool sorted);
 
 // Rank keys per CTA selection array: k rounded up to a power of two (bitonic sort width).
 inline int selection_capacity(int k) {

@@ -1,11 +1,8 @@
 // Device building blocks of the GPU top-k, shared by the segment and merge kernels.
 //
-// Keys. A score becomes a 32-bit key that orders like the total order of topk.h (larger key =
-// better): the full fp32 bits (bf16 is the upper half of fp32), -0.0 mapped to +0.0, every NaN
-// mapped to 0, below -inf. A *rank key* appends the inverted relative index,
-// (key << 32) | ~index, so that equal scores rank the smaller index first and all rank keys of a
-// row are distinct: the k largest rank keys are exactly the reference's set, whatever the
-// algorithm that finds them.
+// Keys: scores are compared as score keys and rank keys (cuda/common/rank_key.cuh). Rank keys of a
+// row are distinct, so the k largest are exactly the reference's set, whatever the algorithm
+// that finds them.
 //
 // The histogram select (select_cutoff, below) serves the fast paths; the radix select serves the
 // exact fallback over global memory.
@@ -22,6 +19,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/rank_key.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/launch.h"
 
@@ -33,21 +31,6 @@ struct SelectState {
   uint32_t remaining;  // keys still to take from the boundary bin
   int done;            // the boundary bin is taken whole: the criterion is exact
 };
-
-__device__ __forceinline__ uint32_t score_key(uint32_t bits) {
-  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  bits = bits == 0x80000000u ? 0u : bits;
-  const uint32_t key = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return is_nan ? 0u : key;
-}
-
-__device__ __forceinline__ uint64_t rank_key(uint32_t key, uint32_t index) {
-  return (static_cast<uint64_t>(key) << 32) | static_cast<uint32_t>(~index);
-}
-
-__device__ __forceinline__ int32_t rank_key_index(uint64_t rank) {
-  return static_cast<int32_t>(~static_cast<uint32_t>(rank));
-}
 
 // Scores as stored: fp32, or bf16 bits (the upper half of the fp32 pattern).
 template <typename T>

@@ -59,6 +59,37 @@ size_t workspace_bytes(int64_t rows, int splits, int k) {
 
 }  // namespace
 
+namespace topk {
+
+Params make_params(const TensorView& out, const RowRanges& ranges, int64_t width, int k,
+                   bool sorted) {
+  Params params{};
+  params.width = width;
+  params.out = out.ptr<int32_t>();
+  params.out_stride0 = out.stride[0];
+  params.out_stride1 = out.stride[1];
+  if (ranges.is_prefill()) {
+    params.ks = ranges.ks.ptr<int32_t>();
+    params.ks_stride = ranges.ks.stride[0];
+    params.ke = ranges.ke.ptr<int32_t>();
+    params.ke_stride = ranges.ke.stride[0];
+  } else {
+    params.lengths = ranges.lengths.ptr<int32_t>();
+    params.lengths_stride0 = ranges.lengths.stride[0];
+    if (ranges.lengths.rank == 2) {
+      params.lengths_stride1 = ranges.lengths.stride[1];
+      params.lengths_columns = static_cast<int>(ranges.lengths.shape[1]);
+    }
+  }
+  params.next_n = ranges.next_n;
+  params.k = k;
+  params.splits = 1;
+  params.sorted = sorted ? 1 : 0;
+  return params;
+}
+
+}  // namespace topk
+
 size_t topk_per_row_workspace_bound(int k) {
   if (k <= topk::kClusterMaxK) return 0;
   // Split rows satisfy rows x splits <= the CTA target with splits >= 2 (plan_splits rounds
@@ -95,27 +126,9 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
     }
   }
 
-  topk::Params params{};
+  topk::Params params = topk::make_params(out, ranges, width, k, sorted);
   params.logits = logits.data;
   params.logits_stride = logits.stride[0];
-  params.width = width;
-  params.out = out.ptr<int32_t>();
-  params.out_stride0 = out.stride[0];
-  params.out_stride1 = out.stride[1];
-  if (ranges.is_prefill()) {
-    params.ks = ranges.ks.ptr<int32_t>();
-    params.ks_stride = ranges.ks.stride[0];
-    params.ke = ranges.ke.ptr<int32_t>();
-    params.ke_stride = ranges.ke.stride[0];
-  } else {
-    params.lengths = ranges.lengths.ptr<int32_t>();
-    params.lengths_stride0 = ranges.lengths.stride[0];
-    if (ranges.lengths.rank == 2) {
-      params.lengths_stride1 = ranges.lengths.stride[1];
-      params.lengths_columns = static_cast<int>(ranges.lengths.shape[1]);
-    }
-  }
-  params.next_n = ranges.next_n;
   params.k = k;
   params.splits = splits;
   params.sorted = sorted ? 1 : 0;

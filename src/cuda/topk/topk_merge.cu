@@ -7,6 +7,9 @@
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
 // (select_from_global). Sorted best first when asked. 1 CTA per SM.
+//
+// The fused indexer hands its emitted candidates over the same way (one split per row, no
+// logits): a row whose candidates are incomplete is left alone, its exact fallback writes it.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -41,7 +44,8 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
     // Lane s reads split s's count (all loads at once), then a warp scan gives the offsets.
     const int lane = static_cast<int>(threadIdx.x);
     const int32_t raw = lane < p.splits ? counts[lane] : 0;
-    const bool failed = __any_sync(0xffffffffu, raw == kSplitGateFailed);
+    // A count past the slot's capacity: keys were dropped (the fused indexer's emission counts on).
+    const bool failed = __any_sync(0xffffffffu, raw == kSplitGateFailed || raw > p.split_capacity);
     const uint32_t count = raw > 0 ? static_cast<uint32_t>(raw) : 0u;
     const uint32_t inclusive = warp_inclusive_scan(count);
     if (lane < p.splits) split_offsets[lane] = inclusive - count;
@@ -51,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   }
   __syncthreads();
   if (gate_failed) {
+    if (p.logits == nullptr) return;  // fused indexer: its exact fallback has written the row
     const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
     select_from_global(scores, row_count, row_want, 0u, selection, hs, &state);
     write_row(p, row, selection, row_want);

@@ -1,0 +1,29 @@
+// Scores as 32-bit keys that order like the total order of topk.h (larger key = better): the
+// full fp32 bits (bf16 is the upper half of fp32), -0.0 mapped to +0.0, every NaN mapped to 0,
+// below -inf. A *rank key* appends the inverted relative index, (key << 32) | ~index, so that
+// equal scores rank the smaller index first and all rank keys of a row are distinct. Shared by
+// the top-k kernels and the fused indexer's candidate emission.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashindexer::cuda {
+
+__device__ __forceinline__ uint32_t score_key(uint32_t bits) {
+  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  bits = bits == 0x80000000u ? 0u : bits;
+  const uint32_t key = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return is_nan ? 0u : key;
+}
+
+__device__ __forceinline__ uint64_t rank_key(uint32_t key, uint32_t index) {
+  return (static_cast<uint64_t>(key) << 32) | static_cast<uint32_t>(~index);
+}
+
+__device__ __forceinline__ int32_t rank_key_index(uint64_t rank) {
+  return static_cast<int32_t>(~static_cast<uint32_t>(rank));
+}
+
+}  // namespace flashindexer::cuda

@@ -1,0 +1,325 @@
+// The fused CUDA indexer: top-k without writing the [rows, keys] logits. Host code only.
+//
+// Per batch of rows (the arrays below live in the caller's workspace, so memory is fixed):
+//  1. sample: the scoring kernel scores every tile_stride-th key tile of each row (<= 128 tiles
+//     of the widest row) into a small sample buffer;
+//  2. gate: per row, a lower bound of the sample's rank-r score, with r set so that about
+//     k (1 + 4 / sqrt(q)) keys pass (rows that fit the candidate slots take every key);
+//  3. scan: the scoring kernel computes every score once more, with the same arithmetic as
+//     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
+//     keys, counting on past the capacity;
+//  4. fallback: rows whose candidates are incomplete (overflow, or fewer than min(k, length) keys
+//     passed) go through the dense pair, mqa_logits into a logits slab + topk_per_row, with every
+//     other row's range emptied (their scoring work items are skipped);
+//  5. select: the top-k merge kernel selects each complete row's k best candidates and writes
+//     them best first (whether or not sorted output was asked for), and leaves the fallback's
+//     rows alone.
+// So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
+// the dense path stores, and a row either holds every key above its k-th or takes the dense path.
+// All decisions on the host come from shapes: no host sync, graph-capturable.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/common/check.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/indexer/fused_rows.h"
+#include "cuda/indexer/indexer_slab.h"
+#include "cuda/scoring/scoring_call.h"
+#include "cuda/topk/launch.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+using scoring::kTileKeys;
+using scoring::ScoringCall;
+
+std::atomic<int> capacity_override{0};
+
+// Candidate slots per row: the gate lets about k (1 + 4 / sqrt(q)) keys through (q >= 16, so at
+// most ~2k), and the merge kernel holds 16384 rank keys per row.
+int candidate_capacity(int k) {
+  const int forced = capacity_override.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  return k <= 2048 ? 8192 : 16384;
+}
+
+// What the shapes decide: the candidate slots, the sampling and the bytes of one row's arrays.
+struct FusedShape {
+  int64_t width = 0;  // keys a row can see
+  int k = 0;
+  int capacity = 0;
+  bool gated = false;  // some row can hold more keys than its candidate slots
+  int32_t tile_stride = 1;
+  int64_t sample_stride = 0;  // floats per row of the sample buffer
+
+  FusedShape(int64_t width_, int k_) : width(width_), k(k_), capacity(candidate_capacity(k_)) {
+    gated = width > capacity;
+    const int64_t tiles = (width + kTileKeys - 1) / kTileKeys;
+    // One tile in 32 or more (<= kMaxSampleTiles of the widest row): the sample rank of a row's
+    // k-th key is then q = k / tile_stride (16 at k = 512), and the sampling costs <= 1/32 of
+    // the scan.
+    tile_stride = static_cast<int32_t>(
+        std::max<int64_t>(32, (tiles + fused::kMaxSampleTiles - 1) / fused::kMaxSampleTiles));
+    sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
+  }
+  size_t row_bytes() const {
+    return static_cast<size_t>(capacity) * sizeof(uint64_t) +
+           static_cast<size_t>(sample_stride) * sizeof(float) + 4 * sizeof(int32_t);
+  }
+};
+
+// The per-row arrays of one batch, carved from the region the slab keeps for them.
+struct RowArrays {
+  int64_t rows = 0;  // rows per batch (a multiple of the row unit)
+  uint64_t* candidates = nullptr;
+  float* sample = nullptr;
+  int32_t* counts = nullptr;
+  uint32_t* gate = nullptr;
+  int32_t* fallback_lo = nullptr;
+  int32_t* fallback_hi = nullptr;
+};
+
+RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t row_unit) {
+  RowArrays a;
+  // 256 bytes of slack per array keeps each one 256-byte aligned.
+  const size_t slack = 6 * 256;
+  a.rows = static_cast<int64_t>((slab.kept_bytes - slack) / shape.row_bytes()) / row_unit * row_unit;
+  unsigned char* next = slab.kept;
+  auto take = [&](size_t bytes) {
+    unsigned char* at = next;
+    next += (bytes + 255) / 256 * 256;
+    return at;
+  };
+  const auto rows = static_cast<size_t>(a.rows);
+  a.candidates = reinterpret_cast<uint64_t*>(take(rows * shape.capacity * sizeof(uint64_t)));
+  a.sample = reinterpret_cast<float*>(take(rows * shape.sample_stride * sizeof(float)));
+  a.counts = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
+  a.gate = reinterpret_cast<uint32_t*>(take(rows * sizeof(uint32_t)));
+  a.fallback_lo = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
+  a.fallback_hi = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
+  return a;
+}
+
+TensorView device_i32(int32_t* data, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(data, DType::kI32, shape, Device::kCUDA);
+}
+
+// The prefill / decode differences: how rows [first, first + count) are scored, what their
+// ranges are, and the fallback ranges' form. Rows come in whole row units (next_n for decode).
+struct PrefillForm {
+  const QuantizedTensor& q;
+  const QuantizedTensor& keys;
+  const TensorView& weights;
+  const TensorView& ks;
+  const TensorView& ke;
+  static constexpr bool kPaged = false;
+
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              const TensorView& row_ks, const TensorView& row_ke, ScoringCall* call) const {
+    return plan_mqa_logits(op, logits, {leading_rows(q.values, first, count), q.scales}, keys,
+                           leading_rows(weights, first, count), row_ks, row_ke, call);
+  }
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              ScoringCall* call) const {
+    return plan(op, logits, first, count, leading_rows(ks, first, count),
+                leading_rows(ke, first, count), call);
+  }
+  RowRanges ranges(int64_t first, int64_t count) const {
+    return RowRanges::prefill(leading_rows(ks, first, count), leading_rows(ke, first, count));
+  }
+  // Fallback ranges of rows [first, first + count), given as arrays of those rows.
+  Status plan_fallback(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       int32_t* lo, int32_t* hi, ScoringCall* call) const {
+    return plan(op, logits, first, count, device_i32(lo, {count}), device_i32(hi, {count}), call);
+  }
+  RowRanges fallback_ranges(int32_t* lo, int32_t* hi, int64_t count) const {
+    return RowRanges::prefill(device_i32(lo, {count}), device_i32(hi, {count}));
+  }
+};
+
+struct DecodeForm {
+  const QuantizedTensor& q;
+  const PagedKCache& cache;
+  const TensorView& weights;
+  const TensorView& context_lens;
+  const TensorView& block_table;
+  int next_n;
+  static constexpr bool kPaged = true;
+
+  Status plan_requests(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       const TensorView& lens, ScoringCall* call) const {
+    const int64_t request = first / next_n;
+    const int64_t requests = count / next_n;
+    return plan_paged_mqa_logits(
+        op, logits, {leading_rows(q.values, request, requests), q.scales}, cache,
+        leading_rows(weights, first, count), lens, leading_rows(block_table, request, requests),
+        call);
+  }
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              ScoringCall* call) const {
+    return plan_requests(op, logits, first, count,
+                         leading_rows(context_lens, first / next_n, count / next_n), call);
+  }
+  RowRanges ranges(int64_t first, int64_t count) const {
+    return RowRanges::decode(leading_rows(context_lens, first / next_n, count / next_n), next_n);
+  }
+  // The fallback's lengths are 2-D [requests, next_n]: row r's length is hi[r].
+  Status plan_fallback(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       int32_t*, int32_t* hi, ScoringCall* call) const {
+    return plan_requests(op, logits, first, count, device_i32(hi, {count / next_n, next_n}), call);
+  }
+  RowRanges fallback_ranges(int32_t*, int32_t* hi, int64_t count) const {
+    return RowRanges::decode(device_i32(hi, {count / next_n, next_n}), next_n);
+  }
+};
+
+// The fallback of rows [first, first + count): dense scoring + top-k over the slab, batch by
+// batch, for the rows the fallback ranges keep (the others are empty: no work, a -1 row that the
+// select overwrites). lo / hi: the fallback ranges of these rows.
+template <typename Form>
+Status run_fallback(const char* op, const Form& form, const FusedShape& shape, const Slab& slab,
+                    const TensorView& out, int64_t first, int64_t count, int32_t* lo, int32_t* hi,
+                    bool sorted, void* stream) {
+  for (int64_t done = 0; done < count; done += slab.rows) {
+    const int64_t part = std::min(slab.rows, count - done);
+    const TensorView logits = slab_view(slab, part, shape.width);
+    ScoringCall call;
+    if (Status status = form.plan_fallback(op, logits, first + done, part,
+                                           lo == nullptr ? nullptr : lo + done, hi + done, &call);
+        !status.ok()) {
+      return status;
+    }
+    // One work item per group: a row that fell back is rare, and the items of the empty rows
+    // then cost one range check each.
+    call.params.chunk_keys *= call.params.chunks;
+    call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
+    if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
+    if (Status status = topk_per_row(
+            leading_rows(out, first + done, part), logits,
+            form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part), shape.k,
+            sorted, slab.topk_run);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Form>
+Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
+                 int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options) {
+  const FusedShape shape(width, k);
+  const size_t unit_bytes = static_cast<size_t>(row_unit) * shape.row_bytes() + 6 * 256;
+  const size_t all_rows_bytes = static_cast<size_t>(rows) * shape.row_bytes() + 6 * 256;
+  Slab slab;
+  // Half of the workspace for the per-row arrays (fewer, longer batches), the rest for the
+  // fallback's logits; no more than all rows need.
+  auto keep = [&](size_t region) { return std::min(region / 2, all_rows_bytes); };
+  if (Status status = carve_slab(op, options, width, k, row_unit, unit_bytes, keep, &slab);
+      !status.ok()) {
+    return status;
+  }
+  const RowArrays arrays = carve_rows(slab, shape, row_unit);
+  auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
+  for (int64_t first = 0; first < rows; first += arrays.rows) {
+    const int64_t count = std::min(arrays.rows, rows - first);
+    // The sample buffer is the logits of the sampling launch: [count, width], row stride
+    // sample_stride (it stores tile t at column block t / tile_stride).
+    TensorView sample_view =
+        TensorView::contiguous(arrays.sample, DType::kF32, {count, width}, Device::kCUDA)
+            .with_row_stride(shape.sample_stride);
+    ScoringCall call;
+    if (Status status = form.plan(op, sample_view, first, count, &call); !status.ok()) {
+      return status;
+    }
+    const fused::RowState state{call.params,      arrays.sample, shape.sample_stride,
+                                shape.tile_stride, arrays.gate,   arrays.counts,
+                                shape.capacity,    k};
+    if (shape.gated) {
+      ScoringCall sample = call;
+      sample.params.tile_stride = shape.tile_stride;
+      sample.params.chunk_keys *= shape.tile_stride;
+      sample.params.chunks = (sample.params.chunks + shape.tile_stride - 1) / shape.tile_stride;
+      if (Status status = launch_scoring(op, sample, false, stream); !status.ok()) return status;
+    }
+    if (Status status = to_status(fused::launch_gate(state, count, Form::kPaged, stream), op,
+                                  "gate kernel launch");
+        !status.ok()) {
+      return status;
+    }
+    ScoringCall scan = call;
+    scan.params.logits = nullptr;
+    scan.params.gate = arrays.gate;
+    scan.params.candidates = arrays.candidates;
+    scan.params.candidate_counts = arrays.counts;
+    scan.params.candidate_capacity = shape.capacity;
+    if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
+    if (shape.gated) {
+      if (Status status = to_status(
+              fused::launch_fallback_ranges(state, count, Form::kPaged, arrays.fallback_lo,
+                                            arrays.fallback_hi, stream),
+              op, "fallback ranges kernel launch");
+          !status.ok()) {
+        return status;
+      }
+      if (Status status = run_fallback(op, form, shape, slab, out, first, count,
+                                       arrays.fallback_lo, arrays.fallback_hi, sorted, stream);
+          !status.ok()) {
+        return status;
+      }
+    }
+    // Always sorted: the candidates sit in their slots in the order the scan's atomics were
+    // served, so an unsorted answer would change from run to run.
+    topk::Params select = topk::make_params(leading_rows(out, first, count),
+                                            form.ranges(first, count), width, k, true);
+    select.split_capacity = shape.capacity;
+    select.split_keys = arrays.candidates;
+    select.split_counts = arrays.counts;
+    if (Status status = to_status(topk::launch_merge(select, count, false, stream), op,
+                                  "select kernel launch");
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k) {
+  const FusedShape shape(width, k);
+  const size_t kept = align_slab(static_cast<size_t>(batch_rows) * shape.row_bytes() + 6 * 256);
+  const size_t pitch = static_cast<size_t>(
+      (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats);
+  const size_t slab = align_slab(static_cast<size_t>(batch_rows) * pitch * sizeof(float));
+  return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment + 2 * std::max(kept, slab);
+}
+
+void set_fused_capacity_for_testing(int capacity) {
+  capacity_override.store(capacity, std::memory_order_relaxed);
+}
+
+Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                             const RunOptions& options) {
+  const PrefillForm form{q, keys, weights, ks, ke};
+  return run_fused("indexer_prefill", form, out, q.values.shape[0], keys.values.shape[0], 1, k,
+                   sorted, options);
+}
+
+Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                            const PagedKCache& cache, const TensorView& weights,
+                            const TensorView& context_lens, const TensorView& block_table, int k,
+                            bool sorted, const RunOptions& options) {
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  const DecodeForm form{q, cache, weights, context_lens, block_table, next_n};
+  return run_fused("indexer_decode", form, out, q.values.shape[0] * next_n,
+                   block_table.shape[1] * cache.page_size, next_n, k, sorted, options);
+}
+
+}  // namespace flashindexer::cuda

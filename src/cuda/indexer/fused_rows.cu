@@ -1,0 +1,104 @@
+// The fused indexer's per-row kernels: the sampled gate and the fallback ranges (fused_rows.h).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/indexer/fused_rows.h"
+#include "cuda/scoring/row_range.cuh"
+#include "cuda/topk/config.h"
+#include "cuda/topk/select_core.cuh"
+
+namespace flashindexer::cuda::fused {
+namespace {
+
+using scoring::kTileKeys;
+
+// Whether a row's emitted candidates hold its top-k: the merge kernel's test (topk_merge.cu)
+// for one split per row, which must agree with this one.
+__device__ __forceinline__ bool incomplete(int32_t count, int32_t capacity, int64_t length, int k) {
+  const int64_t want = length < k ? length : k;
+  return count > capacity || count < want;
+}
+
+// One CTA per row (the top-k's block size, for its histogram select).
+template <bool kPaged>
+__global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_constant__ RowState s) {
+  __shared__ uint32_t sample[kMaxSampleTiles * kTileKeys];
+  __shared__ topk::HistShared hs;
+  __shared__ uint32_t sampled;
+  const int64_t row = blockIdx.x;
+  int32_t lo = 0;
+  int32_t hi = 0;
+  scoring::row_range<kPaged>(s.ranges, row, lo, hi);
+  const int64_t length = hi - lo;
+  if (length <= s.capacity) {
+    if (threadIdx.x == 0) {
+      s.counts[row] = 0;
+      s.gate[row] = 0;
+    }
+    return;
+  }
+  if (threadIdx.x == 0) sampled = 0;
+  __syncthreads();
+  // Sample slot j holds key (j / 64) * tile_stride * 64 + j % 64; take the visible ones (their
+  // order does not matter: the gate depends on their histogram only).
+  const int32_t stride = s.tile_stride;
+  const int64_t first = static_cast<int64_t>(lo / kTileKeys + stride - 1) / stride * kTileKeys;
+  const int64_t last =
+      static_cast<int64_t>((hi + kTileKeys - 1) / kTileKeys + stride - 1) / stride * kTileKeys;
+  const float* row_sample = s.sample + row * s.sample_stride;
+  for (int64_t j = first + threadIdx.x; j < last; j += topk::kThreads) {
+    const int64_t key = (j / kTileKeys) * stride * kTileKeys + j % kTileKeys;
+    if (key >= lo && key < hi) {
+      sample[atomicAdd(&sampled, 1u)] = score_key(__float_as_uint(__ldg(row_sample + j)));
+    }
+  }
+  __syncthreads();
+  const uint32_t n = sampled;
+  uint32_t gate = 0;
+  if (n > 0) {
+    const float q = static_cast<float>(n) * static_cast<float>(s.k) / static_cast<float>(length);
+    const float r = q + topk::kSampleSigmas * sqrtf(q) + topk::kRankSlack;
+    const uint32_t rank = r >= static_cast<float>(n) ? n : static_cast<uint32_t>(r);
+    uint32_t largest = 0;
+    topk::sample_threshold(sample, static_cast<int>(n), rank < 1 ? 1u : rank, hs, gate, largest);
+  }
+  if (threadIdx.x == 0) {
+    s.counts[row] = 0;
+    s.gate[row] = gate;
+  }
+}
+
+template <bool kPaged>
+__global__ void fallback_ranges_kernel(const __grid_constant__ RowState s, int64_t rows,
+                                       int32_t* fallback_lo, int32_t* fallback_hi) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  int32_t lo = 0;
+  int32_t hi = 0;
+  scoring::row_range<kPaged>(s.ranges, row, lo, hi);
+  const bool failed = incomplete(s.counts[row], s.capacity, hi - lo, s.k);
+  if (fallback_lo != nullptr) fallback_lo[row] = failed ? lo : 0;
+  fallback_hi[row] = failed ? hi : 0;
+}
+
+}  // namespace
+
+cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  auto* kernel = paged ? gate_kernel<true> : gate_kernel<false>;
+  kernel<<<static_cast<unsigned>(rows), topk::kThreads, 0, stream>>>(state);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool paged, int32_t* lo,
+                                   int32_t* hi, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  constexpr int kBlock = 256;
+  auto* kernel = paged ? fallback_ranges_kernel<true> : fallback_ranges_kernel<false>;
+  kernel<<<static_cast<unsigned>((rows + kBlock - 1) / kBlock), kBlock, 0, stream>>>(state, rows,
+                                                                                    lo, hi);
+  return cudaGetLastError();
+}
+
+}  // namespace flashindexer::cuda::fused

@@ -1,0 +1,39 @@
+// Internal interface between the fused indexer's host code and its small per-row kernels
+// (fused_rows.cu): the gate before the scan and the fallback ranges after it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/scoring/score_params.h"
+
+namespace flashindexer::cuda::fused {
+
+// One batch of rows of the fused indexer; row r of the batch is row r of `ranges`.
+struct RowState {
+  scoring::ScoreParams ranges;  // the scan's parameters: row ranges (ks / ke or context lengths)
+  const float* sample = nullptr;  // [rows, sample_stride]: sampled tiles side by side
+  int64_t sample_stride = 0;
+  int32_t tile_stride = 1;  // the sample holds key tiles t with t % tile_stride == 0
+  uint32_t* gate = nullptr;           // [rows] score key; the scan emits keys >= it
+  int32_t* counts = nullptr;          // [rows] keys emitted (past the capacity: overflow)
+  int32_t capacity = 0;               // candidate slots per row
+  int k = 0;
+};
+
+// Keys of the sample a row's gate may draw on: sampled tiles of the widest row.
+constexpr int kMaxSampleTiles = 128;
+
+// Zeroes the counts and sets each row's gate: 0 (every key) when the row fits the candidate
+// slots, else a lower bound of the sample's rank-r score key, with r chosen so that about
+// k (1 + 4 / sqrt(q)) keys pass (q: the sample rank of the row's k-th key).
+cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStream_t stream);
+
+// After the scan: fallback ranges for the rows whose candidates are incomplete (more than the
+// capacity, or fewer than min(k, row length)); [0, 0) for the others. Prefill writes
+// lo[r], hi[r]; decode writes hi[r] only (the 2-D context length of row r).
+cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool paged, int32_t* lo,
+                                   int32_t* hi, cudaStream_t stream);
+
+}  // namespace flashindexer::cuda::fused

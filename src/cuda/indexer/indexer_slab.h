@@ -1,0 +1,93 @@
+// The CUDA indexer's use of the caller's workspace: the top-k scratch, then a logits slab for a
+// batch of rows (and, for the fused path, a region it keeps for its per-row arrays). Host code.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/cuda_ops.h"
+
+namespace flashindexer::cuda {
+
+// Logits rows start 1 KiB apart (the scoring kernel's stores are then whole sectors).
+constexpr int64_t kSlabPitchFloats = 256;
+constexpr size_t kSlabAlignment = 1024;
+
+// Rows [first, first + count) of a view along its dimension 0 (undefined views stay undefined).
+inline TensorView leading_rows(const TensorView& view, int64_t first, int64_t count) {
+  if (!view.defined()) return view;
+  TensorView part = view;
+  part.data = static_cast<unsigned char*>(view.data) +
+              first * view.stride[0] * static_cast<int64_t>(dtype_size(view.dtype));
+  part.shape[0] = count;
+  return part;
+}
+
+inline size_t align_slab(size_t bytes) {
+  return (bytes + kSlabAlignment - 1) / kSlabAlignment * kSlabAlignment;
+}
+
+// The logits slab and the top-k scratch carved out of the caller's workspace.
+struct Slab {
+  float* logits = nullptr;
+  int64_t pitch = 0;    // floats between logits rows
+  int64_t rows = 0;     // logits rows the slab holds (a multiple of the row unit)
+  RunOptions topk_run;  // the caller's stream, the top-k scratch as workspace
+  unsigned char* kept = nullptr;  // the region kept for the caller, `kept_bytes` long, aligned
+  size_t kept_bytes = 0;
+};
+
+// Carves the workspace for rows of `width` logits, a whole number of `row_unit` rows per batch,
+// keeping `keep(slab_region_bytes)` bytes of the region after the top-k scratch for the caller
+// (who needs at least `keep_minimum`).
+template <typename Keep>
+Status carve_slab(const char* op, const RunOptions& options, int64_t width, int k,
+                  int64_t row_unit, size_t keep_minimum, Keep keep, Slab* slab) {
+  const size_t topk_bytes = topk_per_row_workspace_bound(k);
+  slab->pitch =
+      (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats;
+  const size_t unit_bytes = static_cast<size_t>(row_unit) * slab->pitch * sizeof(float);
+  const size_t needed = topk_bytes + kSlabAlignment + unit_bytes +
+                        (keep_minimum > 0 ? align_slab(keep_minimum) + kSlabAlignment : 0);
+  if (options.workspace == nullptr || options.workspace_bytes < needed) {
+    return Status::WorkspaceTooSmall(concat(
+        op, ": CUDA tensors need RunOptions.workspace for the logits of a batch of rows: at least ",
+        needed, " bytes for ", width, " keys per row (", row_unit,
+        " rows at a time); indexer_cuda_workspace_size(k=", k, ") = ", indexer_workspace_size(k),
+        " is the recommended size; got ",
+        options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
+  }
+  if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
+    return Status::InvalidArgument(
+        concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+  }
+  auto* base = static_cast<unsigned char*>(options.workspace);
+  const uintptr_t slab_start =
+      (reinterpret_cast<uintptr_t>(base) + topk_bytes + kSlabAlignment - 1) / kSlabAlignment *
+      kSlabAlignment;
+  size_t region = options.workspace_bytes - (slab_start - reinterpret_cast<uintptr_t>(base));
+  if (keep_minimum > 0) {
+    const size_t kept = std::clamp(align_slab(keep(region)), align_slab(keep_minimum),
+                                   region - unit_bytes - kSlabAlignment);
+    slab->kept_bytes = kept;
+    region -= kept;
+    slab->kept = reinterpret_cast<unsigned char*>(slab_start) + region / kSlabAlignment *
+                                                                    kSlabAlignment;
+    region = region / kSlabAlignment * kSlabAlignment;
+  }
+  slab->logits = reinterpret_cast<float*>(slab_start);
+  slab->rows = static_cast<int64_t>(region / unit_bytes) * row_unit;
+  slab->topk_run = options;
+  slab->topk_run.workspace = base;
+  slab->topk_run.workspace_bytes = topk_bytes;
+  return Status::Ok();
+}
+
+inline TensorView slab_view(const Slab& slab, int64_t rows, int64_t width) {
+  return TensorView::contiguous(slab.logits, DType::kF32, {rows, width}, Device::kCUDA)
+      .with_row_stride(slab.pitch);
+}
+
+}  // namespace flashindexer::cuda
