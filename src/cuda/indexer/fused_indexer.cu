@@ -4,10 +4,11 @@
 //  1. sample: the scoring kernel scores every tile_stride-th key tile of each row (<= 128 tiles
 //     of the widest row) into a small sample buffer;
 //  2. gate: per row, a lower bound of the sample's rank-r score, with r set so that about
-//     k (1 + 4 / sqrt(q)) keys pass (rows that fit the candidate slots take every key);
-//  3. scan: the scoring kernel computes every score once more, with the same arithmetic as
+//     k (1 + 4 / sqrt(q)) keys pass (rows that fit the candidate slots take every key); the
+//     sampled keys that pass become the row's first candidates;
+//  3. scan: the scoring kernel computes every other score, with the same arithmetic as
 //     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
-//     keys, counting on past the capacity;
+//     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
 //  4. fallback: rows whose candidates are incomplete (overflow, or fewer than min(k, length) keys
 //     passed) go through the dense pair, mqa_logits into a logits slab + topk_per_row, with every
 //     other row's range emptied (their scoring work items are skipped);
@@ -54,16 +55,19 @@ struct FusedShape {
   int capacity = 0;
   bool gated = false;  // some row can hold more keys than its candidate slots
   int32_t tile_stride = 1;
+  int32_t tile_shift = 0;
   int64_t sample_stride = 0;  // floats per row of the sample buffer
 
   FusedShape(int64_t width_, int k_) : width(width_), k(k_), capacity(candidate_capacity(k_)) {
     gated = width > capacity;
     const int64_t tiles = (width + kTileKeys - 1) / kTileKeys;
     // One tile in 32 or more (<= kMaxSampleTiles of the widest row): the sample rank of a row's
-    // k-th key is then q = k / tile_stride (16 at k = 512), and the sampling costs <= 1/32 of
-    // the scan.
-    tile_stride = static_cast<int32_t>(
-        std::max<int64_t>(32, (tiles + fused::kMaxSampleTiles - 1) / fused::kMaxSampleTiles));
+    // k-th key is then q = k / tile_stride (16 at k = 512 up to 128K keys), and the sampled
+    // tiles are not scored again by the scan.
+    // A power of two, so that the scoring kernel walks the tiles without divisions.
+    tile_shift = 5;
+    while ((int64_t{1} << tile_shift) * fused::kMaxSampleTiles < tiles) ++tile_shift;
+    tile_stride = int32_t{1} << tile_shift;
     sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
   }
   size_t row_bytes() const {
@@ -236,12 +240,20 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     if (Status status = form.plan(op, sample_view, first, count, &call); !status.ok()) {
       return status;
     }
-    const fused::RowState state{call.params,      arrays.sample, shape.sample_stride,
-                                shape.tile_stride, arrays.gate,   arrays.counts,
-                                shape.capacity,    k};
+    fused::RowState state;
+    state.ranges = call.params;
+    state.sample = shape.gated ? arrays.sample : nullptr;
+    state.sample_stride = shape.sample_stride;
+    state.tile_stride = shape.tile_stride;
+    state.gate = arrays.gate;
+    state.candidates = arrays.candidates;
+    state.counts = arrays.counts;
+    state.capacity = shape.capacity;
+    state.k = k;
     if (shape.gated) {
       ScoringCall sample = call;
       sample.params.tile_stride = shape.tile_stride;
+      sample.params.tile_shift = shape.tile_shift;
       sample.params.chunk_keys *= shape.tile_stride;
       sample.params.chunks = (sample.params.chunks + shape.tile_stride - 1) / shape.tile_stride;
       if (Status status = launch_scoring(op, sample, false, stream); !status.ok()) return status;
@@ -257,6 +269,11 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     scan.params.candidates = arrays.candidates;
     scan.params.candidate_counts = arrays.counts;
     scan.params.candidate_capacity = shape.capacity;
+    if (shape.gated) {  // the gate has emitted the sampled tiles' keys
+      scan.params.tile_stride = shape.tile_stride;
+      scan.params.tile_shift = shape.tile_shift;
+      scan.params.skip_sampled = true;
+    }
     if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
     if (shape.gated) {
       if (Status status = to_status(

@@ -39,33 +39,44 @@ constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
-// more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
+// more for its block-table window; the consumers need 232 for H = 32 prefill (8 rows of sums)
+// and for N = 256 decode with candidate emission.
 template <bool kPaged>
-inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
-template <bool kPaged>
-inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
+inline constexpr int kProducerRegisters = kPaged ? 48 : 40;
+inline constexpr int kConsumerRegisters = 232;
 
 // One published work item. row0 < 0 ends the CTA's work.
 struct ItemInfo {
   int32_t row0;
   int32_t rows;
-  int32_t tile_begin;  // key tiles tile_begin, + tile_stride, ... below tile_end, of 64 keys
+  int32_t tile_begin;  // the TileWalk of key tiles (64 keys) from tile_begin, below tile_end
   int32_t tile_end;
   int32_t lo[kMaxRowsPerGroup];  // visible keys [lo, hi) of each row (empty: lo == hi)
   int32_t hi[kMaxRowsPerGroup];
+  uint32_t gate[kMaxRowsPerGroup];  // candidate emission: each row's gate
 };
 
 // Shared memory: as many key stages as fit next to the two Q buffers (more bytes in flight is
 // what decode, bound by reading the cache, needs most).
 constexpr int kSharedBudget = 220 * 1024;
 
+// Candidate emission: each consumer warp queues its candidates in shared memory and hands them
+// to the rows' global slots in bulk (one atomic per row per flush): a global atomic whose result
+// a warp waits for costs ~1 us, which per emitting warp step made the scan ~40 % slower.
+constexpr int kQueueEntries = 128;
+constexpr int kConsumerWarps = 4 * kConsumerGroups;
+constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, rows' places
+
 template <int kN>
 struct SharedLayout {
   static constexpr int kQBytes = kN * kHeadDim;
-  // Two Q tiles, two weight tiles, two ItemInfos, the four item barriers and the alignment slack;
-  // each stage adds its keys, scales and two barriers.
-  static constexpr int kFixedBytes =
-      2 * kQBytes + 2 * kN * 4 + 2 * static_cast<int>(sizeof(ItemInfo)) + 4 * 8 + 1024;
+  // Per consumer warp: rank keys, row slots, and the flush's reservation (QueueFlush).
+  static constexpr int kQueueBytes = kConsumerWarps * (kQueueEntries * 9 + kQueueMetaWords * 4);
+  // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues, the four item barriers
+  // and the alignment slack; each stage adds its keys, scales and two barriers.
+  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
+                                     2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes + 4 * 8 +
+                                     1024;
   static constexpr int kStages =
       (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16);
   static constexpr int kKeys = 0;
@@ -73,11 +84,37 @@ struct SharedLayout {
   static constexpr int kScales = kQ + 2 * kQBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;
-  static constexpr int kBarriers = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
+  static constexpr int kQueueKeys = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
+  static constexpr int kQueueSlots = kQueueKeys + kConsumerWarps * kQueueEntries * 8;
+  static constexpr int kQueueMeta = kQueueSlots + kConsumerWarps * kQueueEntries;
+  static constexpr int kBarriers = kQueueMeta + kConsumerWarps * kQueueMetaWords * 4;
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
   static_assert(kAllocBytes <= kSharedBudget, "shared memory layout over budget");
+};
+
+// The key tiles of a work item, in order: every tile from `begin` (tile_stride 1), the sampled
+// ones (t % tile_stride == 0), or all but those (skip_sampled). tile_stride is a power of two,
+// so the walk holds nothing but the tile (registers are scarce in the N = 256 consumers).
+struct TileWalk {
+  int32_t tile;
+
+  __device__ __forceinline__ TileWalk(const ScoreParams& p, int32_t begin) : tile(begin) {
+    const int32_t mask = p.tile_stride - 1;
+    if (p.skip_sampled) {
+      if ((tile & mask) == 0) ++tile;
+    } else {
+      tile = (tile + mask) & ~mask;
+    }
+  }
+  __device__ __forceinline__ void next(const ScoreParams& p) {
+    if (!p.skip_sampled) {
+      tile += p.tile_stride;
+    } else if ((++tile & (p.tile_stride - 1)) == 0) {
+      ++tile;
+    }
+  }
 };
 
 // ---- producer -------------------------------------------------------------------------------
@@ -147,7 +184,8 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
                                              uint32_t item_count, const CUtensorMap* q_map,
                                              const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
                                              int rows, int32_t tile_begin, int32_t tile_end,
-                                             int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
+                                             int32_t lo, int32_t hi, uint32_t gate,
+                                             uint32_t q_bytes, int lane) {
   using L = SharedLayout<kN>;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -157,9 +195,11 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
   for (int r = 0; r < kMaxRowsPerGroup; ++r) {
     const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
     const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
+    const uint32_t row_gate = __shfl_sync(0xffffffffu, gate, r);
     if (lane == 0) {
       info.lo[r] = row_lo;
       info.hi[r] = row_hi;
+      info.gate[r] = row_gate;
     }
   }
   if (lane == 0) {
@@ -212,22 +252,21 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
     }
     if (first >= last) continue;
-    // With sampling, the first tile of the stride's lattice at or after the range start.
-    const int32_t stride = p.tile_stride;
-    const int32_t tile_begin = (first / kTileKeys + stride - 1) / stride * stride;
+    const int32_t tile_begin = first / kTileKeys;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
-    if (tile_begin >= tile_end) continue;
+    if (TileWalk(p, tile_begin).tile >= tile_end) continue;  // no tile of the walk
 
     if (warp == 0)
       publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
+                               p.gate != nullptr && lane < rows ? p.gate[row0 + lane] : 0u,
                                q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
-    for (int32_t tile = tile_begin; tile < tile_end; tile += stride, ++tile_count) {
+    for (TileWalk walk(p, tile_begin); walk.tile < tile_end; walk.next(p), ++tile_count) {
       if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
       const uint32_t stage = tile_count % L::kStages;
       ptx::mbarrier_wait(&empty[stage], ((tile_count / L::kStages) & 1) ^ 1);
-      loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
+      loader.load(group, walk.tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
                   &full[stage], lane);
     }
@@ -383,29 +422,107 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
-// Candidate emission (ScoreParams::gate): appends the visible key `key` of query row `row` to the
-// row's candidates when its score passes the row's gate. The lanes of a warp with the same
-// lane % 4 hold the same row: one atomic per row and warp, then each lane writes at its rank
-// among them. Call from the whole warp.
-__device__ __forceinline__ void emit_candidate(const ScoreParams& p, int32_t row, uint32_t gate,
-                                               int32_t lo, int32_t hi, int32_t key, float score,
-                                               int lane) {
+// One consumer warp's candidate queue (ScoreParams::gate): rank keys and the row slot (row -
+// row0 of the item) they belong to, in shared memory; `size` is warp-uniform. The addresses are
+// recomputed where used (registers are scarce in the N = 256 consumers).
+struct CandidateQueue {
+  uint8_t* smem;
+  uint32_t size;
+  template <int kN>
+  __device__ __forceinline__ uint64_t* keys() const {
+    return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN>::kQueueKeys) +
+           (threadIdx.x / 32 - 4) * kQueueEntries;
+  }
+  template <int kN>
+  __device__ __forceinline__ uint8_t* slots() const {
+    return smem + SharedLayout<kN>::kQueueSlots + (threadIdx.x / 32 - 4) * kQueueEntries;
+  }
+  // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
+  template <int kN>
+  __device__ __forceinline__ int32_t* meta() const {
+    return reinterpret_cast<int32_t*>(smem + SharedLayout<kN>::kQueueMeta) +
+           (threadIdx.x / 32 - 4) * kQueueMetaWords;
+  }
+};
+
+// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. Needs
+// room for 32 entries. Call from the whole warp.
+template <int kN>
+__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot, uint32_t gate,
+                                                int32_t lo, int32_t hi, int32_t key, float score,
+                                                int lane) {
   const uint32_t score_bits = score_key(__float_as_uint(score));
   const bool take = key >= lo && key < hi && score_bits >= gate;
   const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-  if (ballot == 0) return;
-  const uint32_t peers = ballot & (0x11111111u << (lane & 3));
-  const int leader = peers == 0 ? lane : __ffs(peers) - 1;
-  uint32_t base = 0;
-  if (take && lane == leader) {
-    base = atomicAdd(reinterpret_cast<uint32_t*>(p.candidate_counts + row), __popc(peers));
+  if (take) {
+    const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
+    queue.keys<kN>()[at] = rank_key(score_bits, static_cast<uint32_t>(key - lo));
+    queue.slots<kN>()[at] = static_cast<uint8_t>(slot);
   }
-  base = __shfl_sync(0xffffffffu, base, leader);
-  const uint32_t position = base + __popc(peers & ((1u << lane) - 1));
-  if (take && position < static_cast<uint32_t>(p.candidate_capacity)) {
-    p.candidates[static_cast<int64_t>(row) * p.candidate_capacity + position] =
-        rank_key(score_bits, static_cast<uint32_t>(key - lo));
+  queue.size += __popc(ballot);
+}
+
+// Hands the queue to its rows' candidate slots in two halves, so that the wait for the atomics
+// overlaps other work: reserve_queue counts each row slot's entries and issues one atomic per row
+// (lane q for row slot q, all at once) for their place; write_queue copies the entries there, in
+// queue order, and empties the queue. The reservation waits in shared memory (queue meta), not in
+// registers: the N = 256 consumers have none to spare. Call both from the whole warp.
+template <int kN, int kRows>
+__device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue& queue,
+                                              int32_t row0, int lane) {
+  __syncwarp();
+  const uint8_t* slots = queue.slots<kN>();
+  uint32_t mine = 0;
+#pragma unroll
+  for (int q = 0; q < kRows; ++q) {
+    uint32_t count = 0;
+    for (uint32_t base = 0; base < queue.size; base += 32) {
+      const uint32_t j = base + lane;
+      count += __popc(__ballot_sync(0xffffffffu, j < queue.size && slots[j] == q));
+    }
+    if (lane == q) mine = count;
   }
+  int32_t* meta = queue.meta<kN>();
+  if (lane < kRows) {
+    meta[1 + lane] = mine > 0 ? static_cast<int32_t>(atomicAdd(
+                                    reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane),
+                                    mine))
+                              : 0;
+  }
+  if (lane == 0) meta[0] = row0;
+  __syncwarp();
+}
+
+template <int kN>
+__device__ __forceinline__ bool queue_reserved(const CandidateQueue& queue) {
+  return queue.meta<kN>()[0] >= 0;
+}
+
+template <int kN, int kRows>
+__device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue,
+                                            int lane) {
+  const uint32_t lower_lanes = (1u << lane) - 1;
+  const uint64_t* keys = queue.keys<kN>();
+  const uint8_t* slots = queue.slots<kN>();
+  int32_t* meta = queue.meta<kN>();
+  const int32_t row0 = meta[0];
+#pragma unroll
+  for (int q = 0; q < kRows; ++q) {
+    uint32_t position = static_cast<uint32_t>(meta[1 + q]);
+    uint64_t* row_slots = p.candidates + static_cast<int64_t>(row0 + q) * p.candidate_capacity;
+    for (uint32_t base = 0; base < queue.size; base += 32) {
+      const uint32_t j = base + lane;
+      const bool take = j < queue.size && slots[j] == q;
+      const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+      const uint32_t at = position + __popc(ballot & lower_lanes);
+      if (take && at < static_cast<uint32_t>(p.candidate_capacity)) row_slots[at] = keys[j];
+      position += __popc(ballot);
+    }
+  }
+  queue.size = 0;
+  __syncwarp();
+  if (lane == 0) meta[0] = -1;
+  __syncwarp();
 }
 
 template <int kHeads, int kN, bool kPaged>
@@ -427,7 +544,14 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
   const bool emit = p.gate != nullptr;
-  const int32_t stride = p.tile_stride;
+  CandidateQueue queue{smem, 0};
+  // Entries one tile's epilogue may add: two key rows per owned row, per lane.
+  constexpr uint32_t kTileEntries = 32 * 2 * R::kPerLane;
+  static_assert(kTileEntries <= kQueueEntries, "a tile's candidates must fit the queue");
+  // An item's last candidates are written during the next item's first step, after its wgmma
+  // is issued: the reservation's atomics then complete while the tensor cores run.
+  if (lane == 0) queue.meta<kN>()[0] = -1;
+  __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
   uint32_t tile_count = 0;  // key tiles of all items so far (the stage ring position)
@@ -443,22 +567,29 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     // The rows this lane stores: q = lane % 4 + 4 i.
     int32_t lo[R::kPerLane];
     int32_t hi[R::kPerLane];
-    uint32_t gate[R::kPerLane];
 #pragma unroll
     for (int i = 0; i < R::kPerLane; ++i) {
       const int q = lane % 4 + 4 * i;
       const bool mine = q < R::kRows && q < info.rows;
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
-      gate[i] = mine && emit ? p.gate[row0 + q] : 0u;
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
     const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
 
-    for (int32_t tile = tile_begin; tile < tile_end;
-         tile += kTilesPerStep * stride, ++step_count) {
-      const int tiles = min(kTilesPerStep, (tile_end - tile + stride - 1) / stride);
+    for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++step_count) {
+      // This step's tiles: the walk's next kTilesPerStep (fewer at the end of the item).
+      int32_t tile_of[kTilesPerStep];
+      int tiles = 0;
+#pragma unroll
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        tile_of[u] = walk.tile;
+        if (walk.tile < tile_end) {
+          ++tiles;
+          walk.next(p);
+        }
+      }
       const uint32_t first_count = tile_count;
       tile_count += tiles;
       if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
@@ -488,6 +619,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           ptx::wgmma_commit_group();
         }
       }
+      if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
       float sums[kTilesPerStep][R::kPadded][2] = {};
       // The head sums of each part but the last overlap the wgmma of the parts after it.
       sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);
@@ -514,29 +646,39 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
                                                                      sums[u]);
         float owned[R::kPerLane][2];
         reduce_scatter_rows<kHeads, kN>(sums[u], lane, owned);
-        const int32_t tile_u = tile + u * stride;
-        const int32_t key0 = tile_u * kTileKeys + key_row;
+        if (emit && queue.size > kQueueEntries - kTileEntries) {
+          reserve_queue<kN, R::kRows>(p, queue, row0, lane);
+          write_queue<kN, R::kRows>(p, queue, lane);
+        }
+        const int32_t key0 = tile_of[u] * kTileKeys + key_row;
         const int32_t key1 = key0 + 8;
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
-          const int32_t row = row0 + lane % 4 + 4 * i;
           const float score0 = owned[i][0] * half_scale[u][0];
           const float score1 = owned[i][1] * half_scale[u][1];
           if (emit) {
-            emit_candidate(p, row, gate[i], lo[i], hi[i], key0, score0, lane);
-            emit_candidate(p, row, gate[i], lo[i], hi[i], key1, score1, lane);
+            const int slot = lane % 4 + 4 * i;
+            const uint32_t gate = info.gate[slot];  // padding slots: lo == hi, never taken
+            queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key0, score0, lane);
+            queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key1, score1, lane);
           } else {
             // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
-            const int32_t column0 = key0 - (tile_u - tile_u / stride) * kTileKeys;
-            float* out = p.logits + static_cast<int64_t>(row) * p.logits_stride;
+            const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;
+            float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
             if (key0 >= lo[i] && key0 < hi[i]) out[column0] = score0;
             if (key1 >= lo[i] && key1 < hi[i]) out[column0 + 8] = score1;
           }
         }
       }
     }
+    if (emit) {
+      // A warpgroup without a step in this item may still hold the previous item's entries.
+      if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
+      if (queue.size > 0) reserve_queue<kN, R::kRows>(p, queue, row0, lane);
+    }
     ptx::mbarrier_arrive(&q_empty[buffer]);  // every consumer thread, after its last read
   }
+  if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
 }
 
 // ---- the kernel -----------------------------------------------------------------------------
@@ -579,7 +721,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
     produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
+    ptx::setmaxnreg_increase<kConsumerRegisters>();
     consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
   }
 }

@@ -46,8 +46,11 @@ struct ScoreParams {
 
   // Sampling (the fused indexer's gate): only key tiles t with t % tile_stride == 0 are scored,
   // and tile t's scores land in logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every
-  // tile, at its own columns.
-  int32_t tile_stride = 1;
+  // tile, at its own columns. With skip_sampled, the other way round: every tile but those
+  // (whose keys the gate has already handled).
+  int32_t tile_stride = 1;  // a power of two
+  int32_t tile_shift = 0;   // log2(tile_stride)
+  bool skip_sampled = false;
 
   // Candidate emission (the fused indexer's scan), when gate != nullptr: no logits are written;
   // a visible key whose score key (topk::score_key) is >= gate[row] is appended to row's slots
