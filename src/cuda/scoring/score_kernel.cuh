@@ -5,8 +5,9 @@
 //  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
 //    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x
 //    H x 128 bytes) and weights; the four warps take turns streaming the item's keys by TMA in
-//    64-key tiles (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages):
-//    the per-tile work (block-table lookup, barrier wait, copies) is what limits decode.
+//    64-key tiles (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages,
+//    one half per consumer warpgroup): the per-tile work (block-table lookup, barrier wait,
+//    copies) is what limits decode.
 //  * Warpgroups 1 and 2: the consumers. They take alternate steps (one key tile, or two for
 //    N <= 128). For one tile: wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs
 //    are B, 4 k-steps; for N = 256 two 128-column groups, so the first group's sums overlap the
@@ -39,11 +40,13 @@ constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
-// more for its block-table window; the consumers need 232 for H = 32 prefill (8 rows of sums)
-// and for N = 256 decode with candidate emission.
+// more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
+// (48 / 232 for paged, tried for the emission code, coincided with hung decode tests on the H200;
+// at 224 the paged N = 256 consumer spills 20 bytes.)
 template <bool kPaged>
-inline constexpr int kProducerRegisters = kPaged ? 48 : 40;
-inline constexpr int kConsumerRegisters = 232;
+inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
+template <bool kPaged>
+inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
 
 // One published work item. row0 < 0 ends the CTA's work.
 struct ItemInfo {
@@ -53,7 +56,6 @@ struct ItemInfo {
   int32_t tile_end;
   int32_t lo[kMaxRowsPerGroup];  // visible keys [lo, hi) of each row (empty: lo == hi)
   int32_t hi[kMaxRowsPerGroup];
-  uint32_t gate[kMaxRowsPerGroup];  // candidate emission: each row's gate
 };
 
 // Shared memory: as many key stages as fit next to the two Q buffers (more bytes in flight is
@@ -77,8 +79,10 @@ struct SharedLayout {
   static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
                                      2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes + 4 * 8 +
                                      1024;
+  // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
   static constexpr int kStages =
-      (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16);
+      (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
+  static constexpr int kHalfStages = kStages / 2;
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
   static constexpr int kScales = kQ + 2 * kQBytes;
@@ -116,6 +120,12 @@ struct TileWalk {
     }
   }
 };
+
+// A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
+// take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
+// decode is bound by latency, not by the tensor cores.
+template <int kN>
+inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
 
 // ---- producer -------------------------------------------------------------------------------
 
@@ -184,8 +194,7 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
                                              uint32_t item_count, const CUtensorMap* q_map,
                                              const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
                                              int rows, int32_t tile_begin, int32_t tile_end,
-                                             int32_t lo, int32_t hi, uint32_t gate,
-                                             uint32_t q_bytes, int lane) {
+                                             int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
   using L = SharedLayout<kN>;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -195,11 +204,9 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
   for (int r = 0; r < kMaxRowsPerGroup; ++r) {
     const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
     const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
-    const uint32_t row_gate = __shfl_sync(0xffffffffu, gate, r);
     if (lane == 0) {
       info.lo[r] = row_lo;
       info.hi[r] = row_hi;
-      info.gate[r] = row_gate;
     }
   }
   if (lane == 0) {
@@ -230,7 +237,10 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   TileLoader<kPaged> loader{p, key_map, scale_map};
   const int64_t total_items = p.groups * p.chunks;
   const uint32_t q_bytes = static_cast<uint32_t>(p.rows_per_group) * kHeads * (kHeadDim + 4);
-  uint32_t tile_count = 0;
+  uint32_t tile_count = 0;  // tiles so far: producer warp w loads those with count % 4 == w
+  uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
+  int step_tiles = 0;       // tiles in the current step so far
+  uint32_t consumer_tiles[kConsumerGroups] = {};  // tiles each consumer warpgroup has been given
   uint32_t item_count = 0;
   for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
     const int64_t group = item % p.groups;
@@ -259,14 +269,26 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     if (warp == 0)
       publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
-                               p.gate != nullptr && lane < rows ? p.gate[row0 + lane] : 0u,
                                q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
-    for (TileWalk walk(p, tile_begin); walk.tile < tile_end; walk.next(p), ++tile_count) {
+    for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++tile_count) {
+      const int32_t tile = walk.tile;
+      walk.next(p);
+      // The consumer warpgroup of this tile's step, and the tile's place in that warpgroup's
+      // half of the ring: a stage is only ever read by one warpgroup, which reads its tiles in
+      // order, so a barrier's parity never stands for two phases. (With one shared ring, a
+      // warpgroup running a whole ring ahead of the other -- easy once candidate emission
+      // makes epilogues uneven -- would take a stale phase for a fresh one.)
+      const int consumer = static_cast<int>(step_count % kConsumerGroups);
+      const uint32_t place = consumer_tiles[consumer]++;
+      if (++step_tiles == kTilesPerStepFor<kN> || walk.tile >= tile_end) {
+        step_tiles = 0;
+        ++step_count;
+      }
       if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
-      const uint32_t stage = tile_count % L::kStages;
-      ptx::mbarrier_wait(&empty[stage], ((tile_count / L::kStages) & 1) ^ 1);
-      loader.load(group, walk.tile, smem + L::kKeys + stage * kTileBytes,
+      const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
+      ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
+      loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
                   &full[stage], lane);
     }
@@ -387,12 +409,6 @@ __device__ __forceinline__ void reduce_scatter_rows(
     }
   }
 }
-
-// A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
-// take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
-// decode is bound by latency, not by the tensor cores.
-template <int kN>
-inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
 
 // Waits for part kPart's wgmma (committed one group per part) and adds its head sums, for
 // every part but the last.
@@ -554,7 +570,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
-  uint32_t tile_count = 0;  // key tiles of all items so far (the stage ring position)
+  uint32_t my_tiles = 0;    // tiles this warpgroup has read: its place in its half of the ring
   uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
   for (uint32_t item_count = 0;; ++item_count) {
     const int buffer = item_count & 1;
@@ -590,15 +606,15 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           walk.next(p);
         }
       }
-      const uint32_t first_count = tile_count;
-      tile_count += tiles;
       if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
       uint32_t stages[kTilesPerStep];
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
-        stages[u] = (first_count + u) % L::kStages;
-        if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], ((first_count + u) / L::kStages) & 1);
+        const uint32_t place = my_tiles + u;
+        stages[u] = consumer * L::kHalfStages + place % L::kHalfStages;
+        if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
+      my_tiles += tiles;
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       ptx::wgmma_fence();
       // No branch around wgmma (ptxas would serialize them): a missing second tile re-reads the
@@ -658,7 +674,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           const float score1 = owned[i][1] * half_scale[u][1];
           if (emit) {
             const int slot = lane % 4 + 4 * i;
-            const uint32_t gate = info.gate[slot];  // padding slots: lo == hi, never taken
+            const uint32_t gate = lo[i] < hi[i] ? __ldg(p.gate + row0 + slot) : 0u;
             queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key0, score0, lane);
             queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key1, score1, lane);
           } else {
@@ -673,7 +689,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     }
     if (emit) {
       // A warpgroup without a step in this item may still hold the previous item's entries.
-      if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
+      if (queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
       if (queue.size > 0) reserve_queue<kN, R::kRows>(p, queue, row0, lane);
     }
     ptx::mbarrier_arrive(&q_empty[buffer]);  // every consumer thread, after its last read
@@ -721,7 +737,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
     produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters>();
+    ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
     consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
   }
 }
