@@ -51,9 +51,7 @@ DeviceBuffer path_workspace(IndexerPath path, int k, int64_t rows, int64_t width
 
 constexpr IndexerPath kPaths[] = {IndexerPath::kDense, IndexerPath::kFused};
 
-const char* path_name(IndexerPath path) {
-  return path == IndexerPath::kFused ? "fused" : "dense";
-}
+const char* path_name(IndexerPath path) { return path == IndexerPath::kFused ? "fused" : "dense"; }
 
 RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr,
                           IndexerPath path = IndexerPath::kAuto) {
@@ -116,9 +114,9 @@ HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool so
                        IndexerPath path = IndexerPath::kAuto) {
   HostTensor out = poisoned_topk_output(rows, k, out_stride);
   DeviceTensor device_out = to_device(out);
-  const Status status = indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
-                                        device.weights.view, device.ks.view, device.ke.view, k,
-                                        TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
+  const Status status = indexer_prefill(
+      device_out.view, device.q.view(), device.keys.view(), device.weights.view, device.ks.view,
+      device.ke.view, k, TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -167,8 +165,7 @@ TEST(IndexerPrefillCuda, EqualsTheDensePairForAnyWorkspace) {
       // Batches of 5 rows (not a whole scoring group), then the recommended workspace.
       for (IndexerPath path : kPaths) {
         for (int64_t batch_rows : {int64_t{5}, int64_t{0}}) {
-          SCOPED_TRACE(::testing::Message()
-                       << path_name(path) << ", batch rows " << batch_rows);
+          SCOPED_TRACE(::testing::Message() << path_name(path) << ", batch rows " << batch_rows);
           const DeviceBuffer workspace = path_workspace(path, k, batch_rows, keys);
           const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k + 5, path);
           EXPECT_TRUE(SameTopK(got, expected, k, sorted));
@@ -266,8 +263,7 @@ TEST(IndexerDecodeCuda, EqualsTheDensePairForAnyWorkspace) {
       // One request per batch, then the recommended workspace.
       for (IndexerPath path : kPaths) {
         for (int64_t batch_rows : {int64_t{next_n}, int64_t{0}}) {
-          SCOPED_TRACE(::testing::Message()
-                       << path_name(path) << ", batch rows " << batch_rows);
+          SCOPED_TRACE(::testing::Message() << path_name(path) << ", batch rows " << batch_rows);
           const DeviceBuffer workspace = path_workspace(path, k, batch_rows, table_width);
           EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, sorted, workspace, path), expected,
                                k, sorted));
@@ -395,8 +391,9 @@ TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
       for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
         SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows);
         const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
-        EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused),
-                             expected, k, sorted));
+        EXPECT_TRUE(
+            SameTopK(run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused),
+                     expected, k, sorted));
       }
     }
   }
@@ -458,9 +455,8 @@ TEST(FusedIndexerCuda, DecodeBatchesWithGatedRows) {
       SCOPED_TRACE(describe(config) + " k=" + std::to_string(k));
       DecodeProblem p = make_decode_problem(rng, config);
       const DevicePaged device(p);
-      const HostTensor expected =
-          cpu_topk_of_gpu_logits(device, p.rows(), p.width,
-                                 RowRanges::decode(p.context_lens.view(), next_n), k, sorted);
+      const HostTensor expected = cpu_topk_of_gpu_logits(
+          device, p.rows(), p.width, RowRanges::decode(p.context_lens.view(), next_n), k, sorted);
       const DeviceBuffer workspace =
           fused_workspace(k, 0, p.block_table.size(1) * config.page_size);
       EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, sorted, workspace, IndexerPath::kFused),

@@ -1,6 +1,6 @@
 // The CUDA indexer: the dispatch between the fused path (fused_indexer.cu) and the dense path
-// here. The dense path runs over a fixed logits slab: rows run in batches, and each batch is the dense
-// pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab, then
+// here. The dense path runs over a fixed logits slab: rows run in batches, and each batch is the
+// dense pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab, then
 // topk_per_row over it -- so the result is topk_per_row(logits) by construction, for any batch
 // size. The slab is the caller's workspace, so memory never grows with rows or keys; the batches
 // follow from shapes only (no host sync, graph-capturable). Host code only.
@@ -21,7 +21,8 @@ constexpr size_t kDefaultSlabBytes = size_t{256} << 20;
 
 Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width, int k,
                         int64_t row_unit, Slab* slab) {
-  return carve_slab(op, options, width, k, row_unit, 0, [](size_t) { return size_t{0}; }, slab);
+  return carve_slab(
+      op, options, width, k, row_unit, 0, [](size_t) { return size_t{0}; }, slab);
 }
 
 // kAuto is the dense path for every shape: it was measured faster than the fused path in every
@@ -43,7 +44,8 @@ Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   // Whole scoring groups (4 rows at H = 64, 8 at H = 32) per batch when the slab allows.
   const int64_t group_rows = 256 / q.values.shape[1];
   Slab slab;
-  if (Status status = carve_dense_slab("indexer_prefill", options, width, k, 1, &slab); !status.ok()) {
+  if (Status status = carve_dense_slab("indexer_prefill", options, width, k, 1, &slab);
+      !status.ok()) {
     return status;
   }
   const int64_t batch = slab.rows >= group_rows ? slab.rows / group_rows * group_rows : slab.rows;

@@ -91,7 +91,8 @@ RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t row_unit
   RowArrays a;
   // 256 bytes of slack per array keeps each one 256-byte aligned.
   const size_t slack = 6 * 256;
-  a.rows = static_cast<int64_t>((slab.kept_bytes - slack) / shape.row_bytes()) / row_unit * row_unit;
+  a.rows =
+      static_cast<int64_t>((slab.kept_bytes - slack) / shape.row_bytes()) / row_unit * row_unit;
   unsigned char* next = slab.kept;
   auto take = [&](size_t bytes) {
     unsigned char* at = next;
@@ -158,10 +159,9 @@ struct DecodeForm {
                        const TensorView& lens, ScoringCall* call) const {
     const int64_t request = first / next_n;
     const int64_t requests = count / next_n;
-    return plan_paged_mqa_logits(
-        op, logits, {leading_rows(q.values, request, requests), q.scales}, cache,
-        leading_rows(weights, first, count), lens, leading_rows(block_table, request, requests),
-        call);
+    return plan_paged_mqa_logits(op, logits, {leading_rows(q.values, request, requests), q.scales},
+                                 cache, leading_rows(weights, first, count), lens,
+                                 leading_rows(block_table, request, requests), call);
   }
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
               ScoringCall* call) const {
@@ -202,10 +202,10 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
     call.params.chunk_keys *= call.params.chunks;
     call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
-    if (Status status = topk_per_row(
-            leading_rows(out, first + done, part), logits,
-            form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part), shape.k,
-            sorted, slab.topk_run);
+    if (Status status =
+            topk_per_row(leading_rows(out, first + done, part), logits,
+                         form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part),
+                         shape.k, sorted, slab.topk_run);
         !status.ok()) {
       return status;
     }
@@ -283,8 +283,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
           !status.ok()) {
         return status;
       }
-      if (Status status = run_fallback(op, form, shape, slab, out, first, count,
-                                       arrays.fallback_lo, arrays.fallback_hi, sorted, stream);
+      if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
+                                       arrays.fallback_hi, sorted, stream);
           !status.ok()) {
         return status;
       }
@@ -296,8 +296,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     select.split_capacity = shape.capacity;
     select.split_keys = arrays.candidates;
     select.split_counts = arrays.counts;
-    if (Status status = to_status(topk::launch_merge(select, count, false, stream), op,
-                                  "select kernel launch");
+    if (Status status =
+            to_status(topk::launch_merge(select, count, false, stream), op, "select kernel launch");
         !status.ok()) {
       return status;
     }
@@ -310,8 +310,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
 size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k) {
   const FusedShape shape(width, k);
   const size_t kept = align_slab(static_cast<size_t>(batch_rows) * shape.row_bytes() + 6 * 256);
-  const size_t pitch = static_cast<size_t>(
-      (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats);
+  const size_t pitch = static_cast<size_t>((std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) /
+                                           kSlabPitchFloats * kSlabPitchFloats);
   const size_t slab = align_slab(static_cast<size_t>(batch_rows) * pitch * sizeof(float));
   return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment + 2 * std::max(kept, slab);
 }

@@ -114,7 +114,7 @@ cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool pag
   constexpr int kBlock = 256;
   auto* kernel = paged ? fallback_ranges_kernel<true> : fallback_ranges_kernel<false>;
   kernel<<<static_cast<unsigned>((rows + kBlock - 1) / kBlock), kBlock, 0, stream>>>(state, rows,
-                                                                                    lo, hi);
+                                                                                     lo, hi);
   return cudaGetLastError();
 }
 

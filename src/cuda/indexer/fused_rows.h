@@ -17,11 +17,11 @@ struct RowState {
   // (then the scan scores every tile).
   const float* sample = nullptr;
   int64_t sample_stride = 0;
-  int32_t tile_stride = 1;  // the sample holds key tiles t with t % tile_stride == 0
-  uint32_t* gate = nullptr;         // [rows] score key; the scan emits keys >= it
-  uint64_t* candidates = nullptr;   // [rows, capacity] rank keys
-  int32_t* counts = nullptr;        // [rows] keys emitted (past the capacity: overflow)
-  int32_t capacity = 0;             // candidate slots per row
+  int32_t tile_stride = 1;         // the sample holds key tiles t with t % tile_stride == 0
+  uint32_t* gate = nullptr;        // [rows] score key; the scan emits keys >= it
+  uint64_t* candidates = nullptr;  // [rows, capacity] rank keys
+  int32_t* counts = nullptr;       // [rows] keys emitted (past the capacity: overflow)
+  int32_t capacity = 0;            // candidate slots per row
   int k = 0;
 };
 

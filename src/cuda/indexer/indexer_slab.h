@@ -32,9 +32,9 @@ inline size_t align_slab(size_t bytes) {
 // The logits slab and the top-k scratch carved out of the caller's workspace.
 struct Slab {
   float* logits = nullptr;
-  int64_t pitch = 0;    // floats between logits rows
-  int64_t rows = 0;     // logits rows the slab holds (a multiple of the row unit)
-  RunOptions topk_run;  // the caller's stream, the top-k scratch as workspace
+  int64_t pitch = 0;              // floats between logits rows
+  int64_t rows = 0;               // logits rows the slab holds (a multiple of the row unit)
+  RunOptions topk_run;            // the caller's stream, the top-k scratch as workspace
   unsigned char* kept = nullptr;  // the region kept for the caller, `kept_bytes` long, aligned
   size_t kept_bytes = 0;
 };
@@ -43,8 +43,8 @@ struct Slab {
 // keeping `keep(slab_region_bytes)` bytes of the region after the top-k scratch for the caller
 // (who needs at least `keep_minimum`).
 template <typename Keep>
-Status carve_slab(const char* op, const RunOptions& options, int64_t width, int k,
-                  int64_t row_unit, size_t keep_minimum, Keep keep, Slab* slab) {
+Status carve_slab(const char* op, const RunOptions& options, int64_t width, int k, int64_t row_unit,
+                  size_t keep_minimum, Keep keep, Slab* slab) {
   const size_t topk_bytes = topk_per_row_workspace_bound(k);
   slab->pitch =
       (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats;
@@ -73,8 +73,8 @@ Status carve_slab(const char* op, const RunOptions& options, int64_t width, int 
                                    region - unit_bytes - kSlabAlignment);
     slab->kept_bytes = kept;
     region -= kept;
-    slab->kept = reinterpret_cast<unsigned char*>(slab_start) + region / kSlabAlignment *
-                                                                    kSlabAlignment;
+    slab->kept =
+        reinterpret_cast<unsigned char*>(slab_start) + region / kSlabAlignment * kSlabAlignment;
     region = region / kSlabAlignment * kSlabAlignment;
   }
   slab->logits = reinterpret_cast<float*>(slab_start);

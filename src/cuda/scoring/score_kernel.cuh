@@ -500,10 +500,10 @@ __device__ __forceinline__ void reserve_queue(const ScoreParams& p, const Candid
   }
   int32_t* meta = queue.meta<kN>();
   if (lane < kRows) {
-    meta[1 + lane] = mine > 0 ? static_cast<int32_t>(atomicAdd(
-                                    reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane),
-                                    mine))
-                              : 0;
+    meta[1 + lane] = mine > 0
+                         ? static_cast<int32_t>(atomicAdd(
+                               reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane), mine))
+                         : 0;
   }
   if (lane == 0) meta[0] = row0;
   __syncwarp();
@@ -515,8 +515,7 @@ __device__ __forceinline__ bool queue_reserved(const CandidateQueue& queue) {
 }
 
 template <int kN, int kRows>
-__device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue,
-                                            int lane) {
+__device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue, int lane) {
   const uint32_t lower_lanes = (1u << lane) - 1;
   const uint64_t* keys = queue.keys<kN>();
   const uint8_t* slots = queue.slots<kN>();

@@ -19,8 +19,8 @@ namespace {
 
 using scoring::kHeadDim;
 using scoring::kTileKeys;
-using scoring::ScoreMaps;
 using scoring::Launcher;
+using scoring::ScoreMaps;
 using scoring::ScoreParams;
 using scoring::ScoringCall;
 
@@ -174,7 +174,6 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
   return to_status(scoring::launch_fill_invisible(params, call.paged, stream), op,
                    "clean fill kernel launch");
 }
-
 
 Status plan_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
                        const QuantizedTensor& keys, const TensorView& weights, const TensorView& ks,
