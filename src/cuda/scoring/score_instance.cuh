@@ -1,4 +1,5 @@
-// Defines launch_score<H, N, paged>; each score_*.cu instantiates a few, so they build in parallel.
+// Defines launch_score<H, N, paged, emit>; each score_*.cu instantiates a few, so they build in
+// parallel.
 #pragma once
 
 #include <atomic>
@@ -9,11 +10,11 @@
 
 namespace flashindexer::cuda::scoring {
 
-template <int kHeads, int kN, bool kPaged>
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, int grid,
                          cudaStream_t stream) {
-  constexpr int kSharedBytes = SharedLayout<kN>::kAllocBytes;
-  auto* kernel = &score_kernel<kHeads, kN, kPaged>;
+  constexpr int kSharedBytes = SharedLayout<kN, kEmit>::kAllocBytes;
+  auto* kernel = &score_kernel<kHeads, kN, kPaged, kEmit>;
   // The shared-memory opt-in is per device: set it once for each device this process uses.
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;

@@ -69,11 +69,14 @@ constexpr int kQueueEntries = 128;
 constexpr int kConsumerWarps = 4 * kConsumerGroups;
 constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, rows' places
 
-template <int kN>
+// kEmit: the layout of the emitting instantiations (candidate queues); the storing ones keep
+// those bytes for key stages.
+template <int kN, bool kEmit>
 struct SharedLayout {
   static constexpr int kQBytes = kN * kHeadDim;
-  // Per consumer warp: rank keys, row slots, and the flush's reservation (QueueFlush).
-  static constexpr int kQueueBytes = kConsumerWarps * (kQueueEntries * 9 + kQueueMetaWords * 4);
+  // Per consumer warp: rank keys, row slots, and the reservation (reserve_queue).
+  static constexpr int kQueueBytes =
+      kEmit ? kConsumerWarps * (kQueueEntries * 9 + kQueueMetaWords * 4) : 0;
   // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues, the four item barriers
   // and the alignment slack; each stage adds its keys, scales and two barriers.
   static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
@@ -89,9 +92,9 @@ struct SharedLayout {
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;
   static constexpr int kQueueKeys = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
-  static constexpr int kQueueSlots = kQueueKeys + kConsumerWarps * kQueueEntries * 8;
-  static constexpr int kQueueMeta = kQueueSlots + kConsumerWarps * kQueueEntries;
-  static constexpr int kBarriers = kQueueMeta + kConsumerWarps * kQueueMetaWords * 4;
+  static constexpr int kQueueSlots = kQueueKeys + (kEmit ? kConsumerWarps * kQueueEntries * 8 : 0);
+  static constexpr int kQueueMeta = kQueueSlots + (kEmit ? kConsumerWarps * kQueueEntries : 0);
+  static constexpr int kBarriers = kQueueMeta + kQueueBytes - (kQueueMeta - kQueueKeys);
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
@@ -189,13 +192,13 @@ struct TileLoader {
 
 // Publishes one work item (producer warp 0): waits until its Q buffer is free, writes the
 // ItemInfo and starts the Q tile and weights copies.
-template <int kHeads, int kN>
+template <int kHeads, int kN, bool kEmit>
 __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, uint64_t* q_empty,
                                              uint32_t item_count, const CUtensorMap* q_map,
                                              const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
                                              int rows, int32_t tile_begin, int32_t tile_end,
                                              int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
-  using L = SharedLayout<kN>;
+  using L = SharedLayout<kN, kEmit>;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
   // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
@@ -220,11 +223,11 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
   }
 }
 
-template <int kHeads, int kN, bool kPaged>
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
                                         const CUtensorMap* w_map, const CUtensorMap* key_map,
                                         const CUtensorMap* scale_map, uint8_t* smem) {
-  using L = SharedLayout<kN>;
+  using L = SharedLayout<kN, kEmit>;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;  // producer warp, 0 .. kProducerWarps - 1
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -267,7 +270,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     if (TileWalk(p, tile_begin).tile >= tile_end) continue;  // no tile of the walk
 
     if (warp == 0)
-      publish_item<kHeads, kN>(items, q_full, q_empty, item_count, q_map, w_map, smem,
+      publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
                                q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
@@ -446,17 +449,17 @@ struct CandidateQueue {
   uint32_t size;
   template <int kN>
   __device__ __forceinline__ uint64_t* keys() const {
-    return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN>::kQueueKeys) +
+    return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN, true>::kQueueKeys) +
            (threadIdx.x / 32 - 4) * kQueueEntries;
   }
   template <int kN>
   __device__ __forceinline__ uint8_t* slots() const {
-    return smem + SharedLayout<kN>::kQueueSlots + (threadIdx.x / 32 - 4) * kQueueEntries;
+    return smem + SharedLayout<kN, true>::kQueueSlots + (threadIdx.x / 32 - 4) * kQueueEntries;
   }
   // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
   template <int kN>
   __device__ __forceinline__ int32_t* meta() const {
-    return reinterpret_cast<int32_t*>(smem + SharedLayout<kN>::kQueueMeta) +
+    return reinterpret_cast<int32_t*>(smem + SharedLayout<kN, true>::kQueueMeta) +
            (threadIdx.x / 32 - 4) * kQueueMetaWords;
   }
 };
@@ -540,13 +543,13 @@ __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue
   __syncwarp();
 }
 
-template <int kHeads, int kN, bool kPaged>
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int consumer) {
   constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
   constexpr int kParts = kPartsFor<kN>;
   constexpr int kPartN = kN / kParts;
   static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");
-  using L = SharedLayout<kN>;
+  using L = SharedLayout<kN, kEmit>;
   using R = TileRows<kHeads, kN>;
   const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x / 32) % 4;
@@ -558,14 +561,14 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
-  const bool emit = p.gate != nullptr;
+  constexpr bool emit = kEmit;  // the launch has p.gate set exactly when kEmit
   CandidateQueue queue{smem, 0};
   // Entries one tile's epilogue may add: two key rows per owned row, per lane.
   constexpr uint32_t kTileEntries = 32 * 2 * R::kPerLane;
   static_assert(kTileEntries <= kQueueEntries, "a tile's candidates must fit the queue");
   // An item's last candidates are written during the next item's first step, after its wgmma
   // is issued: the reservation's atomics then complete while the tensor cores run.
-  if (lane == 0) queue.meta<kN>()[0] = -1;
+  if (emit && lane == 0) queue.meta<kN>()[0] = -1;
   __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
@@ -698,7 +701,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 
 // ---- the kernel -----------------------------------------------------------------------------
 
-template <int kHeads, int kN, bool kPaged>
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 __global__ void __launch_bounds__(kThreads, 1)
     score_kernel(const __grid_constant__ CUtensorMap q_map,
                  const __grid_constant__ CUtensorMap w_map,
@@ -706,7 +709,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap scale_map, const ScoreParams params) {
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
-  using L = SharedLayout<kN>;
+  using L = SharedLayout<kN, kEmit>;
   extern __shared__ __align__(16) uint8_t smem_unaligned[];
   // The 128-byte swizzle pattern is anchored to 1024-byte boundaries. Offsetting the shared
   // array itself (not a cast integer) keeps every access an LDS, not a generic load.
@@ -734,10 +737,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
-    produce<kHeads, kN, kPaged>(params, &q_map, &w_map, &key_map, &scale_map, smem);
+    produce<kHeads, kN, kPaged, kEmit>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
-    consume<kHeads, kN, kPaged>(params, smem, warpgroup - 1);
+    consume<kHeads, kN, kPaged, kEmit>(params, smem, warpgroup - 1);
   }
 }
 

@@ -134,25 +134,28 @@ int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, in
   return std::clamp(chunk, lower, upper);
 }
 
+template <bool kEmit>
 Launcher prefill_launcher(int heads) {
-  return heads == 64 ? &scoring::launch_score<64, 256, false>
-                     : &scoring::launch_score<32, 256, false>;
+  return heads == 64 ? &scoring::launch_score<64, 256, false, kEmit>
+                     : &scoring::launch_score<32, 256, false, kEmit>;
 }
 
+template <bool kEmit>
 Launcher paged_launcher(int heads, int next_n) {
   if (heads == 64) {
     switch (next_n) {
       case 1:
-        return &scoring::launch_score<64, 64, true>;
+        return &scoring::launch_score<64, 64, true, kEmit>;
       case 2:
-        return &scoring::launch_score<64, 128, true>;
+        return &scoring::launch_score<64, 128, true, kEmit>;
       case 3:
-        return &scoring::launch_score<64, 192, true>;
+        return &scoring::launch_score<64, 192, true, kEmit>;
       default:
-        return &scoring::launch_score<64, 256, true>;
+        return &scoring::launch_score<64, 256, true, kEmit>;
     }
   }
-  return next_n <= 2 ? &scoring::launch_score<32, 64, true> : &scoring::launch_score<32, 128, true>;
+  return next_n <= 2 ? &scoring::launch_score<32, 64, true, kEmit>
+                     : &scoring::launch_score<32, 128, true, kEmit>;
 }
 
 }  // namespace
@@ -165,7 +168,9 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
   const int grid = static_cast<int>(std::min<int64_t>(items, call.sms));
   if (grid > 0) {
     if (Status status =
-            to_status(call.launcher(call.maps, params, grid, stream), op, "scoring kernel launch");
+            to_status((params.gate != nullptr ? call.emit_launcher : call.launcher)(
+                          call.maps, params, grid, stream),
+                      op, "scoring kernel launch");
         !status.ok()) {
       return status;
     }
@@ -237,7 +242,8 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  *call = ScoringCall{maps, params, prefill_launcher(heads), sms, false};
+  *call = ScoringCall{maps, params, prefill_launcher<false>(heads), prefill_launcher<true>(heads),
+                      sms, false};
   return Status::Ok();
 }
 
@@ -333,7 +339,12 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   } else {
     params.chunks = 0;
   }
-  *call = ScoringCall{maps, params, paged_launcher(heads, next_n), sms, true};
+  *call = ScoringCall{maps,
+                      params,
+                      paged_launcher<false>(heads, next_n),
+                      paged_launcher<true>(heads, next_n),
+                      sms,
+                      true};
   return Status::Ok();
 }
 

@@ -16,8 +16,9 @@ struct ScoreMaps {
   CUtensorMap scales;  // f32 [N] box [64] (prefill) or [pages, page] (paged)
 };
 
-// One instantiation per (H, N = rows per Q tile x H, paged); defined in score_*.cu.
-template <int kHeads, int kN, bool kPaged>
+// One instantiation per (H, N = rows per Q tile x H, paged, emit: candidate emission instead of
+// stores); defined in score_*.cu.
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, int grid,
                          cudaStream_t stream);
 using Launcher = cudaError_t (*)(const ScoreMaps&, const ScoreParams&, int, cudaStream_t);

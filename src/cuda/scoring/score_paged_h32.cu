@@ -4,9 +4,9 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<32, 64, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                cudaStream_t);
-template cudaError_t launch_score<32, 128, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                 cudaStream_t);
+template cudaError_t launch_score<32, 64, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
+template cudaError_t launch_score<32, 128, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

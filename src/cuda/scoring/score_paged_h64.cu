@@ -3,13 +3,13 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<64, 64, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                cudaStream_t);
-template cudaError_t launch_score<64, 128, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                 cudaStream_t);
-template cudaError_t launch_score<64, 192, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                 cudaStream_t);
-template cudaError_t launch_score<64, 256, true>(const ScoreMaps&, const ScoreParams&, int,
-                                                 cudaStream_t);
+template cudaError_t launch_score<64, 64, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
+template cudaError_t launch_score<64, 128, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
+template cudaError_t launch_score<64, 192, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
+template cudaError_t launch_score<64, 256, true, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

@@ -3,9 +3,9 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<64, 256, false>(const ScoreMaps&, const ScoreParams&, int,
-                                                  cudaStream_t);
-template cudaError_t launch_score<32, 256, false>(const ScoreMaps&, const ScoreParams&, int,
-                                                  cudaStream_t);
+template cudaError_t launch_score<64, 256, false, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
+template cudaError_t launch_score<32, 256, false, false>(const ScoreMaps&, const ScoreParams&,
+                                                         int, cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

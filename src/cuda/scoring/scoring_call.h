@@ -15,7 +15,8 @@ namespace scoring {
 struct ScoringCall {
   ScoreMaps maps{};
   ScoreParams params;
-  Launcher launcher = nullptr;
+  Launcher launcher = nullptr;       // stores logits (or the sample)
+  Launcher emit_launcher = nullptr;  // emits candidates (params.gate set)
   int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
   bool paged = false;
 };
