@@ -66,6 +66,20 @@ def test_indexer_prefill_with_caller_workspace(rng):
                                                           sorted=True))
 
 
+@pytest.mark.parametrize("path", ["auto", "dense", "fused"])
+def test_indexer_path_is_ignored_on_the_cpu(rng, path):
+    q, keys, weights, ks, ke = prefill_problem(rng)
+    np.testing.assert_array_equal(
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True, path=path),
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True))
+
+
+def test_indexer_rejects_an_unknown_path(rng):
+    q, keys, weights, ks, ke = prefill_problem(rng)
+    with pytest.raises(ValueError, match="indexer_prefill: path is \"fast\""):
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, path="fast")
+
+
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_paged_logits_and_decode_match_reference(rng, fmt):
     q, paged, weights = decode_problem(rng, fmt=fmt)

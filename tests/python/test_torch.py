@@ -174,6 +174,15 @@ def test_indexer_prefill_on_cuda_equals_the_dense_pair_on_a_side_stream(cuda_tor
                                                   sorted=True))
 
 
+@pytest.mark.parametrize("path", ["dense", "fused"])
+def test_indexer_prefill_paths_on_cuda_agree_on_gated_rows(cuda_torch, path):
+    # 20000 keys: more than the fused path's 8192 candidate slots, so its rows are gated.
+    q, kv, kscale, weights, ks, ke = _prefill(rows=24, n=20000, heads=64, device="cuda")
+    top = fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 2048, sorted=True, path=path)
+    logits = fi.mqa_logits(q, (kv, kscale), weights, ks, ke)
+    assert torch.equal(top, fi.topk_per_row(logits, 2048, ks=ks, ke=ke, sorted=True))
+
+
 def test_indexer_decode_on_cuda_equals_the_dense_pair(cuda_torch):
     generator = torch.Generator().manual_seed(7)
     sequences = [torch.randn(n, 128, generator=generator) for n in (9000, 3, 700)]
