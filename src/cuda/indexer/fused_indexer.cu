@@ -40,8 +40,9 @@ using scoring::ScoringCall;
 
 std::atomic<int> capacity_override{0};
 
-// Candidate slots per row: the gate lets about k (1 + 4 / sqrt(q)) keys through (q >= 16, so at
-// most ~2k), and the merge kernel holds 16384 rank keys per row.
+// Candidate slots per row. The gate lets about k r / q keys through (r = q + 4 sqrt(q) + 8, q the
+// sample rank of the k-th key): 1.6k at q = 64 (k = 2048, 128K keys), 2.5k at q = 16, 5k at
+// q = 4 (k = 512, 1M keys); the merge kernel holds at most 16384 rank keys per row.
 int candidate_capacity(int k) {
   const int forced = capacity_override.load(std::memory_order_relaxed);
   if (forced > 0) return forced;
