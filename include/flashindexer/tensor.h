@@ -56,12 +56,13 @@ struct TensorView {
   }
 };
 
-// Execution settings shared by every op.
-// Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode). Both return
-// the same answer bit for bit; kAuto picks the faster one by shape (docs/design.md, "The fused
-// indexer"). Ignored on the CPU.
+// Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode): the dense
+// path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
+// the same answer bit for bit. kAuto picks by shape; today it is the dense path everywhere, the
+// faster one in every case measured (docs/design.md, "GPU indexer"). Ignored on the CPU.
 enum class IndexerPath { kAuto, kDense, kFused };
 
+// Execution settings shared by every op.
 struct RunOptions {
   // cudaStream_t for ops on CUDA tensors; nullptr = the default stream. Ignored on the CPU.
   void* cuda_stream = nullptr;
