@@ -3,7 +3,8 @@
 # its GPU cases, the benchmarks, and optionally an ncu look at one top-k segment-kernel launch.
 # Usage (repo root, binaries in $BIN; `make gpu-check` runs the default steps):
 #   BIN=build OUT=/tmp/out STEPS="tests memcheck racecheck bench scoring-tests scoring-sanitize \
-#     indexer-sanitize scoring-bench python indexer-bench multi-gpu ncu" tools/bench/device_check.sh
+#     indexer-tests indexer-sanitize scoring-bench python indexer-bench multi-gpu ncu" \
+#     tools/bench/device_check.sh
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS) into
 # $BIN-py and runs pytest on it with the system python3 (PyTorch with CUDA, CuPy, JAX if there).
 set -u
@@ -38,9 +39,13 @@ for step in $STEPS; do
         timeout 200 compute-sanitizer --tool $tool "$BIN/flashindexer_tests" --gtest_filter="$SCORING_SMALL" >"$OUT/scoring-$tool.log" 2>&1
         echo "scoring $tool rc=$?"; tail -2 "$OUT/scoring-$tool.log"
       done ;;
+    indexer-tests)
+      # Both CUDA indexer paths (dense and fused) and the scoring kernel they share.
+      timeout 500 "$BIN/flashindexer_tests" --gtest_filter='*IndexerPrefillCuda*:*IndexerDecodeCuda*:FusedIndexerCuda.*:*MqaLogitsCuda*' >"$OUT/indexer-tests.log" 2>&1
+      echo "indexer tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |OK \]|FAILED \]" "$OUT/indexer-tests.log" | tail -30 ;;
     indexer-sanitize)
-      # The CUDA indexer (scoring + top-k in batches) and the DCP pack / merge kernels.
-      NEW_SMALL='IndexerDecodeCuda.GraphReplayGivesTheSameIndices:DcpCuda.TiesAcrossRanksGoToTheSmallerGlobalId:DcpCuda.NanRanksBelowMinusInfinityAndAboveEmptySlots'
+      # The CUDA indexer (dense and fused paths) and the DCP pack / merge kernels.
+      NEW_SMALL='IndexerDecodeCuda.GraphReplayGivesTheSameIndices:FusedIndexerCuda.CandidateOverflowFallsBackExactly:DcpCuda.TiesAcrossRanksGoToTheSmallerGlobalId:DcpCuda.NanRanksBelowMinusInfinityAndAboveEmptySlots'
       for tool in memcheck racecheck; do
         timeout 250 compute-sanitizer --tool $tool "$BIN/flashindexer_tests" --gtest_filter="$NEW_SMALL" >"$OUT/indexer-$tool.log" 2>&1
         echo "indexer/dcp $tool rc=$?"; tail -2 "$OUT/indexer-$tool.log"
