@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/indexer_slab.h"
 #include "cuda_test_support.h"
 #include "test_inputs.h"
 
@@ -229,6 +230,69 @@ TEST(IndexerPrefillCuda, RequiresAWorkspace) {
       labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 16);
   EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
                          {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
+}
+
+TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
+  // No GPU needed: the workspace is carved before anything touches the device. A workspace that
+  // holds the dense path's slab for one row but not the fused path's per-row arrays as well.
+  FI_SEEDED_RNG(rng);
+  const int64_t keys = 20000;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, keys, 64, 128);
+  HostTensor out = poisoned_topk_output(8, 512);
+  std::vector<uint8_t> host_workspace(indexer_cuda_workspace_size(512) - kRecommendedSlab +
+                                      (keys + 255) / 256 * 256 * 4 + 4096);
+  RunOptions options;
+  options.workspace = host_workspace.data() + (16 - reinterpret_cast<uintptr_t>(
+                                                        host_workspace.data()) % 16) % 16;
+  options.workspace_bytes = host_workspace.size() - 16;
+  options.indexer_path = IndexerPath::kFused;
+  const Status status = indexer_prefill(
+      labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
+      labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 512,
+      TopKOptions{}, options);
+  EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
+                         {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
+}
+
+TEST(IndexerWorkspace, SlabAndKeptRegionAreDisjointAlignedAndInside) {
+  // Host arithmetic only (carve_slab never touches the memory): every workspace size from the
+  // minimum up gives a slab of whole row units and a kept region, both 1 KiB aligned, disjoint,
+  // inside the workspace, after the top-k scratch.
+  using flashindexer::cuda::carve_slab;
+  using flashindexer::cuda::Slab;
+  const int64_t width = 70000;
+  const int k = 4096;
+  const size_t keep_minimum = 300000;
+  // A made-up, 1 KiB-aligned address: carve_slab only does arithmetic on it.
+  void* const base = reinterpret_cast<void*>(uintptr_t{1} << 30);
+  for (int64_t row_unit : {int64_t{1}, int64_t{3}}) {
+    for (size_t extra : {size_t{0}, size_t{777}, size_t{5} << 20, size_t{300} << 20}) {
+      const size_t unit = static_cast<size_t>(row_unit) * (width + 255) / 256 * 256 * 4;
+      RunOptions options;
+      options.workspace = static_cast<uint8_t*>(base) + 16;
+      options.workspace_bytes = flashindexer::cuda::topk_per_row_workspace_bound(k) + 4096 +
+                                unit + keep_minimum + extra;
+      Slab slab;
+      const Status status = carve_slab(
+          "test", options, width, k, row_unit, keep_minimum,
+          [](size_t region) { return region / 2; }, &slab);
+      ASSERT_TRUE(status.ok()) << status_text(status);
+      const auto begin = reinterpret_cast<uintptr_t>(options.workspace);
+      const auto end = begin + options.workspace_bytes;
+      const auto slab_begin = reinterpret_cast<uintptr_t>(slab.logits);
+      const auto slab_end = slab_begin + static_cast<size_t>(slab.rows) * slab.pitch * 4;
+      const auto kept_begin = reinterpret_cast<uintptr_t>(slab.kept);
+      const auto kept_end = kept_begin + slab.kept_bytes;
+      EXPECT_GE(slab.rows, row_unit);
+      EXPECT_EQ(slab.rows % row_unit, 0);
+      EXPECT_GE(slab.kept_bytes, keep_minimum);
+      EXPECT_EQ(slab_begin % 1024, 0u);
+      EXPECT_EQ(kept_begin % 1024, 0u);
+      EXPECT_GE(slab_begin, begin + flashindexer::cuda::topk_per_row_workspace_bound(k));
+      EXPECT_LE(slab_end, kept_begin);
+      EXPECT_LE(kept_end, end);
+    }
+  }
 }
 
 // ----------------------------------------------------------------------------- decode
