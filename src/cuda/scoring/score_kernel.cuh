@@ -94,7 +94,7 @@ struct SharedLayout {
   static constexpr int kQueueKeys = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
   static constexpr int kQueueSlots = kQueueKeys + (kEmit ? kConsumerWarps * kQueueEntries * 8 : 0);
   static constexpr int kQueueMeta = kQueueSlots + (kEmit ? kConsumerWarps * kQueueEntries : 0);
-  static constexpr int kBarriers = kQueueMeta + kQueueBytes - (kQueueMeta - kQueueKeys);
+  static constexpr int kBarriers = kQueueKeys + kQueueBytes;
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
@@ -257,8 +257,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     const int64_t chunk_lo = chunk * p.chunk_keys;
     int32_t first = lo < hi ? max(lo, static_cast<int32_t>(chunk_lo)) : INT32_MAX;
     int32_t last =
-        lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys))
-                : 0;
+        lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys)) : 0;
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
       first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
@@ -271,8 +270,8 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
 
     if (warp == 0)
       publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
-                               static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
-                               q_bytes, lane);
+                                      static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo,
+                                      hi, q_bytes, lane);
     // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
     for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++tile_count) {
       const int32_t tile = walk.tile;
