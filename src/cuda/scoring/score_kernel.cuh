@@ -41,12 +41,21 @@ constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
 // more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
-// (48 / 232 for paged, tried for the emission code, coincided with hung decode tests on the H200;
-// at 224 the paged N = 256 consumer spills 20 bytes.)
+// The CTA only owns the registers it was launched with (168 per thread, the most that 65536 / 384
+// rounds down to): a split above that makes the consumers' setmaxnreg.inc wait forever (48 / 232,
+// tried for the emission code, hung decode on the H200). At 224 the emitting paged N = 256
+// consumer spills 20 bytes.
 template <bool kPaged>
 inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
 template <bool kPaged>
 inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
+constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
+static_assert(128 * kProducerRegisters<true> + 256 * kConsumerRegisters<true> <=
+                  kThreads * kLaunchRegisters,
+              "paged register split exceeds the CTA's registers");
+static_assert(128 * kProducerRegisters<false> + 256 * kConsumerRegisters<false> <=
+                  kThreads * kLaunchRegisters,
+              "prefill register split exceeds the CTA's registers");
 
 // One published work item. row0 < 0 ends the CTA's work.
 struct ItemInfo {
