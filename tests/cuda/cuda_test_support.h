@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "flashindexer/flashindexer.h"
@@ -96,6 +97,58 @@ inline DeviceCache to_device(CacheBuffer& host) {
   device.cache.device = Device::kCUDA;
   return device;
 }
+
+// A CUDA graph captured on a stream of its own, replayed on it; owns the stream and the graph.
+class CapturedGraph {
+ public:
+  CapturedGraph() { error_ = cudaStreamCreate(&stream_); }
+  ~CapturedGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+
+  // Captures launch(stream) (which returns the op's Status) and instantiates the graph. The op's
+  // Status, or a failed CUDA call as an error Status.
+  template <typename Launch>
+  Status capture(Launch launch) {
+    if (error_ != cudaSuccess) return failed("cudaStreamCreate");
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      return failed("cudaStreamBeginCapture");
+    }
+    const Status captured = launch(stream_);
+    if (cudaStreamEndCapture(stream_, &graph_) != cudaSuccess)
+      return failed("cudaStreamEndCapture");
+    if (!captured.ok()) return captured;
+    if (cudaGraphInstantiate(&exec_, graph_, 0) != cudaSuccess) {
+      return failed("cudaGraphInstantiate");
+    }
+    return Status::Ok();
+  }
+
+  // Launches the graph `times` times, then waits for the stream.
+  cudaError_t replay(int times) {
+    for (int i = 0; i < times; ++i) {
+      if (const cudaError_t error = cudaGraphLaunch(exec_, stream_); error != cudaSuccess) {
+        return error;
+      }
+    }
+    return cudaStreamSynchronize(stream_);
+  }
+
+ private:
+  static Status failed(const char* call) {
+    return Status::DeviceError(std::string("graph test: ") + call + " failed");
+  }
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaError_t error_ = cudaSuccess;
+};
 
 // A host view labelled as a CUDA tensor (never dereferenced): the argument-error tests need no
 // GPU, because the checks run on the host before anything touches the device. Undefined views

@@ -242,14 +242,14 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   std::vector<uint8_t> host_workspace(indexer_cuda_workspace_size(512) - kRecommendedSlab +
                                       (keys + 255) / 256 * 256 * 4 + 4096);
   RunOptions options;
-  options.workspace = host_workspace.data() + (16 - reinterpret_cast<uintptr_t>(
-                                                        host_workspace.data()) % 16) % 16;
+  options.workspace =
+      host_workspace.data() + (16 - reinterpret_cast<uintptr_t>(host_workspace.data()) % 16) % 16;
   options.workspace_bytes = host_workspace.size() - 16;
   options.indexer_path = IndexerPath::kFused;
-  const Status status = indexer_prefill(
-      labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
-      labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 512,
-      TopKOptions{}, options);
+  const Status status = indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
+                                        labelled_cuda(p.keys.view()),
+                                        labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()),
+                                        labelled_cuda(p.ke.view()), 512, TopKOptions{}, options);
   EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
                          {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
 }
@@ -270,8 +270,8 @@ TEST(IndexerWorkspace, SlabAndKeptRegionAreDisjointAlignedAndInside) {
       const size_t unit = static_cast<size_t>(row_unit) * (width + 255) / 256 * 256 * 4;
       RunOptions options;
       options.workspace = static_cast<uint8_t*>(base) + 16;
-      options.workspace_bytes = flashindexer::cuda::topk_per_row_workspace_bound(k) + 4096 +
-                                unit + keep_minimum + extra;
+      options.workspace_bytes =
+          flashindexer::cuda::topk_per_row_workspace_bound(k) + 4096 + unit + keep_minimum + extra;
       Slab slab;
       const Status status = carve_slab(
           "test", options, width, k, row_unit, keep_minimum,
@@ -355,25 +355,15 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
 
     HostTensor replayed = poisoned_topk_output(p.rows(), k, k + 3);
     DeviceTensor device_out = to_device(replayed);
-    cudaStream_t stream = nullptr;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status captured =
-        indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
-                       device.context_lens.view, device.block_table.view, k, TopKOptions{},
-                       with_workspace(workspace, stream, path));
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    FI_ASSERT_OK(captured);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    CapturedGraph graph;
+    FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
+      return indexer_decode(device_out.view, device.q.view(), device.cache.cache,
+                            device.weights.view, device.context_lens.view, device.block_table.view,
+                            k, TopKOptions{}, with_workspace(workspace, stream, path));
+    }));
+    ASSERT_EQ(graph.replay(3), cudaSuccess);
     to_host(replayed, device_out);
     EXPECT_EQ(std::memcmp(replayed.bytes(), direct.bytes(), direct.byte_size()), 0);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 

@@ -156,22 +156,11 @@ TEST(MqaLogitsCuda, GraphReplayGivesTheSameBits) {
 
   HostTensor replayed = poisoned_logits(64, 3000);
   DeviceTensor out = to_device(replayed);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured = device.run(out, true, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  FI_ASSERT_OK(captured);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  CapturedGraph graph;
+  FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) { return device.run(out, true, stream); }));
+  ASSERT_EQ(graph.replay(3), cudaSuccess);
   to_host(replayed, out);
   EXPECT_EQ(bits_of(replayed), bits_of(direct));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 // ----------------------------------------------------------------------------- paged
