@@ -71,6 +71,12 @@ struct FusedShape {
     tile_stride = int32_t{1} << tile_shift;
     sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
   }
+  // Bytes the per-row arrays of `rows` rows take (RowArrays: six arrays, each rounded up to 256
+  // bytes).
+  static constexpr size_t kArraySlack = 6 * 256;
+  size_t rows_bytes(int64_t rows) const {
+    return static_cast<size_t>(rows) * row_bytes() + kArraySlack;
+  }
   size_t row_bytes() const {
     return static_cast<size_t>(capacity) * sizeof(uint64_t) +
            static_cast<size_t>(sample_stride) * sizeof(float) + 4 * sizeof(int32_t);
@@ -90,10 +96,8 @@ struct RowArrays {
 
 RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t row_unit) {
   RowArrays a;
-  // 256 bytes of slack per array keeps each one 256-byte aligned.
-  const size_t slack = 6 * 256;
-  a.rows =
-      static_cast<int64_t>((slab.kept_bytes - slack) / shape.row_bytes()) / row_unit * row_unit;
+  a.rows = static_cast<int64_t>((slab.kept_bytes - FusedShape::kArraySlack) / shape.row_bytes()) /
+           row_unit * row_unit;
   unsigned char* next = slab.kept;
   auto take = [&](size_t bytes) {
     unsigned char* at = next;
@@ -218,8 +222,8 @@ template <typename Form>
 Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
                  int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options) {
   const FusedShape shape(width, k);
-  const size_t unit_bytes = static_cast<size_t>(row_unit) * shape.row_bytes() + 6 * 256;
-  const size_t all_rows_bytes = static_cast<size_t>(rows) * shape.row_bytes() + 6 * 256;
+  const size_t unit_bytes = shape.rows_bytes(row_unit);
+  const size_t all_rows_bytes = shape.rows_bytes(rows);
   Slab slab;
   // Half of the workspace for the per-row arrays (fewer, longer batches), the rest for the
   // fallback's logits; no more than all rows need.
@@ -310,10 +314,9 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
 
 size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k) {
   const FusedShape shape(width, k);
-  const size_t kept = align_slab(static_cast<size_t>(batch_rows) * shape.row_bytes() + 6 * 256);
-  const size_t pitch = static_cast<size_t>((std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) /
-                                           kSlabPitchFloats * kSlabPitchFloats);
-  const size_t slab = align_slab(static_cast<size_t>(batch_rows) * pitch * sizeof(float));
+  const size_t kept = align_slab(shape.rows_bytes(batch_rows));
+  const size_t slab =
+      align_slab(static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float));
   return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment + 2 * std::max(kept, slab);
 }
 

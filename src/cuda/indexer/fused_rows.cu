@@ -16,8 +16,7 @@ using scoring::kTileKeys;
 // Whether a row's emitted candidates hold its top-k: the merge kernel's test (topk_merge.cu)
 // for one split per row, which must agree with this one.
 __device__ __forceinline__ bool incomplete(int32_t count, int32_t capacity, int64_t length, int k) {
-  const int64_t want = length < k ? length : k;
-  return count > capacity || count < want;
+  return count > capacity || static_cast<int64_t>(count) < topk::selected_count(length, k);
 }
 
 // One CTA per row (the top-k's block size, for its histogram select).

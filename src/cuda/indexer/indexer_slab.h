@@ -25,6 +25,11 @@ inline TensorView leading_rows(const TensorView& view, int64_t first, int64_t co
   return part;
 }
 
+// Floats between logits rows of a slab for rows of `width` keys.
+inline int64_t slab_pitch(int64_t width) {
+  return (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats;
+}
+
 inline size_t align_slab(size_t bytes) {
   return (bytes + kSlabAlignment - 1) / kSlabAlignment * kSlabAlignment;
 }
@@ -46,8 +51,7 @@ template <typename Keep>
 Status carve_slab(const char* op, const RunOptions& options, int64_t width, int k, int64_t row_unit,
                   size_t keep_minimum, Keep keep, Slab* slab) {
   const size_t topk_bytes = topk_per_row_workspace_bound(k);
-  slab->pitch =
-      (std::max<int64_t>(width, 1) + kSlabPitchFloats - 1) / kSlabPitchFloats * kSlabPitchFloats;
+  slab->pitch = slab_pitch(width);
   const size_t unit_bytes = static_cast<size_t>(row_unit) * slab->pitch * sizeof(float);
   const size_t needed = topk_bytes + kSlabAlignment + unit_bytes +
                         (keep_minimum > 0 ? align_slab(keep_minimum) + kSlabAlignment : 0);

@@ -25,6 +25,11 @@
 
 namespace flashindexer::cuda::topk {
 
+// The keys a row of `visible` keys selects: min(visible, k).
+__device__ __forceinline__ uint32_t selected_count(int64_t visible, int k) {
+  return static_cast<uint32_t>(visible < k ? visible : static_cast<int64_t>(k));
+}
+
 struct SelectState {
   uint64_t prefix;
   uint64_t mask;

@@ -52,8 +52,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
-  const uint32_t row_want =
-      static_cast<uint32_t>(row_count < p.k ? row_count : static_cast<int64_t>(p.k));
+  const uint32_t row_want = selected_count(row_count, p.k);
   const T* row_scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
   // Uniform over the cluster: every CTA reads the same row length.
   const bool gated = row_count > kBufferCapacity;

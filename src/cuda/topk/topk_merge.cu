@@ -36,8 +36,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
-  const uint32_t row_want =
-      static_cast<uint32_t>(row_count < p.k ? row_count : static_cast<int64_t>(p.k));
+  const uint32_t row_want = selected_count(row_count, p.k);
   __shared__ uint32_t split_offsets[kMaxSplits + 1];
   const int32_t* counts = p.split_counts + row * p.splits;
   if (threadIdx.x < 32) {

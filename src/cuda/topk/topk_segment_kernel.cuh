@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     n = row_count - segment_begin;
     n = n < 0 ? 0 : (n > segment ? segment : n);
   }
-  const uint32_t want = static_cast<uint32_t>(n < p.k ? n : p.k);
+  const uint32_t want = selected_count(n, p.k);
 
   if (final_answer && !p.sorted && n <= p.k) {
     int32_t* out = p.out + row * p.out_stride0;
@@ -100,8 +100,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     // 1. Sampled threshold (over the whole row when gated, else over the segment).
     const T* sampled_scores = gated ? row_scores : scores;
     const int64_t sampled_n = gated ? row_count : n;
-    const uint32_t sampled_want =
-        gated ? static_cast<uint32_t>(row_count < p.k ? row_count : p.k) : want;
+    const uint32_t sampled_want = gated ? selected_count(row_count, p.k) : want;
     uint32_t threshold;
     uint32_t sample_max;
     sampled_threshold(sampled_scores, sampled_n, sampled_want, reinterpret_cast<uint32_t*>(buffer),
