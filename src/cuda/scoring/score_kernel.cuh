@@ -4,10 +4,10 @@
 // Organisation (one persistent CTA per SM, 384 threads):
 //  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
 //    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x
-//    H x 128 bytes) and weights; the four warps take turns streaming the item's keys by TMA in
-//    64-key tiles (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages,
-//    one half per consumer warpgroup): the per-tile work (block-table lookup, barrier wait,
-//    copies) is what limits decode.
+//    H x 128 bytes) and weights; the four warps stream the item's keys by TMA in 64-key tiles
+//    (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages, one half per
+//    consumer warpgroup, two producer warps per half): the per-tile work (block-table lookup,
+//    barrier wait, copies) is what limits decode.
 //  * Warpgroups 1 and 2: the consumers. They take alternate steps (one key tile, or two for
 //    N <= 128). For one tile: wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs
 //    are B, 4 k-steps; for N = 256 two 128-column groups, so the first group's sums overlap the
@@ -39,6 +39,7 @@ namespace flashindexer::cuda::scoring {
 constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
+static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per consumer warpgroup");
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
 // more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
 // The CTA only owns the registers it was launched with (168 per thread, the most that 65536 / 384
@@ -249,7 +250,6 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   TileLoader<kPaged> loader{p, key_map, scale_map};
   const int64_t total_items = p.groups * p.chunks;
   const uint32_t q_bytes = static_cast<uint32_t>(p.rows_per_group) * kHeads * (kHeadDim + 4);
-  uint32_t tile_count = 0;  // tiles so far: producer warp w loads those with count % 4 == w
   uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
   int step_tiles = 0;       // tiles in the current step so far
   uint32_t consumer_tiles[kConsumerGroups] = {};  // tiles each consumer warpgroup has been given
@@ -281,8 +281,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                       static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo,
                                       hi, q_bytes, lane);
-    // Producer warp w streams the tiles whose position in the ring is w modulo kProducerWarps.
-    for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++tile_count) {
+    for (TileWalk walk(p, tile_begin); walk.tile < tile_end;) {
       const int32_t tile = walk.tile;
       walk.next(p);
       // The consumer warpgroup of this tile's step, and the tile's place in that warpgroup's
@@ -296,7 +295,12 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
         step_tiles = 0;
         ++step_count;
       }
-      if (static_cast<int>(tile_count % kProducerWarps) != warp) continue;
+      // Warp 2 c + (place % 2) loads consumer c's tiles, so each warp's tiles of a half ring are
+      // two places apart: the empty barrier it waits on is then never two phases behind (its
+      // parity would pass a wait one pass early). Taking turns over all tiles did that: with
+      // uneven steps a warp could go many places without a tile of one half, run ahead on the
+      // other half, and load into a stage whose previous tile had not been consumed yet.
+      if (2 * consumer + static_cast<int>(place & 1) != warp) continue;
       const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
       ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
