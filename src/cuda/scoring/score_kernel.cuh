@@ -575,9 +575,11 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 
   constexpr bool emit = kEmit;  // the launch has p.gate set exactly when kEmit
   CandidateQueue queue{smem, 0};
-  // Entries one tile's epilogue may add: two key rows per owned row, per lane.
-  constexpr uint32_t kTileEntries = 32 * 2 * R::kPerLane;
-  static_assert(kTileEntries <= kQueueEntries, "a tile's candidates must fit the queue");
+  // Entries one owned row's two key rows may add (queue_candidate twice). The room is checked
+  // per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane) may add
+  // 128, and flushing whenever that is not free flushed at every tile.
+  constexpr uint32_t kRowEntries = 32 * 2;
+  static_assert(kRowEntries <= kQueueEntries, "a row's candidates must fit the queue");
   // An item's last candidates are written during the next item's first step, after its wgmma
   // is issued: the reservation's atomics then complete while the tensor cores run.
   if (emit && lane == 0) queue.meta<kN>()[0] = -1;
@@ -676,10 +678,6 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
                                                                      sums[u]);
         float owned[R::kPerLane][2];
         reduce_scatter_rows<kHeads, kN>(sums[u], lane, owned);
-        if (emit && queue.size > kQueueEntries - kTileEntries) {
-          reserve_queue<kN, R::kRows>(p, queue, row0, lane);
-          write_queue<kN, R::kRows>(p, queue, lane);
-        }
         const int32_t key0 = tile_of[u] * kTileKeys + key_row;
         const int32_t key1 = key0 + 8;
 #pragma unroll
@@ -687,6 +685,10 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           const float score0 = owned[i][0] * half_scale[u][0];
           const float score1 = owned[i][1] * half_scale[u][1];
           if (emit) {
+            if (queue.size > kQueueEntries - kRowEntries) {
+              reserve_queue<kN, R::kRows>(p, queue, row0, lane);
+              write_queue<kN, R::kRows>(p, queue, lane);
+            }
             const int slot = lane % 4 + 4 * i;
             const uint32_t gate = lo[i] < hi[i] ? __ldg(p.gate + row0 + slot) : 0u;
             queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key0, score0, lane);

@@ -6,7 +6,10 @@
 // up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
-// (select_from_global). Sorted best first when asked. 1 CTA per SM.
+// (select_from_global). Sorted best first when asked. 1 CTA per SM; when the splits' slots
+// total <= kBufferCapacity (8192: the fused indexer's slots at k <= 2048, decode splits of small
+// k) a second instantiation with half the buffer runs 2 CTAs per SM, so one CTA's serial phases
+// (load, histogram rounds, sort) overlap the other's.
 //
 // The fused indexer hands its emitted candidates over the same way (one split per row, no
 // logits): a row whose candidates are incomplete is left alone, its exact fallback writes it.
@@ -23,11 +26,12 @@ namespace {
 
 static_assert(kMaxSplits <= 32, "one lane per split reads the split counts");
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_constant__ Params p) {
+template <typename T, int kCapacity>
+__global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1)
+    topk_merge_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
-  uint64_t* buffer = shared_keys;                      // [kMergeCapacity]
-  uint64_t* selection = shared_keys + kMergeCapacity;  // [selection_capacity(k)]
+  uint64_t* buffer = shared_keys;                 // [kCapacity]
+  uint64_t* selection = shared_keys + kCapacity;  // [selection_capacity(k)]
   __shared__ HistShared hs;
   __shared__ SelectState state;
   __shared__ int gate_failed;
@@ -60,28 +64,28 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
     write_row(p, row, selection, row_want);
     return;
   }
-  // Dense copy in split order; all of a thread's loads are issued before its stores.
-  constexpr int kPerThread = kMergeCapacity / kThreads;
+  // Dense copy in split order; all of a thread's loads are issued before its stores (the
+  // targets are recomputed, not held: registers are what 2 CTAs per SM lack).
+  constexpr int kPerThread = kCapacity / kThreads;
   const uint64_t* keys = p.split_keys + row * p.splits * p.split_capacity;
   const int dense = p.splits * p.split_capacity;
+  auto target = [&](int j) {
+    const int g = j * kThreads + static_cast<int>(threadIdx.x);
+    const int split = g < dense ? g / p.split_capacity : 0;
+    const uint32_t at = split_offsets[split] + (g - split * p.split_capacity);
+    return g < dense && at < split_offsets[split + 1] ? static_cast<int>(at) : -1;
+  };
   uint64_t loaded[kPerThread];
-  int target[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int g = j * kThreads + threadIdx.x;
-    const int split = g < dense ? g / p.split_capacity : 0;
-    const int i = g - split * p.split_capacity;
-    const uint32_t begin = split_offsets[split];
-    const bool valid = g < dense && begin + i < split_offsets[split + 1];
-    target[j] = valid ? static_cast<int>(begin + i) : -1;
-    loaded[j] = valid ? keys[g] : 0;
+    loaded[j] = target(j) >= 0 ? keys[j * kThreads + threadIdx.x] : 0;
   }
   uint32_t lowest = 0xffffffffu;
   uint32_t highest = 0;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    if (target[j] >= 0) {
-      buffer[target[j]] = loaded[j];
+    if (const int at = target(j); at >= 0) {
+      buffer[at] = loaded[j];
       const uint32_t score = static_cast<uint32_t>(loaded[j] >> 32);
       lowest = lowest < score ? lowest : score;
       highest = highest > score ? highest : score;
@@ -104,10 +108,15 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
 }  // namespace
 
 cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream) {
+  const bool small = static_cast<int64_t>(params.splits) * params.split_capacity <= kBufferCapacity;
+  const int capacity = small ? kBufferCapacity : kMergeCapacity;
   const size_t shared =
-      (kMergeCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
-  const int most = (kMergeCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
-  auto* kernel = bf16 ? topk_merge_kernel<uint16_t> : topk_merge_kernel<float>;
+      (capacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
+  const int most = (capacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
+  auto* kernel = small ? (bf16 ? topk_merge_kernel<uint16_t, kBufferCapacity>
+                               : topk_merge_kernel<float, kBufferCapacity>)
+                       : (bf16 ? topk_merge_kernel<uint16_t, kMergeCapacity>
+                               : topk_merge_kernel<float, kMergeCapacity>);
   const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
