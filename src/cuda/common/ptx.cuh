@@ -109,14 +109,25 @@ __device__ __forceinline__ void fence_operand(float& value) {
 // with the 128-byte swizzle: 8-row groups 1024 bytes apart (stride byte offset), leading byte
 // offset unused, layout type 1 (128B swizzle). The tile base must be 1024-byte aligned; a
 // k-step of 32 e4m3 values advances the start address by 32 bytes inside the swizzled row.
+constexpr uint64_t kDescriptorLeadingByteOffset = 1;         // unused by swizzled K-major layouts
+constexpr uint64_t kDescriptorStrideByteOffset = 1024 >> 4;  // 8 rows x 128 bytes
+constexpr uint64_t kDescriptorSwizzle128 = 1;
+constexpr uint32_t kDescriptorHighWord = static_cast<uint32_t>(
+    ((kDescriptorStrideByteOffset << 32) | (kDescriptorSwizzle128 << 62)) >> 32);
 __device__ __forceinline__ uint64_t smem_descriptor_k128_swizzle128(const void* tile,
                                                                     uint32_t byte_offset) {
   const uint64_t start = (smem_address(tile) + byte_offset) >> 4;
-  constexpr uint64_t kLeadingByteOffset = 1;         // unused by swizzled K-major layouts
-  constexpr uint64_t kStrideByteOffset = 1024 >> 4;  // 8 rows x 128 bytes
-  constexpr uint64_t kSwizzle128 = 1;
-  return (start & 0x3FFF) | (kLeadingByteOffset << 16) | (kStrideByteOffset << 32) |
-         (kSwizzle128 << 62);
+  return (start & 0x3FFF) | (kDescriptorLeadingByteOffset << 16) |
+         (kDescriptorStrideByteOffset << 32) | (kDescriptorSwizzle128 << 62);
+}
+
+// The descriptor of the same layout `bytes` further on (a multiple of 16). The start address
+// field holds address >> 4 in the low 14 bits: every shared-memory address (< 256 KiB) fits, so
+// the sum never carries out of the low word, and the high word (the constant stride and swizzle
+// fields) is rebuilt as a constant: a 32-bit add, not a 64-bit one with a carry. The consumer
+// loop of the scoring kernel issues 16 descriptors per key tile.
+__device__ __forceinline__ uint64_t smem_descriptor_advance(uint64_t descriptor, uint32_t bytes) {
+  return (uint64_t{kDescriptorHighWord} << 32) | (static_cast<uint32_t>(descriptor) + (bytes >> 4));
 }
 
 // ---- registers ------------------------------------------------------------------------------

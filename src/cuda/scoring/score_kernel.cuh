@@ -608,7 +608,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
-    const uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
+    const uint64_t q_desc0 =
+        ptx::smem_descriptor_k128_swizzle128(smem + L::kQ + buffer * L::kQBytes, 0);
 
     for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++step_count) {
       // This step's tiles: the walk's next kTilesPerStep (fewer at the end of the item).
@@ -638,15 +639,16 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
         const uint32_t stage = u < tiles ? stages[u] : stages[0];
-        const uint8_t* key_tile = smem + L::kKeys + stage * kTileBytes;
+        const uint64_t key_desc =
+            ptx::smem_descriptor_k128_swizzle128(smem + L::kKeys + stage * kTileBytes, 0);
 #pragma unroll
         for (int part = 0; part < kParts; ++part) {
-          const uint8_t* q_part = q_tile + part * kPartN * kHeadDim;
+          const uint64_t q_desc = ptx::smem_descriptor_advance(q_desc0, part * kPartN * kHeadDim);
 #pragma unroll
           for (int k = 0; k < kHeadDim / 32; ++k) {
-            ptx::WgmmaE4M3<kPartN>::mma(
-                acc[u][part], ptx::smem_descriptor_k128_swizzle128(key_tile, 32 * k),
-                ptx::smem_descriptor_k128_swizzle128(q_part, 32 * k), k > 0);
+            ptx::WgmmaE4M3<kPartN>::mma(acc[u][part],
+                                        ptx::smem_descriptor_advance(key_desc, 32 * k),
+                                        ptx::smem_descriptor_advance(q_desc, 32 * k), k > 0);
           }
           ptx::wgmma_commit_group();
         }
