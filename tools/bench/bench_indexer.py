@@ -17,6 +17,7 @@ Every case first checks that both indexer paths return exactly the dense pair's 
 Times: CUDA-graph replay (GPU time, no launch cost), median of --iters replays, warm L2.
 
   python3 tools/bench/bench_indexer.py [--only H64] [--iters 10]
+  python3 tools/bench/bench_indexer.py --long    # H64 16384 rows x 1M keys, the two paths only
 """
 import argparse
 
@@ -131,17 +132,43 @@ def bench_decode(case, fp8_tflops, iters):
     return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
 
 
+def bench_long(heads, rows, keys, iters):
+    """Both indexer paths alone (a [rows, keys] logits tensor would not be worth its 64 GiB)."""
+    q = torch.randn(rows, heads, 128, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+    k, kscale = fp8_keys(torch.randn(keys, 128, device="cuda", dtype=torch.bfloat16))
+    weights = torch.randn(rows, heads, device="cuda")
+    ks, ke = ranges_for("suffix", rows, keys, "cuda")
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+
+    def run(path, out=None):
+        return fi.indexer_prefill(q, (k, kscale), weights, ks, ke, K, sorted=True, out=out,
+                                  workspace=workspace, path=path)
+
+    dense = run("dense")
+    fused = run("fused")
+    assert torch.equal(fused, dense), "the fused indexer differs from the dense one"
+    fused_ms = graph_ms(lambda: run("fused", out=fused), 1, iters)
+    dense_ms = graph_ms(lambda: run("dense", out=dense), 1, iters)
+    print(f"| H{heads} {rows}x{keys} | {fused_ms:.2f} | {dense_ms:.2f} | {fused_ms / dense_ms:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--only", default="",
                         help="comma-separated substrings; run the cases whose name has one")
+    parser.add_argument("--long", action="store_true",
+                        help="only the 16384 x 1M-key prefill: both indexer paths, sorted")
     args = parser.parse_args()
     torch.manual_seed(0)
     fp8_tflops, copy_gbs = ceilings(args.iters)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run ceilings: "
           f"torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy {copy_gbs:.0f} GB/s; "
           f"k = {K}, times in ms")
+    if args.long:
+        print("\n| case | fused indexer ms | dense indexer ms | fused / dense |\n|---|---:|---:|---:|")
+        bench_long(64, 16384, 1 << 20, args.iters)
+        return
     columns = ["case", "fused indexer", "dense indexer", "our scoring", "our top-k", "our dense pair",
                "fused / scoring", "torch.topk", "FP8-ceiling scoring + torch.topk",
                "anchor dense (DeepGEMM + torch.topk)", "anchor / fused"]
