@@ -7,9 +7,9 @@
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
 // (select_from_global). Sorted best first when asked. 1 CTA per SM; when the splits' slots
-// total <= kBufferCapacity (8192: the fused indexer's slots at k <= 2048, decode splits of small
-// k) a second instantiation with half the buffer runs 2 CTAs per SM, so one CTA's serial phases
-// (load, histogram rounds, sort) overlap the other's.
+// total <= kBufferCapacity (8192: the fused indexer's candidate slots at k <= 2048; split rows
+// always bring kMergeCapacity) a second instantiation with half the buffer runs 2 CTAs per SM,
+// so one CTA's serial phases (load, histogram rounds, sort) overlap the other's.
 //
 // The fused indexer hands its emitted candidates over the same way (one split per row, no
 // logits): a row whose candidates are incomplete is left alone, its exact fallback writes it.
