@@ -6,6 +6,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cpu/streaming_topk.h"
@@ -52,18 +53,33 @@ size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
   uint8_t mask_bytes[8] = {};
   size_t count = 0;
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(df, scores + i);
-    const auto passes = everything ? hn::FirstN(df, lanes) : hn::Ge(v, threshold);
-    if (hn::AllFalse(df, passes)) continue;
-    hn::Store(order_of(v), di, orders);
-    hn::StoreMaskBits(df, passes, mask_bytes);
-    uint64_t mask;
-    std::memcpy(&mask, mask_bytes, sizeof mask);
-    for (; mask != 0; mask &= mask - 1) {
-      const int lane = __builtin_ctzll(mask);
-      out[count++] = rank_key_of_bits(static_cast<uint32_t>(orders[lane]) ^ 0x80000000u,
-                                      first_index + static_cast<uint32_t>(i + lane));
+  // Two passes per block of kMaxPushed scores. The first records, without a branch, which
+  // vectors hold a survivor: at the floors the selection runs with (~1.5 k survivors per row), a
+  // vector in five or so holds one, so a branch on it mispredicts often. The second visits only
+  // those vectors, from L1.
+  uint32_t hits[kMaxPushed];
+  while (i + lanes <= n) {
+    const size_t block_end = i + std::min(n - i, static_cast<size_t>(kMaxPushed)) / lanes * lanes;
+    size_t hit_count = 0;
+    for (; i < block_end; i += lanes) {
+      const auto passes =
+          everything ? hn::FirstN(df, lanes) : hn::Ge(hn::LoadU(df, scores + i), threshold);
+      hits[hit_count] = static_cast<uint32_t>(i);
+      hit_count += hn::AllFalse(df, passes) ? 0 : 1;
+    }
+    for (size_t h = 0; h < hit_count; ++h) {
+      const size_t at = hits[h];
+      const auto v = hn::LoadU(df, scores + at);
+      const auto passes = everything ? hn::FirstN(df, lanes) : hn::Ge(v, threshold);
+      hn::Store(order_of(v), di, orders);
+      hn::StoreMaskBits(df, passes, mask_bytes);
+      uint64_t mask;
+      std::memcpy(&mask, mask_bytes, sizeof mask);
+      for (; mask != 0; mask &= mask - 1) {
+        const int lane = __builtin_ctzll(mask);
+        out[count++] = rank_key_of_bits(static_cast<uint32_t>(orders[lane]) ^ 0x80000000u,
+                                        first_index + static_cast<uint32_t>(at + lane));
+      }
     }
   }
   for (; i < n; ++i) {
