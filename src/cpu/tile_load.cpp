@@ -1,7 +1,8 @@
 // Dequantizing FP8 keys into a transposed tile (score.h), the per-tile cost the decode path pays
-// once per row. Targets with 256-bit vectors convert 8 bytes of 8 keys at a time with bit
-// arithmetic and transpose the 8 x 8 block in registers; the others use the exact table. Both
-// give the same floats (e4m3 values are exact in fp32; both NaN codes become +qNaN).
+// once per row. Targets with 256-bit vectors transpose the codes of 8 keys as bytes and convert
+// each dim's 8 codes with bit arithmetic; the others, and any group of 8 keys holding a NaN
+// code, use the exact table. Both give the same floats (e4m3 values are exact in fp32; both NaN
+// codes become +qNaN).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/tile_load.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -21,54 +22,92 @@ void DecodeFp8Columns(float* HWY_RESTRICT tile, const uint8_t* const* values, in
 }
 
 #if HWY_TARGET <= HWY_AVX2
-// 8 e4m3 codes -> 8 floats: magnitude bits moved into the fp32 exponent/mantissa position and
-// rescaled by 2^120 (exact, subnormals included), the sign OR-ed in, NaN codes -> +qNaN.
+// Keys are decoded 8 at a time, 32 dims at a time. The codes are transposed as bytes first
+// (three rounds of interleaves within 128-bit blocks, a quarter of the shuffles a float
+// transpose needs), then each dim's 8 codes become 8 floats in four operations.
+constexpr int kKeyGroup = 8;
+constexpr int kDimBlock = 32;
+
+// Codes of keys [0, 8), dims [0, 32) (keys[j] + d) -> out[m * 32 + 16 * b + 8 * h + j] is
+// the code of key j at dim 16 * b + 2 * m + h (m < 8, b, h < 2): one interleave round pairs
+// the keys, the next the pairs, the last the quads, each within the 128-bit blocks b.
+// `nan_probe` collects max(code | 0x80) over the codes: 0xFF means a NaN code.
+template <class D8>
+HWY_INLINE void TransposeCodes(D8 d8, uint8_t* HWY_RESTRICT out, const uint8_t* const* keys, int d,
+                               hn::Vec<D8>& nan_probe) {
+  const hn::Repartition<uint16_t, D8> d16;
+  const hn::Repartition<uint32_t, D8> d32;
+  hn::Vec<D8> k[kKeyGroup];
+  for (int j = 0; j < kKeyGroup; ++j) {
+    k[j] = hn::LoadU(d8, keys[j] + d);
+    nan_probe = hn::Max(nan_probe, hn::Or(k[j], hn::Set(d8, 0x80)));
+  }
+  // pairs[p][h]: keys 2p, 2p + 1 interleaved; dims 8h..8h+7 of each block.
+  hn::Vec<decltype(d16)> pairs[4][2];
+  for (int p = 0; p < 4; ++p) {
+    pairs[p][0] = hn::BitCast(d16, hn::InterleaveLower(d8, k[2 * p], k[2 * p + 1]));
+    pairs[p][1] = hn::BitCast(d16, hn::InterleaveUpper(d8, k[2 * p], k[2 * p + 1]));
+  }
+  // quads[q][g]: keys 4q..4q+3, dims 4g..4g+3 of each block.
+  hn::Vec<decltype(d32)> quads[2][4];
+  for (int q = 0; q < 2; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      quads[q][2 * h] =
+          hn::BitCast(d32, hn::InterleaveLower(d16, pairs[2 * q][h], pairs[2 * q + 1][h]));
+      quads[q][2 * h + 1] =
+          hn::BitCast(d32, hn::InterleaveUpper(d16, pairs[2 * q][h], pairs[2 * q + 1][h]));
+    }
+  }
+  // Output m: keys 0..7 of dims 2m, 2m + 1 of each block.
+  for (int g = 0; g < 4; ++g) {
+    hn::Store(hn::BitCast(d8, hn::InterleaveLower(d32, quads[0][g], quads[1][g])), d8,
+              out + (2 * g) * kDimBlock);
+    hn::Store(hn::BitCast(d8, hn::InterleaveUpper(d32, quads[0][g], quads[1][g])), d8,
+              out + (2 * g + 1) * kDimBlock);
+  }
+}
+
+// 8 e4m3 codes (no NaN code) -> 8 floats: the sign-extended code shifted so that its magnitude
+// bits sit in the fp32 exponent/mantissa position and its sign in the sign bit, then rescaled
+// by 2^120 (exact, subnormals included).
 template <class DF>
 HWY_INLINE hn::Vec<DF> DecodeE4M3x8(DF df, const uint8_t* codes) {
-  const hn::Rebind<uint32_t, DF> du;
-  const hn::Rebind<uint8_t, DF> d8;
-  const auto x = hn::PromoteTo(du, hn::LoadU(d8, codes));
-  const auto magnitude_bits = hn::And(x, hn::Set(du, 0x7Fu));
-  const auto magnitude =
-      hn::Mul(hn::BitCast(df, hn::ShiftLeft<20>(magnitude_bits)), hn::Set(df, 0x1p120f));
-  const auto value = hn::Or(magnitude, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(x, hn::Set(du, 0x80u)))));
-  const auto nan = hn::RebindMask(df, hn::Eq(magnitude_bits, hn::Set(du, 0x7Fu)));
-  return hn::IfThenElse(nan, hn::BitCast(df, hn::Set(du, 0x7FC00000u)), value);
+  const hn::Rebind<int32_t, DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const auto x = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(codes)));
+  const auto bits = hn::And(hn::ShiftLeft<20>(x), hn::Set(di, static_cast<int32_t>(0x87F00000u)));
+  return hn::Mul(hn::BitCast(df, bits), hn::Set(df, 0x1p120f));
 }
 
 void DecodeFp8Tile(float* HWY_RESTRICT tile, const uint8_t* const* values, int count,
                    int head_dim) {
   const hn::FixedTag<float, 8> df;
-  const hn::Repartition<uint64_t, decltype(df)> d64;
-  const auto pairs = [&](auto a, auto b, bool upper) {
-    return upper ? hn::BitCast(df, hn::InterleaveUpper(d64, hn::BitCast(d64, a), hn::BitCast(d64, b)))
-                 : hn::BitCast(df, hn::InterleaveLower(d64, hn::BitCast(d64, a), hn::BitCast(d64, b)));
-  };
-  const int full = count / 8 * 8;
-  for (int i = 0; i < full; i += 8) {
-    for (int d = 0; d < head_dim; d += 8) {
-      // r_j: key i + j, dims d..d+7. Transpose to c_j: dim d + j, keys i..i+7.
-      const auto r0 = DecodeE4M3x8(df, values[i] + d), r1 = DecodeE4M3x8(df, values[i + 1] + d);
-      const auto r2 = DecodeE4M3x8(df, values[i + 2] + d), r3 = DecodeE4M3x8(df, values[i + 3] + d);
-      const auto r4 = DecodeE4M3x8(df, values[i + 4] + d), r5 = DecodeE4M3x8(df, values[i + 5] + d);
-      const auto r6 = DecodeE4M3x8(df, values[i + 6] + d), r7 = DecodeE4M3x8(df, values[i + 7] + d);
-      const auto t0 = hn::InterleaveLower(df, r0, r1), t1 = hn::InterleaveUpper(df, r0, r1);
-      const auto t2 = hn::InterleaveLower(df, r2, r3), t3 = hn::InterleaveUpper(df, r2, r3);
-      const auto t4 = hn::InterleaveLower(df, r4, r5), t5 = hn::InterleaveUpper(df, r4, r5);
-      const auto t6 = hn::InterleaveLower(df, r6, r7), t7 = hn::InterleaveUpper(df, r6, r7);
-      const auto u0 = pairs(t0, t2, false), u1 = pairs(t0, t2, true);
-      const auto u2 = pairs(t1, t3, false), u3 = pairs(t1, t3, true);
-      const auto u4 = pairs(t4, t6, false), u5 = pairs(t4, t6, true);
-      const auto u6 = pairs(t5, t7, false), u7 = pairs(t5, t7, true);
-      float* out = tile + d * kKeyTile + i;
-      hn::Store(hn::ConcatLowerLower(df, u4, u0), df, out);
-      hn::Store(hn::ConcatLowerLower(df, u5, u1), df, out + kKeyTile);
-      hn::Store(hn::ConcatLowerLower(df, u6, u2), df, out + 2 * kKeyTile);
-      hn::Store(hn::ConcatLowerLower(df, u7, u3), df, out + 3 * kKeyTile);
-      hn::Store(hn::ConcatUpperUpper(df, u4, u0), df, out + 4 * kKeyTile);
-      hn::Store(hn::ConcatUpperUpper(df, u5, u1), df, out + 5 * kKeyTile);
-      hn::Store(hn::ConcatUpperUpper(df, u6, u2), df, out + 6 * kKeyTile);
-      hn::Store(hn::ConcatUpperUpper(df, u7, u3), df, out + 7 * kKeyTile);
+  const hn::Full256<uint8_t> d8;
+  // All codes are transposed before any is converted: reading back a piece of a vector just
+  // stored would wait for the store.
+  alignas(32) uint8_t codes[kKeyTile * kMaxScoringHeadDim];
+  const int full = count / kKeyGroup * kKeyGroup;
+  for (int i = 0; i < full; i += kKeyGroup) {
+    auto nan_probe = hn::Zero(d8);
+    for (int d = 0; d < head_dim; d += kDimBlock) {
+      TransposeCodes(d8, codes + i * head_dim + d * kKeyGroup, values + i, d, nan_probe);
+    }
+    // NaN codes (absent from real caches) take the exact table, which gives +qNaN.
+    if (!hn::AllFalse(d8, hn::Eq(nan_probe, hn::Set(d8, 0xFF)))) {
+      DecodeFp8Columns(tile, values, i, i + kKeyGroup, head_dim);
+      continue;
+    }
+    for (int d = 0; d < head_dim; d += kDimBlock) {
+      const uint8_t* block = codes + i * head_dim + d * kKeyGroup;
+      for (int m = 0; m < 8; ++m) {
+        for (int b = 0; b < 2; ++b) {
+          for (int h = 0; h < 2; ++h) {
+            const int dim = d + 16 * b + 2 * m + h;
+            hn::Store(DecodeE4M3x8(df, block + m * kDimBlock + 16 * b + 8 * h), df,
+                      tile + dim * kKeyTile + i);
+          }
+        }
+      }
     }
   }
   DecodeFp8Columns(tile, values, full, count, head_dim);

@@ -3,6 +3,9 @@
 // src/cpu/score.h), and they do not depend on the thread count.
 #include <hwy/targets.h>
 
+#include <memory>
+
+#include "cpu/score.h"
 #include "test_inputs.h"
 
 namespace fitest {
@@ -97,6 +100,53 @@ TEST(CpuTargets, ResultsIndependentOfThreadCountOnEveryTarget) {
       const PrefillOutputs many = run_prefill(p, 64, threads);
       EXPECT_EQ(bits_of(many.logits), bits_of(one.logits)) << threads << " threads";
       EXPECT_EQ(many.indices, one.indices) << threads << " threads";
+    }
+  }
+}
+
+// The SIMD tile load converts keys in groups of 8 and sends a group holding a NaN code to the
+// exact table; both must give the exact value of every code and +qNaN for both NaN codes, for
+// every key count (full groups and a tail) and at any byte alignment of the keys.
+TEST(CpuTargets, KeyTileLoadGivesTheExactValueOfEveryCode) {
+  FI_SEEDED_RNG(rng);
+  constexpr uint32_t kQuietNanBits = 0x7FC00000u;
+  std::vector<uint8_t> numbers;  // every code but the two NaN codes, in random order
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7F) != 0x7F) numbers.push_back(static_cast<uint8_t>(code));
+  }
+  rng.shuffle(numbers);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    ForcedTarget forced(target);
+    for (int head_dim : {64, 128}) {
+      for (int count : {1, 7, 8, 9, 31, 40, 47, cpu::kKeyTile}) {
+        for (int nan_codes : {0, 1, 3}) {
+          SCOPED_TRACE(::testing::Message() << hwy::TargetName(target) << " D=" << head_dim
+                                            << " keys=" << count << " NaN codes=" << nan_codes);
+          const int64_t misalignment = rng.uniform_int(0, 63);
+          std::vector<uint8_t> bytes(misalignment + static_cast<size_t>(count) * head_dim);
+          uint8_t* codes = bytes.data() + misalignment;
+          for (int64_t i = 0; i < static_cast<int64_t>(count) * head_dim; ++i) {
+            codes[i] = numbers[(i + count) % numbers.size()];
+          }
+          for (int n = 0; n < nan_codes; ++n) {
+            codes[rng.uniform_int(0, static_cast<int64_t>(count) * head_dim - 1)] =
+                rng.bernoulli(0.5) ? 0x7F : 0xFF;
+          }
+          const uint8_t* keys[cpu::kKeyTile];
+          for (int i = 0; i < count; ++i) keys[i] = codes + static_cast<int64_t>(i) * head_dim;
+          const auto tile = std::make_unique<cpu::KeyTile>();  // aligned as the scoring tile
+          cpu::decode_fp8_tile(tile->values, keys, count, head_dim);
+          for (int i = 0; i < count; ++i) {
+            for (int d = 0; d < head_dim; ++d) {
+              const uint8_t code = keys[i][d];
+              const uint32_t want =
+                  (code & 0x7F) == 0x7F ? kQuietNanBits : float_bits(e4m3_to_float(code));
+              ASSERT_EQ(float_bits(tile->values[d * cpu::kKeyTile + i]), want)
+                  << "key " << i << " dim " << d << " code " << int{code};
+            }
+          }
+        }
+      }
     }
   }
 }
