@@ -24,8 +24,12 @@ double FmaLoop(int64_t iterations, float* sink) {
   const hn::ScalableTag<float> d;
   const auto a = hn::Set(d, 0.999999f);
   const auto b = hn::Set(d, 1e-7f);
-  auto c0 = hn::Set(d, 1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
-  auto c6 = c0, c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+  // Distinct starting values: twelve equal chains are one chain to the compiler, which then
+  // emits a single dependent multiply-add per iteration (and the count below would be 12x off).
+  auto c0 = hn::Set(d, 1.0f), c1 = hn::Set(d, 1.01f), c2 = hn::Set(d, 1.02f);
+  auto c3 = hn::Set(d, 1.03f), c4 = hn::Set(d, 1.04f), c5 = hn::Set(d, 1.05f);
+  auto c6 = hn::Set(d, 1.06f), c7 = hn::Set(d, 1.07f), c8 = hn::Set(d, 1.08f);
+  auto c9 = hn::Set(d, 1.09f), c10 = hn::Set(d, 1.10f), c11 = hn::Set(d, 1.11f);
   for (int64_t i = 0; i < iterations; ++i) {
     c0 = hn::MulAdd(c0, a, b);
     c1 = hn::MulAdd(c1, a, b);
