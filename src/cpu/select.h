@@ -38,6 +38,9 @@ inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~stati
 // Returns min(n, k).
 size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted);
 
+// The (rank + 1)-th largest of values[0, n) (rank < n); reorders the values.
+uint32_t largest_at_rank(uint32_t* values, size_t n, size_t rank);
+
 // Writes the indices of keys[0, count) to out[0, count) and -1 to out[count, k).
 void write_indices(int32_t* out, const uint64_t* keys, size_t count, int k);
 

@@ -46,6 +46,11 @@ uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
   if (kSamples * k < kMinSampledTopK * n || n < kMinRowOverK * k) return 0;
   uint32_t sample[kSamples];
   const int64_t line_stride = (n - kSampleRun) / (kSampleLines - 1);
+  // All the lines' misses at once (a run may straddle two lines), not a few at a time.
+  for (int64_t line = 0; line < kSampleLines; ++line) {
+    __builtin_prefetch(row + line * line_stride);
+    __builtin_prefetch(row + line * line_stride + kSampleRun - 1);
+  }
   for (int64_t line = 0; line < kSampleLines; ++line) {
     const Logit* run = row + line * line_stride;
     for (int64_t i = 0; i < kSampleRun; ++i) {
@@ -53,8 +58,7 @@ uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
     }
   }
   const int64_t rank = std::min<int64_t>(kSamples - 1, kSurvivorsPerK2 * kSamples * k / (2 * n));
-  std::nth_element(sample, sample + rank, sample + kSamples, std::greater<uint32_t>());
-  return sample[rank];
+  return largest_at_rank(sample, kSamples, static_cast<size_t>(rank));
 }
 
 template <typename Logit>
