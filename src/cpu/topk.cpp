@@ -7,7 +7,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <functional>
 
 #include "cpu/cpu_ops.h"
 #include "cpu/decode_rows.h"
