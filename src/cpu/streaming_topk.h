@@ -2,7 +2,7 @@
 //
 // Scores arrive in chunks of at most kMaxPushed. A score whose order bits are below `floor_` is
 // dropped at once; the others are appended as rank keys to a buffer of 2k + kMaxPushed entries.
-// When the buffer holds 2k or more, nth_element keeps the k best and the floor rises to the k-th
+// When the buffer holds 2k or more, keep_largest keeps the k best and the floor rises to the k-th
 // best score: a score below it has k better keys already. The floor may also start from a
 // sampled guess (topk_per_row); if fewer than min(n, k) keys survive such a guess, the caller
 // rescans with no floor, so the result is always exactly the full selection.
