@@ -117,8 +117,8 @@ constexpr uint32_t kDescriptorHighWord = static_cast<uint32_t>(
 __device__ __forceinline__ uint64_t smem_descriptor_k128_swizzle128(const void* tile,
                                                                     uint32_t byte_offset) {
   const uint64_t start = (smem_address(tile) + byte_offset) >> 4;
-  return (start & 0x3FFF) | (kDescriptorLeadingByteOffset << 16) |
-         (kDescriptorStrideByteOffset << 32) | (kDescriptorSwizzle128 << 62);
+  return (uint64_t{kDescriptorHighWord} << 32) | (start & 0x3FFF) |
+         (kDescriptorLeadingByteOffset << 16);
 }
 
 // The descriptor of the same layout `bytes` further on (a multiple of 16). The start address
