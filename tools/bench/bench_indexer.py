@@ -82,26 +82,37 @@ def row(name, times, flop, fp8_tflops, anchor):
             f"| {times['torch.topk']:.3f} | {peer:.3f} | {anchor_text} | {speedup} |")
 
 
+class PrefillInputs:
+    """Random prefill inputs (causal-suffix rows) and a workspace of
+    indexer_cuda_workspace_size(K) bytes for the indexer over them."""
+
+    def __init__(self, heads, rows, keys, device="cuda"):
+        self.q = torch.randn(rows, heads, 128, device=device,
+                             dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+        self.keys = fp8_keys(torch.randn(keys, 128, device=device, dtype=torch.bfloat16))
+        self.weights = torch.randn(rows, heads, device=device)
+        self.ks, self.ke = ranges_for("suffix", rows, keys, device)
+        self.workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8,
+                                     device=device)
+
+    def indexer(self, sorted=False, out=None, path="auto"):
+        return fi.indexer_prefill(self.q, self.keys, self.weights, self.ks, self.ke, K,
+                                  sorted=sorted, out=out, workspace=self.workspace, path=path)
+
+
 def bench_prefill(case, fp8_tflops, iters):
     name, heads, rows, keys, anchor, batch = case
-    q = torch.randn(rows, heads, 128, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-    k, kscale = fp8_keys(torch.randn(keys, 128, device="cuda", dtype=torch.bfloat16))
-    weights = torch.randn(rows, heads, device="cuda")
-    ks, ke = ranges_for("suffix", rows, keys, "cuda")
+    inputs = PrefillInputs(heads, rows, keys)
+    ks, ke = inputs.ks, inputs.ke
     logits = torch.full((rows, keys), float("-inf"), device="cuda")
-    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
-
-    def run_indexer(sorted=False, out=None, path="auto"):
-        return fi.indexer_prefill(q, (k, kscale), weights, ks, ke, K, sorted=sorted, out=out,
-                                  workspace=workspace, path=path)
 
     def run_logits():
-        fi.mqa_logits(q, (k, kscale), weights, ks, ke, clean=False, out=logits)
+        fi.mqa_logits(inputs.q, inputs.keys, inputs.weights, ks, ke, clean=False, out=logits)
 
     def run_topk(out, topk_workspace):
         fi.topk_per_row(logits, K, ks=ks, ke=ke, out=out, workspace=topk_workspace)
 
-    times = compare_and_time(name, run_indexer, run_logits, run_topk, logits,
+    times = compare_and_time(name, inputs.indexer, run_logits, run_topk, logits,
                              {"ks": ks, "ke": ke}, batch, iters)
     pairs = int((ke.long() - ks.long()).sum())
     return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
@@ -134,15 +145,10 @@ def bench_decode(case, fp8_tflops, iters):
 
 def bench_long(heads, rows, keys, iters):
     """Both indexer paths alone (a [rows, keys] logits tensor would not be worth its 64 GiB)."""
-    q = torch.randn(rows, heads, 128, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-    k, kscale = fp8_keys(torch.randn(keys, 128, device="cuda", dtype=torch.bfloat16))
-    weights = torch.randn(rows, heads, device="cuda")
-    ks, ke = ranges_for("suffix", rows, keys, "cuda")
-    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+    inputs = PrefillInputs(heads, rows, keys)
 
     def run(path, out=None):
-        return fi.indexer_prefill(q, (k, kscale), weights, ks, ke, K, sorted=True, out=out,
-                                  workspace=workspace, path=path)
+        return inputs.indexer(sorted=True, out=out, path=path)
 
     dense = run("dense")
     fused = run("fused")
