@@ -704,6 +704,16 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           }
         }
       }
+      // The next step is the other warpgroup's: step over it here, not through another pass of
+      // the loop head, whose branches cost the consumer more than the skipped step's own work
+      // (prefill H64 4096 x 32768: 2.20 -> 2.04 ms).
+      if (walk.tile < tile_end) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (walk.tile < tile_end) walk.next(p);
+        }
+        ++step_count;
+      }
     }
     if (emit) {
       // A warpgroup without a step in this item may still hold the previous item's entries.
