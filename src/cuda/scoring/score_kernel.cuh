@@ -612,11 +612,15 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         ptx::smem_descriptor_k128_swizzle128(smem + L::kQ + buffer * L::kQBytes, 0);
 
     for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++step_count) {
-      // This step's tiles: the walk's next kTilesPerStep (fewer at the end of the item).
+      // This step's tiles: the walk's next kTilesPerStep (fewer at the end of the item, but at
+      // least the first, which the loop condition holds: with one tile per step the compiler
+      // then sees a step's epilogue run unconditionally, without divergence checks).
       int32_t tile_of[kTilesPerStep];
-      int tiles = 0;
+      tile_of[0] = walk.tile;
+      walk.next(p);
+      int tiles = 1;
 #pragma unroll
-      for (int u = 0; u < kTilesPerStep; ++u) {
+      for (int u = 1; u < kTilesPerStep; ++u) {
         tile_of[u] = walk.tile;
         if (walk.tile < tile_end) {
           ++tiles;
