@@ -60,11 +60,21 @@ uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
   return largest_at_rank(sample, kSamples, static_cast<size_t>(rank));
 }
 
+// How far ahead of the block being filtered its row is prefetched, in blocks of kMaxPushed
+// scores (4 KiB of fp32): left to the hardware prefetcher, the pass, which stops every block for
+// the survivors and the selector, read at ~40 % of the single-thread streaming-read ceiling.
+constexpr int64_t kPrefetchBlocks = 4;
+
 template <typename Logit>
 void stream_row(StreamingTopK& selector, const Logit* row, int64_t n) {
   float widened[kMaxPushed];
   for (int64_t begin = 0; begin < n; begin += kMaxPushed) {
     const int count = static_cast<int>(std::min<int64_t>(kMaxPushed, n - begin));
+    const int64_t ahead = begin + kPrefetchBlocks * kMaxPushed;
+    const int64_t ahead_end = std::min<int64_t>(n, ahead + kMaxPushed);
+    for (int64_t at = ahead; at < ahead_end; at += 64 / static_cast<int64_t>(sizeof(Logit))) {
+      __builtin_prefetch(row + at);
+    }
     if constexpr (sizeof(Logit) == 2) {  // bf16: widen (exactly) to fp32 first
       for (int i = 0; i < count; ++i) widened[i] = to_float(row[begin + i]);
       selector.push(widened, count, static_cast<uint32_t>(begin));
