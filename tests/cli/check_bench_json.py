@@ -26,6 +26,15 @@ def main():
     assert record["median_ms"] > 0 and record["work"] == 32 * 16384 * 4, record
     assert 0 < record["fraction_of_ceiling"] < 10, record
     assert record["baseline"] == "none" and record["baseline_ms"] is None, record
+    # Comma-separated --only: every case that contains one of the parts, and no other.
+    subprocess.run([binary, "bench", "--preset", "quick", "--only", "k=512,no such case",
+                    "--baseline", "none", "--repeats", "1", "--json", path], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        names = sorted({r["name"] for r in json.load(f)})
+    assert names == sorted(["prefill 32x4096 H=64 k=512", "prefill 32x4096 H=32 k=512",
+                            "decode 4x8192 H=64 k=512", "decode 4x8192 H=32 k=512",
+                            "topk 32x16384 f32 k=512"]), names
     print("bench JSON ok:", record)
 
 

@@ -13,7 +13,7 @@ struct BenchConfig {
   std::string python = "python3";
   int repeats = 3;
   int threads = 0;  // 0 = the OpenMP default
-  std::string only;  // run only the cases whose name contains this (all when empty)
+  std::string only;  // run only the cases whose name contains one of its comma-separated parts
 };
 
 // Exit status: 0 on success, 2 when an op fails.
