@@ -63,19 +63,6 @@ std::vector<Case> cases_of(const std::string& preset) {
   return cases;
 }
 
-// True when `only` is empty or one of its comma-separated parts occurs in `name` (as the
-// Python bench drivers' --only).
-bool selected(const std::string& only, const std::string& name) {
-  if (only.empty()) return true;
-  size_t begin = 0;
-  while (begin <= only.size()) {
-    const size_t end = std::min(only.find(',', begin), only.size());
-    if (end > begin && name.find(only.substr(begin, end - begin)) != std::string::npos) return true;
-    begin = end + 1;
-  }
-  return false;
-}
-
 double median_of(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -269,7 +256,12 @@ int bench_command(const BenchConfig& config) {
   std::vector<Record> records;
 
   for (const Case& c : cases_of(config.preset)) {
-    if (!selected(config.only, c.name)) continue;
+    const auto names_case = [&](const std::string& part) {
+      return c.name.find(part) != std::string::npos;
+    };
+    if (!config.only.empty() && std::none_of(config.only.begin(), config.only.end(), names_case)) {
+      continue;
+    }
     DeviceMemory memory(device);  // the case's inputs, outputs and workspace
     RunOptions options;
     options.cpu_threads = threads;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace flashindexer::cli {
 
@@ -13,7 +14,7 @@ struct BenchConfig {
   std::string python = "python3";
   int repeats = 3;
   int threads = 0;  // 0 = the OpenMP default
-  std::string only;  // run only the cases whose name contains one of its comma-separated parts
+  std::vector<std::string> only;  // run only the cases whose name contains one of these
 };
 
 // Exit status: 0 on success, 2 when an op fails.

@@ -72,9 +72,11 @@ int parse_and_run(int argc, char** argv) {
   bench_app->add_option("--threads", bench.threads, "CPU threads (0 = the OpenMP default)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  bench_app->add_option("--only", bench.only,
-                        "Run only the cases whose name contains this text, or one of these "
-                        "comma-separated texts (e.g. \"decode\" or \"H=32,topk\")");
+  bench_app
+      ->add_option("--only", bench.only,
+                   "Run only the cases whose name contains this text, or one of these "
+                   "comma-separated texts (e.g. \"decode\" or \"H=32,topk\")")
+      ->delimiter(',');
 
   CLI11_PARSE(app, argc, argv);
   if (run_app->parsed()) return cli::run_command(run);
