@@ -37,7 +37,9 @@ enum class Dist {
   kSpecials,
   kAscending,
   kNarrow,
-  kSampleTrap
+  kSampleTrap,
+  kFineTies,
+  kGapAboveK
 };
 enum class Form { kPrefill, kDecode, kDecodeNextN, kDecode2D };
 enum class Lengths { kMixed, kFull, kShort };
@@ -102,6 +104,10 @@ float draw(Dist dist, std::mt19937_64& engine, int64_t row, int64_t column, floa
       return 1.0f + static_cast<float>(engine() % 12) * 0x1p-23f;
     case Dist::kSampleTrap:  // high exactly where the sampled threshold of a 128K row reads
       return (column % 128 < 4 ? 10.0f : 0.0f) + normal(engine);
+    case Dist::kFineTies:  // ~130 distinct values: hundreds of copies of the k-th score
+      return std::round(normal(engine) * 16.0f) / 16.0f;
+    case Dist::kGapAboveK:  // N(0, 1); make_inputs lifts k random keys of the row by 10
+      return normal(engine);
   }
   return 0.0f;
 }
@@ -117,6 +123,16 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
       float x = draw(c.dist, engine, r, s, row_base);
       if (c.bf16) x = bf16_to_float(float_to_bf16(x));
       in.scores[r * in.stride + s] = x;
+    }
+    if (c.dist == Dist::kGapAboveK) {
+      // Exactly k keys far above the others: the k-th largest is the lowest of them.
+      std::vector<int64_t> columns(static_cast<size_t>(c.width));
+      for (int64_t s = 0; s < c.width; ++s) columns[s] = s;
+      std::shuffle(columns.begin(), columns.end(), engine);
+      for (int64_t j = 0; j < std::min<int64_t>(c.k, c.width); ++j) {
+        float& x = in.scores[r * in.stride + columns[j]];
+        x = c.bf16 ? bf16_to_float(float_to_bf16(x + 10.0f)) : x + 10.0f;
+      }
     }
   }
   if (c.bf16) {
@@ -364,6 +380,20 @@ TEST(TopKCuda, SplitRowsMatchTheReference) {
   run_case({33, 65536, 1024, Dist::kOffset100, false, true, Form::kDecode});
   run_case({1, 131072, 3000, Dist::kNormal, false, false, Form::kDecode, Lengths::kFull});
   run_case({100, 131072, 4096, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
+}
+
+// White-box, the cluster kernel's ways to the cutoff: a boundary bin of a few keys resolved by
+// every CTA (normal rows above), a boundary bin taken whole (a gap below the k-th key), and one
+// of hundreds of tied keys, which CTA 0 resolves after gathering every CTA's survivors.
+TEST(TopKCuda, ClusterBoundaryBinsOfEveryKind) {
+  SKIP_WITHOUT_GPU();
+  for (const bool sorted : {false, true}) {
+    run_case({1, 131072, 2048, Dist::kGapAboveK, false, sorted, Form::kDecode, Lengths::kFull});
+    run_case({64, 131072, 2048, Dist::kGapAboveK, false, sorted, Form::kDecode, Lengths::kFull});
+    run_case({1, 131072, 2048, Dist::kFineTies, false, sorted, Form::kDecode, Lengths::kFull});
+    run_case({20, 131072, 1024, Dist::kFineTies, false, sorted, Form::kDecode, Lengths::kFull});
+  }
+  run_case({3, 300000, 512, Dist::kGapAboveK, true, false, Form::kDecode, Lengths::kFull});
 }
 
 // White-box: rows of 131072 keys are sampled in groups of 4 keys every 128 (select_core's

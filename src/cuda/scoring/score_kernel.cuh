@@ -140,6 +140,32 @@ struct TileWalk {
 template <int kN>
 inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
 
+// Takes a step's tiles off the walk into tile_of: the next kTilesPerStep, fewer at the end of the
+// item; returns how many. Callers hold walk.tile < tile_end. With one tile per step, that tile is
+// taken unconditionally, so that the compiler sees the step's epilogue run without divergence
+// checks (prefill 456 -> 441 SASS instructions per step); the two-tile steps of decode keep the
+// counted form, which measured faster for them (H64 b64 x 131072: 315 against 350 us).
+template <int kTilesPerStep>
+__device__ __forceinline__ int take_step(TileWalk& walk, const ScoreParams& p, int32_t tile_end,
+                                         int32_t (&tile_of)[kTilesPerStep]) {
+  if constexpr (kTilesPerStep == 1) {
+    tile_of[0] = walk.tile;
+    walk.next(p);
+    return 1;
+  } else {
+    int tiles = 0;
+#pragma unroll
+    for (int u = 0; u < kTilesPerStep; ++u) {
+      tile_of[u] = walk.tile;
+      if (walk.tile < tile_end) {
+        ++tiles;
+        walk.next(p);
+      }
+    }
+    return tiles;
+  }
+}
+
 // ---- producer -------------------------------------------------------------------------------
 
 // Loads the keys and scales of key tile `tile` of group `group` into one stage.
@@ -612,27 +638,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         ptx::smem_descriptor_k128_swizzle128(smem + L::kQ + buffer * L::kQBytes, 0);
 
     for (TileWalk walk(p, tile_begin); walk.tile < tile_end; ++step_count) {
-      // This step's tiles: the walk's next kTilesPerStep (fewer at the end of the item). With
-      // one tile per step, the tile the loop condition holds is taken unconditionally, so that
-      // the compiler sees the step's epilogue run without divergence checks (prefill 456 -> 441
-      // SASS instructions per step); the two-tile steps of decode keep the counted form, which
-      // measured faster for them (H64 b64 x 131072: 315 against 350 us).
       int32_t tile_of[kTilesPerStep];
-      int tiles = 0;
-      if constexpr (kTilesPerStep == 1) {
-        tile_of[0] = walk.tile;
-        walk.next(p);
-        tiles = 1;
-      } else {
-#pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          tile_of[u] = walk.tile;
-          if (walk.tile < tile_end) {
-            ++tiles;
-            walk.next(p);
-          }
-        }
-      }
+      const int tiles = take_step<kTilesPerStep>(walk, p, tile_end, tile_of);
       if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
       uint32_t stages[kTilesPerStep];
 #pragma unroll
@@ -718,10 +725,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       // the loop head, whose branches cost the consumer more than the skipped step's own work
       // (prefill H64 4096 x 131072: 9.59-9.61 -> 9.21-9.28 ms in alternation).
       if (walk.tile < tile_end) {
-#pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          if (walk.tile < tile_end) walk.next(p);
-        }
+        int32_t skipped[kTilesPerStep];
+        take_step<kTilesPerStep>(walk, p, tile_end, skipped);
         ++step_count;
       }
     }
@@ -751,7 +756,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // array itself (not a cast integer) keeps every access an LDS, not a generic load.
   const uint32_t misalignment = ptx::smem_address(smem_unaligned) % 1024;
   uint8_t* smem = smem_unaligned + (misalignment == 0 ? 0 : 1024 - misalignment);
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0, the compiler knows the warpgroup is warp-uniform: the consumers' stage
+  // arithmetic and wgmma descriptors then live in uniform registers (H64 prefill: 44 -> 13 R2UR
+  // moves, none left in the step loop; 441 -> 406 SASS instructions per step; 4096 x 131072
+  // 8.88 -> 8.40 ms in alternation). Not for the two-tile steps of decode, which it made slower
+  // (H64 b64 x 131072: 3315-3385 -> 3094-3114 GB/s in the same alternation).
+  const int warpgroup = kTilesPerStepFor<kN> == 1
+                            ? __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)
+                            : static_cast<int>(threadIdx.x / 128);
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);

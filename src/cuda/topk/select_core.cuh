@@ -288,17 +288,20 @@ struct HistShared {
   uint64_t gather[kBruteForceMax + 8];  // + 8: the unrolled scan reads past m
 };
 
-// Finds the bin B (from the top) with above < target <= above + bins[B]; needs
-// 1 <= target <= sum of bins. Thread t owns bins 2047 - 4t .. 2044 - 4t. Contains barriers.
-__device__ inline void find_hist_boundary(HistShared& hs, uint32_t target) {
-  uint32_t counts[kHistBinsPerThread];
+// The highest of the kHistBinsPerThread bins thread t owns: 2047 - 4t (down to 2044 - 4t).
+__device__ __forceinline__ int top_owned_bin() {
+  return kHistBins - 1 - kHistBinsPerThread * static_cast<int>(threadIdx.x);
+}
+
+// Finds the bin B (from the top) with above < target <= above + bins[B] of a histogram held in
+// registers: counts[j] is bin top_owned_bin() - j. Needs 1 <= target <= sum of bins. Writes
+// hs.boundary_bin, hs.above, hs.in_bin. Contains barriers.
+__device__ inline void find_hist_boundary_of(const uint32_t (&counts)[kHistBinsPerThread],
+                                             HistShared& hs, uint32_t target) {
+  const int top = top_owned_bin();
   uint32_t sum = 0;
-  const int top = kHistBins - 1 - kHistBinsPerThread * static_cast<int>(threadIdx.x);
 #pragma unroll
-  for (int j = 0; j < kHistBinsPerThread; ++j) {
-    counts[j] = hs.bins[top - j];
-    sum += counts[j];
-  }
+  for (int j = 0; j < kHistBinsPerThread; ++j) sum += counts[j];
   uint32_t total;
   const uint32_t before = block_exclusive_scan(sum, hs.scan, total);
   if (before < target && target <= before + sum) {
@@ -317,6 +320,38 @@ __device__ inline void find_hist_boundary(HistShared& hs, uint32_t target) {
     }
   }
   __syncthreads();
+}
+
+// find_hist_boundary_of over hs.bins.
+__device__ inline void find_hist_boundary(HistShared& hs, uint32_t target) {
+  uint32_t counts[kHistBinsPerThread];
+  const int top = top_owned_bin();
+#pragma unroll
+  for (int j = 0; j < kHistBinsPerThread; ++j) counts[j] = hs.bins[top - j];
+  find_hist_boundary_of(counts, hs, target);
+}
+
+// The rank key with exactly remaining - 1 of hs.gather[0, m) above it (m <= kBruteForceMax keys,
+// distinct, gathered before a barrier; 1 <= remaining <= m): each key counts the keys above it,
+// 8 independent loads per step (a dependent chain of shared loads would be latency-bound).
+// Contains barriers.
+__device__ inline uint64_t brute_force_cutoff(HistShared& hs, uint32_t m, uint32_t remaining) {
+  // Slots m..m+7 are read as 0 (ranks below all).
+  for (uint32_t i = threadIdx.x; i < kBruteForceMax + 8; i += kThreads) {
+    if (i >= m) hs.gather[i] = 0;
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
+    const uint64_t key = hs.gather[i];
+    uint32_t greater = 0;
+    for (uint32_t q = 0; q < m; q += 8) {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) greater += hs.gather[q + u] > key ? 1u : 0u;
+    }
+    if (greater == remaining - 1) hs.cutoff = key;
+  }
+  __syncthreads();
+  return hs.cutoff;
 }
 
 // Block reduce of per-warp values written to hs.warp_min / warp_max (after a barrier).
@@ -371,24 +406,7 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
         if (key >= bin_lo && key <= bin_hi) hs.gather[atomicAdd(&hs.gathered, 1u)] = key;
       }
       __syncthreads();
-      const uint32_t m = hs.gathered;
-      // Each key counts the keys above it; 8 independent loads per step (a dependent chain of
-      // shared loads would be latency-bound). Slots m..m+7 are read as 0 (ranks below all).
-      for (uint32_t i = threadIdx.x; i < kBruteForceMax + 8; i += kThreads) {
-        if (i >= m) hs.gather[i] = 0;
-      }
-      __syncthreads();
-      for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
-        const uint64_t key = hs.gather[i];
-        uint32_t greater = 0;
-        for (uint32_t q = 0; q < m; q += 8) {
-#pragma unroll
-          for (int u = 0; u < 8; ++u) greater += hs.gather[q + u] > key ? 1u : 0u;
-        }
-        if (greater == remaining - 1) hs.cutoff = key;
-      }
-      __syncthreads();
-      return hs.cutoff;
+      return brute_force_cutoff(hs, hs.gathered, remaining);
     }
     lo = bin_lo;
     hi = bin_hi;

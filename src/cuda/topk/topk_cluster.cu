@@ -2,12 +2,15 @@
 //
 // The CTAs of a cluster cut the row into contiguous segments. Each draws the same sample of the
 // whole row (so all compute the same threshold), streams its segment once and keeps its keys
-// above the threshold in per-warp slices of its shared memory (segment_steps.cuh). CTA 0 then
-// reads every CTA's survivors through distributed shared memory and selects the row's top-k
-// among them: no workspace round trip and no second launch, unlike segment + merge. When fewer
-// than min(k, length) keys passed, a slice overflowed or the survivors exceed CTA 0's gather
-// buffer, CTA 0 selects over the row in global memory instead (exact, as everywhere). Rows of at
-// most kBufferCapacity keys are selected by CTA 0 alone (direct path).
+// above the threshold in per-warp slices of its shared memory, counted in a histogram whose bins
+// are the same in every CTA (segment_steps.cuh). Every CTA then sums the CTAs' histograms
+// through distributed shared memory and finds the same boundary bin for k. When that bin holds
+// few keys (or is taken whole), the CTAs agree on the exact cutoff and each writes its own
+// selected keys to its place in the row (select_in_cluster): nothing is gathered. Otherwise CTA 0
+// gathers every CTA's survivors and selects among them; and when fewer than min(k, length) keys
+// passed, a slice overflowed or the survivors exceed CTA 0's gather buffer, CTA 0 selects over
+// the row in global memory instead (exact, as everywhere). Rows of at most kBufferCapacity keys
+// are selected by CTA 0 alone (direct path).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -28,6 +31,177 @@ constexpr int kMaxClusterRanks = 8;    // the portable cluster size
 constexpr int kGatherCapacity = 8192;  // survivors CTA 0 gathers (64 KiB)
 constexpr int kSlices = kMaxClusterRanks * kWarps;
 
+constexpr int kCoarseBins = 64;  // the survivor histogram in sums of 32 bins, one per lane
+constexpr int kBinsPerCoarse = kHistBins / kCoarseBins;
+static_assert(kBinsPerCoarse == 32 && kCoarseBins == 64, "find_cluster_boundary's warp layout");
+
+// Whether the cluster's selection of a gated row can be done by select_in_cluster, and if so its
+// boundary bin for row_want in hs (boundary_bin, above, in_bin): the bin of the cluster's
+// survivor histogram (the sum of the CTAs', whose bins are the same: one threshold, one sample
+// maximum) that holds the row_want-th key. Warp 0 reads the CTAs' 64 coarse sums, then the 32
+// bins of the boundary's coarse bin, through distributed shared memory: summing whole histograms
+// put every CTA's 8 KiB through every other SM (1 row x 131072: 21 -> 30 us). Each CTA reads the
+// ranks starting from its own, so that they spread their reads over the SMs. Not when a CTA
+// failed (threshold, slice overflow) or fewer than row_want keys survived, nor when the boundary
+// bin holds more than kBruteForceMax keys of which only some are wanted. Contains a barrier.
+__device__ bool find_cluster_boundary(const uint32_t* coarse, const int& failed, uint32_t row_want,
+                                      HistShared& hs, const cg::cluster_group& cluster) {
+  __shared__ int in_cluster;
+  const int lane = threadIdx.x & 31;
+  if (threadIdx.x < 32) {
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int ranks = static_cast<int>(cluster.num_blocks());
+    // Lane l: coarse bins 63 - 2l and 62 - 2l (the scan runs from the top bin down).
+    uint32_t high = 0;
+    uint32_t low = 0;
+    bool any_failed = false;
+    for (int i = 0; i < ranks; ++i) {
+      const int r = (rank + i) % ranks;
+      const uint32_t* sums = cluster.map_shared_rank(coarse, r);
+      high += sums[kCoarseBins - 1 - 2 * lane];
+      low += sums[kCoarseBins - 2 - 2 * lane];
+      if (lane == i) any_failed = *cluster.map_shared_rank(&failed, r) != 0;
+    }
+    any_failed = __any_sync(0xffffffffu, any_failed);
+    const uint32_t pair = high + low;
+    const uint32_t inclusive = warp_inclusive_scan(pair);
+    const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 31);
+    if (!any_failed && total >= row_want) {
+      // The coarse bin that holds the row_want-th key, and the keys above it.
+      const uint32_t exclusive = inclusive - pair;
+      const bool holds = exclusive < row_want && row_want <= inclusive;
+      const int holder = __ffs(__ballot_sync(0xffffffffu, holds)) - 1;
+      const bool in_high = exclusive + high >= row_want;
+      int coarse_bin = in_high ? kCoarseBins - 1 - 2 * lane : kCoarseBins - 2 - 2 * lane;
+      uint32_t above = in_high ? exclusive : exclusive + high;
+      coarse_bin = __shfl_sync(0xffffffffu, coarse_bin, holder);
+      above = __shfl_sync(0xffffffffu, above, holder);
+      // Its 32 bins, lane l the (31 - l)-th.
+      const int bin = coarse_bin * kBinsPerCoarse + kBinsPerCoarse - 1 - lane;
+      uint32_t count = 0;
+      for (int i = 0; i < ranks; ++i)
+        count += cluster.map_shared_rank(hs.bins, (rank + i) % ranks)[bin];
+      const uint32_t bin_inclusive = above + warp_inclusive_scan(count);
+      const uint32_t bin_exclusive = bin_inclusive - count;
+      if (bin_exclusive < row_want && row_want <= bin_inclusive) {
+        hs.boundary_bin = static_cast<uint32_t>(bin);
+        hs.above = bin_exclusive;
+        hs.in_bin = count;
+        // A bin taken whole needs no cutoff search.
+        in_cluster = count <= kBruteForceMax || row_want - bin_exclusive == count;
+      }
+    } else if (lane == 0) {
+      in_cluster = 0;
+    }
+  }
+  __syncthreads();
+  return in_cluster != 0;
+}
+
+// What a CTA publishes to the others for select_in_cluster (keys, count, above), and its own
+// per-rank tallies.
+struct ClusterShare {
+  uint64_t keys[kBruteForceMax];  // this CTA's survivors in the boundary bin (unless taken whole)
+  uint32_t count;                 // this CTA's survivors in the boundary bin
+  uint32_t above;                 // this CTA's survivors above it
+  uint32_t rank_above[kMaxClusterRanks];  // per rank: its `above`
+  uint32_t rank_ties[kMaxClusterRanks];   // per rank: its boundary-bin keys >= the cutoff
+  uint8_t gathered_rank[kBruteForceMax];  // the rank of hs.gather[i]
+};
+
+// The selection of a gated row when the cluster's boundary bin (hs, from the summed survivor
+// histograms) holds <= kBruteForceMax keys or is taken whole, the common case: no CTA gathers
+// the survivors. Each CTA counts its survivors above the boundary bin and keeps those in it;
+// after one cluster barrier every CTA reads the boundary keys of all, finds the same cutoff and
+// compacts its own survivors >= cutoff to its place in the row's answer, after the CTAs before
+// it: the order CTA 0's gather gives. Sorted answers are pushed into CTA 0's selection, which
+// sorts and writes them. Contains cluster barriers: call from every thread of every CTA.
+__device__ void select_in_cluster(const Params& p, int64_t row, uint32_t threshold,
+                                  uint32_t sample_max, uint32_t row_want, const uint64_t* buffer,
+                                  const uint32_t* warp_counts, uint64_t* selection, HistShared& hs,
+                                  ClusterShare& share, const cg::cluster_group& cluster) {
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int ranks = static_cast<int>(cluster.num_blocks());
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const uint32_t boundary = hs.boundary_bin;
+  const uint32_t in_bin = hs.in_bin;
+  const uint32_t remaining = row_want - hs.above;
+  const bool whole_bin = remaining == in_bin;
+  const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
+  const int shift = survivor_histogram_shift(threshold, sample_max);  // the streamed bins'
+  if (threadIdx.x == 0) {
+    share.count = 0;
+    share.above = 0;
+  }
+  __syncthreads();
+  const uint64_t* slice = buffer + warp * kWarpSlice;
+  const uint32_t mine = warp_counts[warp];
+  uint32_t above = 0;
+  for (uint32_t i = lane; i < mine; i += 32) {
+    const uint64_t key = slice[i];
+    const uint32_t bin = hist_bin(key, lo, shift);
+    above += bin > boundary ? 1u : 0u;
+    if (bin == boundary) {
+      const uint32_t at = atomicAdd(&share.count, 1u);
+      if (!whole_bin) share.keys[at] = key;
+    }
+  }
+  above = __reduce_add_sync(0xffffffffu, above);
+  if (lane == 0 && above > 0) atomicAdd(&share.above, above);
+  cluster.sync();  // every CTA's share is final
+
+  if (static_cast<int>(threadIdx.x) < ranks) {
+    const ClusterShare& remote = *cluster.map_shared_rank(&share, static_cast<int>(threadIdx.x));
+    share.rank_above[threadIdx.x] = remote.above;
+    share.rank_ties[threadIdx.x] = whole_bin ? remote.count : 0u;
+    if (!whole_bin) hs.scan[threadIdx.x] = remote.count;
+  }
+  __syncthreads();
+  if (!whole_bin) {
+    // Every CTA's boundary keys into hs.gather, rank by rank: one remote load per thread.
+    for (uint32_t i = threadIdx.x; i < in_bin; i += kThreads) {
+      int r = 0;
+      uint32_t first = 0;  // hs.gather index of rank r's first key
+      while (first + hs.scan[r] <= i) first += hs.scan[r++];
+      hs.gather[i] = cluster.map_shared_rank(share.keys, r)[i - first];
+      share.gathered_rank[i] = static_cast<uint8_t>(r);
+    }
+  }
+  __syncthreads();
+  uint64_t cutoff = lo + (static_cast<uint64_t>(boundary) << shift);  // the bin's lowest key
+  if (!whole_bin) {
+    cutoff = brute_force_cutoff(hs, in_bin, remaining);
+    for (uint32_t i = threadIdx.x; i < in_bin; i += kThreads) {
+      if (hs.gather[i] >= cutoff) atomicAdd(&share.rank_ties[share.gathered_rank[i]], 1u);
+    }
+    __syncthreads();
+  }
+  uint32_t offset = 0;
+  for (int r = 0; r < rank; ++r) offset += share.rank_above[r] + share.rank_ties[r];
+  const Candidates own{buffer, kWarpSlice, warp_counts, 0};
+
+  if (p.sorted) {
+    compact_cutoff(own, cutoff, cluster.map_shared_rank(selection, 0) + offset, hs.scan);
+    cluster.sync();  // CTA 0's selection is complete; no CTA reads another's memory any more
+    if (rank == 0) write_row(p, row, selection, row_want);
+    return;
+  }
+  // This CTA's reads of the others' shared memory are done: they may exit once all have arrived.
+  cg::cluster_group::arrival_token arrived = cluster.barrier_arrive();
+  const uint32_t count = compact_cutoff(own, cutoff, selection, hs.scan);
+  int32_t* out = p.out + row * p.out_stride0;
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    out[(offset + i) * p.out_stride1] = rank_key_index(selection[i]);
+  }
+  if (rank == 0) {
+    for (int i = static_cast<int>(row_want) + threadIdx.x; i < p.k; i += kThreads) {
+      out[i * p.out_stride1] = -1;
+    }
+  }
+  cluster.barrier_wait(std::move(arrived));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1)
     topk_cluster_kernel(const __grid_constant__ Params p) {
@@ -42,6 +216,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ uint32_t slice_offsets[kSlices + 1];
   __shared__ uint32_t slice_counts[kSlices];
   __shared__ int gather_failed;
+  __shared__ ClusterShare share;
+  __shared__ uint32_t coarse[kCoarseBins];  // coarse[c]: hs.bins[32 c, 32 c + 32) summed
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -56,6 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const T* row_scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
   // Uniform over the cluster: every CTA reads the same row length.
   const bool gated = row_count > kBufferCapacity;
+  uint32_t threshold = 0;
+  uint32_t sample_max = 0;
 
   if (gated) {
     int64_t segment = (row_count + ranks - 1) / ranks;
@@ -67,8 +245,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     // latency.
     SegmentStream<T, Scores<T>::kClusterVectorsPerStep> stream;
     stream.begin(row_scores + begin, n);
-    uint32_t threshold;
-    uint32_t sample_max;
     sampled_threshold(row_scores, row_count, row_want, reinterpret_cast<uint32_t*>(buffer), hs,
                       threshold, sample_max);
     stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
@@ -78,13 +254,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int w = 0; w < kWarps; ++w) overflow |= warp_counts[w] > kWarpSlice;
       failed = threshold == 0 || overflow;
     }
+    // The coarse histogram the other CTAs read first (find_cluster_boundary).
+    for (int c = warp; c < kCoarseBins; c += kWarps) {
+      const uint32_t sum = __reduce_add_sync(0xffffffffu, hs.bins[c * kBinsPerCoarse + lane]);
+      if (lane == 0) coarse[c] = sum;
+    }
   } else if (threadIdx.x < kWarps) {
     warp_counts[threadIdx.x] = 0;
     if (threadIdx.x == 0) failed = 0;
   }
-  cluster.sync();  // every CTA's slices, counts and flag are final
+  cluster.sync();  // every CTA's slices, counts, flag and histogram are final
 
-  if (rank == 0 && gated) {
+  if (gated) {
+    // Uniform over the cluster, like everything it depends on.
+    const bool in_cluster = find_cluster_boundary(coarse, failed, row_want, hs, cluster);
+    if (in_cluster) {
+      select_in_cluster(p, row, threshold, sample_max, row_want, buffer, warp_counts, selection, hs,
+                        share, cluster);
+      return;
+    }
     // Slice s = (rank r, warp w): its count, read remotely, then offsets by a block scan.
     const int slices = ranks * kWarps;
     uint32_t count = 0;
@@ -103,29 +291,31 @@ __global__ void __launch_bounds__(kThreads, 1)
       gather_failed = any_failed || total < row_want || total > kGatherCapacity;
       slice_offsets[slices] = total;
     }
-    __syncthreads();
-    // Warp w copies slices w, w + 16, ... with its lanes (coalesced remote reads).
-    uint32_t lowest = 0xffffffffu;
-    uint32_t highest = 0;
-    if (!gather_failed) {
-      for (int s = warp; s < slices; s += kWarps) {
-        const uint64_t* remote =
-            cluster.map_shared_rank(buffer, s / kWarps) + (s % kWarps) * kWarpSlice;
-        const uint32_t n = slice_counts[s];
-        for (uint32_t i = lane; i < n; i += 32) {
-          const uint64_t key = remote[i];
-          gather[slice_offsets[s] + i] = key;
-          const uint32_t score = static_cast<uint32_t>(key >> 32);
-          lowest = lowest < score ? lowest : score;
-          highest = highest > score ? highest : score;
+    __syncthreads();  // slice offsets and gather_failed
+    if (rank == 0) {
+      // Warp w copies slices w, w + 16, ... with its lanes (coalesced remote reads).
+      uint32_t lowest = 0xffffffffu;
+      uint32_t highest = 0;
+      if (!gather_failed) {
+        for (int s = warp; s < slices; s += kWarps) {
+          const uint64_t* remote =
+              cluster.map_shared_rank(buffer, s / kWarps) + (s % kWarps) * kWarpSlice;
+          const uint32_t n = slice_counts[s];
+          for (uint32_t i = lane; i < n; i += 32) {
+            const uint64_t key = remote[i];
+            gather[slice_offsets[s] + i] = key;
+            const uint32_t score = static_cast<uint32_t>(key >> 32);
+            lowest = lowest < score ? lowest : score;
+            highest = highest > score ? highest : score;
+          }
         }
       }
-    }
-    lowest = __reduce_min_sync(0xffffffffu, lowest);
-    highest = __reduce_max_sync(0xffffffffu, highest);
-    if (lane == 0) {
-      hs.warp_min[warp] = lowest;
-      hs.warp_max[warp] = highest;
+      lowest = __reduce_min_sync(0xffffffffu, lowest);
+      highest = __reduce_max_sync(0xffffffffu, highest);
+      if (lane == 0) {
+        hs.warp_min[warp] = lowest;
+        hs.warp_max[warp] = highest;
+      }
     }
   }
   cluster.sync();  // CTA 0 has read the others' shared memory; they may exit
