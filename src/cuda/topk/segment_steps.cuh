@@ -72,6 +72,9 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
   for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
     if (batch * kThreads >= groups) break;
     uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
+    // Unconditional loads (a group past the last reads the row's last key, dropped below): with
+    // each load under its condition, the compiler issued them one after another, each waiting
+    // for the one before (decode 64 x 131072: 30.4 -> 29.8 us).
 #pragma unroll
     for (int gi = 0; gi < kGroupsInFlight; ++gi) {
       const int64_t g = (batch + gi) * kThreads + threadIdx.x;
@@ -79,7 +82,7 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
 #pragma unroll
       for (int j = 0; j < kSampleGroupKeys; ++j) {
         const int64_t i = position + j < n ? position + j : n - 1;
-        sampled_keys[gi][j] = g < groups ? S::key(scores, i) : 0u;
+        sampled_keys[gi][j] = S::key(scores, i);
       }
     }
 #pragma unroll
