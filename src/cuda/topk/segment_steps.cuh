@@ -204,6 +204,7 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
   const float threshold_value = __uint_as_float(threshold_bits);
   const int vector_count = stream.vector_count;
   constexpr int kStep = kThreads * kVectorsPerStep;
+  static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
   // The next step's loads are issued before this step is processed: two steps in flight.
   uint4(&next)[kVectorsPerStep] = stream.next;
   const int first_base = threshold == 0 ? vector_count : 0;
@@ -212,28 +213,31 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = next[u];
     stream.load_step(base + kStep, next);
-    uint32_t mine = 0;
+    // One compare per key, into a bit per key (vector u's keys at bits u * kPerVector + e): the
+    // count is a popc and the survivors' loop reads the bits. A running count, then the compares
+    // again for the survivors' vectors, made the step a chain of ~100 dependent instructions;
+    // the loop was bound by its instructions, not by memory (ncu: no long-scoreboard stalls).
+    uint32_t passing_bits = 0;
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) {
+      uint32_t vector_bits = 0;
 #pragma unroll
       for (int e = 0; e < kPerVector; ++e) {
-        mine += S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u;
+        vector_bits |= (S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u) << e;
       }
+      passing_bits |= vector_bits << (u * kPerVector);
     }
+    const uint32_t mine = __popc(passing_bits);
     const uint32_t inclusive = warp_inclusive_scan(mine);
     const uint32_t step_total = __shfl_sync(0xffffffffu, inclusive, 31);
     if (step_total == 0) continue;
     uint32_t position = warp_count + inclusive - mine;
     if (mine > 0) {
-      // Only the set bits of a per-vector mask are visited (a survivor is rare: ~0.4 per
-      // thread and step at k = 2048 of 128K), instead of 16 predicated blocks per step.
+      // Only the set bits are visited (a survivor is rare: ~0.4 per thread and step at k = 2048
+      // of 128K).
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
-        uint32_t passing = 0;
-#pragma unroll
-        for (int e = 0; e < kPerVector; ++e) {
-          passing |= (S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u) << e;
-        }
+        uint32_t passing = (passing_bits >> (u * kPerVector)) & ((1u << kPerVector) - 1);
         const uint32_t first_index =
             index_base +
             static_cast<uint32_t>(head + (base + u * kThreads + threadIdx.x) * kPerVector);
