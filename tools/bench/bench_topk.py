@@ -16,6 +16,7 @@ import ctypes
 
 import torch
 
+from bench_logits import selected
 from cuda_timing import capture_graph, event_median_ms
 
 CASES = [
@@ -97,7 +98,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build-cuda/libflashindexer_bench_shim.so")
     parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--only", default="", help="substring filter on case names")
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings; run the cases whose name has one")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     torch.manual_seed(0)
@@ -108,7 +110,7 @@ def main():
           "| ours graph ms | torch graph ms | graph speedup |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, rows, width, k, dtype, form, offset in CASES:
-        if args.only and args.only not in name:
+        if not selected(args.only, name):
             continue
         logits = (torch.randn(rows, width, device="cuda") + offset).to(dtype)
         out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
