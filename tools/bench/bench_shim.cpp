@@ -77,6 +77,47 @@ int fi_mqa_logits(float* logits, int64_t logits_stride, int64_t width, const voi
   return static_cast<int>(status.code());
 }
 
+}  // extern "C"
+
+namespace {
+
+// The paged decode inputs of fi_paged_mqa_logits / fi_indexer_decode as views.
+struct DecodeViews {
+  flashindexer::QuantizedTensor q;
+  flashindexer::PagedKCache cache;
+  flashindexer::TensorView weights;
+  flashindexer::TensorView lens;
+  flashindexer::TensorView block_table;
+
+  DecodeViews(const void* q_data, int64_t batch, int next_n, int heads, void* cache_data,
+              int64_t num_pages, int page_size, int64_t page_stride, const float* weight_data,
+              const int32_t* context_lens, int lens_2d, const int32_t* table, int64_t table_cols) {
+    using namespace flashindexer;
+    q = QuantizedTensor{TensorView::contiguous(const_cast<void*>(q_data), DType::kE4M3,
+                                               {batch, next_n, heads, 128}, Device::kCUDA),
+                        {}};
+    cache.data = cache_data;
+    cache.device = Device::kCUDA;
+    cache.format = KFormat::kFP8;
+    cache.num_pages = num_pages;
+    cache.page_size = page_size;
+    cache.head_dim = 128;
+    cache.page_stride_bytes = page_stride;
+    weights = TensorView::contiguous(const_cast<float*>(weight_data), DType::kF32,
+                                     {batch * next_n, heads}, Device::kCUDA);
+    lens = lens_2d != 0 ? TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
+                                                 {batch, next_n}, Device::kCUDA)
+                        : TensorView::contiguous(const_cast<int32_t*>(context_lens), DType::kI32,
+                                                 {batch}, Device::kCUDA);
+    block_table = TensorView::contiguous(const_cast<int32_t*>(table), DType::kI32,
+                                         {batch, table_cols}, Device::kCUDA);
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
 // logits [batch * next_n, width] f32; q [batch, next_n, heads, 128] e4m3 contiguous; an FP8 page
 // cache of num_pages pages (page_size keys, page_stride bytes apart); weights [batch * next_n,
 // heads] f32; context_lens [batch] (lens_2d 0) or [batch, next_n] i32; block_table
@@ -87,38 +128,44 @@ int fi_paged_mqa_logits(float* logits, int64_t logits_stride, int64_t width, con
                         const int32_t* context_lens, int lens_2d, const int32_t* block_table,
                         int64_t table_cols, int clean, void* stream) {
   using namespace flashindexer;
-  const int64_t rows = batch * next_n;
-  PagedKCache kcache;
-  kcache.data = cache;
-  kcache.device = Device::kCUDA;
-  kcache.format = KFormat::kFP8;
-  kcache.num_pages = num_pages;
-  kcache.page_size = page_size;
-  kcache.head_dim = 128;
-  kcache.page_stride_bytes = page_stride;
-  const TensorView lens = lens_2d != 0
-                              ? TensorView::contiguous(const_cast<int32_t*>(context_lens),
-                                                       DType::kI32, {batch, next_n}, Device::kCUDA)
-                              : TensorView::contiguous(const_cast<int32_t*>(context_lens),
-                                                       DType::kI32, {batch}, Device::kCUDA);
+  const DecodeViews in(q, batch, next_n, heads, cache, num_pages, page_size, page_stride, weights,
+                       context_lens, lens_2d, block_table, table_cols);
   RunOptions options;
   options.cuda_stream = stream;
   const Status status = paged_mqa_logits(
-      TensorView::contiguous(logits, DType::kF32, {rows, width}, Device::kCUDA)
+      TensorView::contiguous(logits, DType::kF32, {batch * next_n, width}, Device::kCUDA)
           .with_row_stride(logits_stride),
-      QuantizedTensor{TensorView::contiguous(const_cast<void*>(q), DType::kE4M3,
-                                             {batch, next_n, heads, 128}, Device::kCUDA),
-                      {}},
-      kcache,
-      TensorView::contiguous(const_cast<float*>(weights), DType::kF32, {rows, heads},
-                             Device::kCUDA),
-      lens,
-      TensorView::contiguous(const_cast<int32_t*>(block_table), DType::kI32, {batch, table_cols},
-                             Device::kCUDA),
-      LogitsOptions{clean != 0}, options);
+      in.q, in.cache, in.weights, in.lens, in.block_table, LogitsOptions{clean != 0}, options);
   last_error = status.message();
   return static_cast<int>(status.code());
 }
+
+// out [batch * next_n, k] i32 contiguous; the inputs as fi_paged_mqa_logits; path 0 auto,
+// 1 dense, 2 fused; workspace: fi_indexer_workspace_size(k) bytes.
+int fi_indexer_decode(int32_t* out, int k, int sorted, int path, const void* q, int64_t batch,
+                      int next_n, int heads, void* cache, int64_t num_pages, int page_size,
+                      int64_t page_stride, const float* weights, const int32_t* context_lens,
+                      int lens_2d, const int32_t* block_table, int64_t table_cols, void* workspace,
+                      size_t workspace_bytes, void* stream) {
+  using namespace flashindexer;
+  const DecodeViews in(q, batch, next_n, heads, cache, num_pages, page_size, page_stride, weights,
+                       context_lens, lens_2d, block_table, table_cols);
+  RunOptions options;
+  options.cuda_stream = stream;
+  options.workspace = workspace;
+  options.workspace_bytes = workspace_bytes;
+  options.indexer_path =
+      path == 1 ? IndexerPath::kDense : (path == 2 ? IndexerPath::kFused : IndexerPath::kAuto);
+  TopKOptions topk_options;
+  topk_options.sorted = sorted != 0;
+  const Status status =
+      indexer_decode(TensorView::contiguous(out, DType::kI32, {batch * next_n, k}, Device::kCUDA),
+                     in.q, in.cache, in.weights, in.lens, in.block_table, k, topk_options, options);
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+size_t fi_indexer_workspace_size(int k) { return flashindexer::indexer_cuda_workspace_size(k); }
 
 size_t fi_topk_workspace_size(int64_t rows, int64_t width, int k) {
   return flashindexer::topk_per_row_cuda_workspace_size(rows, width, k);

@@ -53,7 +53,7 @@ def load_shim(path):
     return lib
 
 
-def make_call(lib, logits, out, k, form):
+def make_call(lib, logits, out, k, form, sorted_output=False):
     rows, width = logits.shape
     dev = logits.device
     ws_bytes = lib.fi_topk_workspace_size(rows, width, k)
@@ -74,7 +74,7 @@ def make_call(lib, logits, out, k, form):
             out.data_ptr(), out.stride(0), logits.data_ptr(), dtype, rows, width,
             logits.stride(0), ks.data_ptr() if ks is not None else None,
             ke.data_ptr() if ke is not None else None,
-            lengths.data_ptr() if lengths is not None else None, 1, k, 0,
+            lengths.data_ptr() if lengths is not None else None, 1, k, int(sorted_output),
             workspace.data_ptr(), ws_bytes, stream)
         if code != 0:
             raise RuntimeError(lib.fi_last_error().decode())
@@ -82,9 +82,12 @@ def make_call(lib, logits, out, k, form):
     return call
 
 
-def check(logits, out, k, rows_to_check):
+def check(logits, out, k, rows_to_check, sorted_output):
     for r in rows_to_check:
         ours = out[r].long()
+        if sorted_output:
+            got = logits[r].float()[ours]
+            assert bool((got[:-1] >= got[1:]).all()), f"row {r}: sorted output not best first"
         assert int((ours < 0).sum()) == 0, f"row {r}: -1 in a full row"
         assert ours.unique().numel() == k, f"row {r}: duplicate indices"
         ref_vals, ref_idx = torch.topk(logits[r].float(), k, sorted=True)
@@ -98,6 +101,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build-cuda/libflashindexer_bench_shim.so")
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--sorted", action="store_true",
+                        help="ours writes each row best first (torch.topk stays sorted=False)")
     parser.add_argument("--only", default="",
                         help="comma-separated substrings; run the cases whose name has one")
     args = parser.parse_args()
@@ -105,7 +110,8 @@ def main():
     torch.manual_seed(0)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"median of {args.iters} CUDA-event timings, L2 flushed before each call\n")
+          f"median of {args.iters} CUDA-event timings, L2 flushed before each call"
+          f"{'; ours sorted best first' if args.sorted else ''}\n")
     print("| case | ours ms | torch.topk ms | speedup | ours TB/s (logits read) "
           "| ours graph ms | torch graph ms | graph speedup |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -114,10 +120,10 @@ def main():
             continue
         logits = (torch.randn(rows, width, device="cuda") + offset).to(dtype)
         out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
-        call = make_call(lib, logits, out, k, form)
+        call = make_call(lib, logits, out, k, form, args.sorted)
         call()
         torch.cuda.synchronize()
-        check(logits, out, k, sorted({0, rows // 2, rows - 1}))
+        check(logits, out, k, sorted({0, rows // 2, rows - 1}), args.sorted)
         first = out.clone()
         call()
         torch.cuda.synchronize()

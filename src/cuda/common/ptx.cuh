@@ -1,5 +1,6 @@
 // Thin wrappers over the Hopper (sm_90a) instructions the scoring kernels use: mbarriers, TMA
-// bulk tensor copies, wgmma fences and shared-memory matrix descriptors, setmaxnreg.
+// bulk tensor copies, wgmma fences and shared-memory matrix descriptors, setmaxnreg, and the
+// programmatic-dependent-launch controls every kernel launched by launch.h uses.
 //
 // Each wrapper is one PTX instruction (or a try-wait loop around one); the semantics are the
 // PTX ISA's. Shared-memory addresses are 32-bit `shared::cta` addresses (`smem_address`).
@@ -139,6 +140,14 @@ __device__ __forceinline__ void setmaxnreg_increase() {
 template <int kRegisters>
 __device__ __forceinline__ void setmaxnreg_decrease() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+
+// ---- programmatic dependent launch (launch.h) ------------------------------------------------
+
+// Waits until the grid this one was launched after has completed and its writes are visible.
+// A no-op in a kernel not launched as a programmatic dependent.
+__device__ __forceinline__ void wait_prior_grids() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
 }  // namespace flashindexer::cuda::ptx

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/launch.h"
+#include "cuda/common/ptx.cuh"
 #include "cuda/indexer/fused_rows.h"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/topk/config.h"
@@ -26,6 +28,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   __shared__ topk::HistShared hs;
   __shared__ uint32_t sampled;
   __shared__ uint32_t emitted;
+  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
   const int64_t row = blockIdx.x;
   int32_t lo = 0;
   int32_t hi = 0;
@@ -88,6 +91,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
 template <bool kPaged>
 __global__ void fallback_ranges_kernel(const __grid_constant__ RowState s, int64_t rows,
                                        int32_t* fallback_lo, int32_t* fallback_hi) {
+  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   int32_t lo = 0;
@@ -103,8 +107,8 @@ __global__ void fallback_ranges_kernel(const __grid_constant__ RowState s, int64
 cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   auto* kernel = paged ? gate_kernel<true> : gate_kernel<false>;
-  kernel<<<static_cast<unsigned>(rows), topk::kThreads, 0, stream>>>(state);
-  return cudaGetLastError();
+  return launch_dependent(kernel, dim3(static_cast<unsigned>(rows)), dim3(topk::kThreads), 0,
+                          stream, 0, state);
 }
 
 cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool paged, int32_t* lo,
@@ -112,9 +116,8 @@ cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool pag
   if (rows == 0) return cudaSuccess;
   constexpr int kBlock = 256;
   auto* kernel = paged ? fallback_ranges_kernel<true> : fallback_ranges_kernel<false>;
-  kernel<<<static_cast<unsigned>((rows + kBlock - 1) / kBlock), kBlock, 0, stream>>>(state, rows,
-                                                                                     lo, hi);
-  return cudaGetLastError();
+  return launch_dependent(kernel, dim3(static_cast<unsigned>((rows + kBlock - 1) / kBlock)),
+                          dim3(kBlock), 0, stream, 0, state, rows, lo, hi);
 }
 
 }  // namespace flashindexer::cuda::fused

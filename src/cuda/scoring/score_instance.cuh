@@ -2,9 +2,9 @@
 // parallel.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
+#include "cuda/common/launch.h"
 #include "cuda/scoring/score_kernel.cuh"
 #include "cuda/scoring/score_launch.h"
 
@@ -15,19 +15,14 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, int g
                          cudaStream_t stream) {
   constexpr int kSharedBytes = SharedLayout<kN, kEmit>::kAllocBytes;
   auto* kernel = &score_kernel<kHeads, kN, kPaged, kEmit>;
-  // The shared-memory opt-in is per device: set it once for each device this process uses.
-  static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    const cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-    if (error != cudaSuccess) return error;
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
-  kernel<<<grid, kThreads, kSharedBytes, stream>>>(maps.q, maps.w, maps.keys, maps.scales, params);
-  return cudaGetLastError();
+  // Set on every launch (host-side, capture-safe): a cached "done" flag would be one symbol for
+  // every copy of the library in a process (templates' statics are merged process-wide), and
+  // a second copy's kernels would then launch without their opt-in.
+  const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+  if (configured != cudaSuccess) return configured;
+  return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
+                          maps.w, maps.keys, maps.scales, params);
 }
 
 }  // namespace flashindexer::cuda::scoring

@@ -781,6 +781,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::prefetch_tensor_map(&key_map);
     ptx::prefetch_tensor_map(&scale_map);
   }
+  // Launched as a programmatic dependent (launch.h): nothing in global memory is touched before
+  // the kernel before this one has completed.
+  ptx::wait_prior_grids();
   __syncthreads();
 
   if (warpgroup == 0) {

@@ -22,6 +22,7 @@
 #include "cuda/common/rank_key.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/launch.h"
+#include "cuda/topk/sort_rows.cuh"
 
 namespace flashindexer::cuda::topk {
 
@@ -190,40 +191,22 @@ __device__ void radix_select(Get get, int64_t slots, uint32_t rank, uint32_t* hi
   __syncthreads();
 }
 
-// Sorts selection[0, width) descending (width a power of two) with a bitonic network.
-__device__ inline void bitonic_sort_descending(uint64_t* selection, int width) {
-  for (int size = 2; size <= width; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < width / 2; i += kThreads) {
-        const int low = 2 * i - (i & (stride - 1));
-        const int high = low + stride;
-        const bool descending = (low & size) == 0;
-        const uint64_t a = selection[low];
-        const uint64_t b = selection[high];
-        if ((a < b) == descending) {
-          selection[low] = b;
-          selection[high] = a;
-        }
-      }
-      __syncthreads();
-    }
-  }
-}
-
 // Writes a row's answer: the indices of selection[0, count) (sorted best first when asked),
-// then -1 up to k. Columns >= k are not touched.
+// then -1 up to k. Columns >= k are not touched. Contains barriers when sorting.
 __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selection,
                                  uint32_t count) {
-  if (p.sorted && count > 1) {
-    int width = 1;
-    while (width < static_cast<int>(count)) width <<= 1;
-    for (int i = count + threadIdx.x; i < width; i += kThreads) selection[i] = 0;  // ranks last
-    __syncthreads();
-    bitonic_sort_descending(selection, width);
-  }
   int32_t* out = p.out + row * p.out_stride0;
-  for (int i = threadIdx.x; i < p.k; i += kThreads) {
-    out[i * p.out_stride1] = i < static_cast<int>(count) ? rank_key_index(selection[i]) : -1;
+  if (p.sorted && count > 1) {
+    sort_selection_descending(selection, count, [&](int i, uint64_t key) {
+      out[i * p.out_stride1] = rank_key_index(key);
+    });
+  } else {
+    for (int i = threadIdx.x; i < static_cast<int>(count); i += kThreads) {
+      out[i * p.out_stride1] = rank_key_index(selection[i]);
+    }
+  }
+  for (int i = static_cast<int>(count) + threadIdx.x; i < p.k; i += kThreads) {
+    out[i * p.out_stride1] = -1;
   }
 }
 

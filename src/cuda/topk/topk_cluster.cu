@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/launch.h"
+#include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/launch.h"
 #include "cuda/topk/segment_steps.cuh"
@@ -115,17 +117,104 @@ struct ClusterShare {
   uint8_t gathered_rank[kBruteForceMax];  // the rank of hs.gather[i]
 };
 
+// Sorted answers of clusters of at least this many CTAs are sorted by every CTA
+// (write_sorted_in_cluster), of fewer by CTA 0. Measured (H200, k = 2048, 131072 keys): 1 row
+// (8 CTAs) 31 -> 23.5 us; 64 rows (2 CTAs each) 39.7 -> 41.5 us, where sorting 1024 keys per CTA
+// costs about as much as sorting 2048 in one and the searches come on top.
+constexpr int kMinRanksSortingInPlace = 4;
+
+// The sorted answer of select_in_cluster: each CTA sorts its own selected keys (into `sorted`),
+// copies the other CTAs' sorted lists into `copies` (its survivors' buffer, free by then: one
+// round trip through distributed shared memory), and writes each of its keys at its rank in the
+// row: its place in its own list plus the keys above it in each other list (binary searches in
+// shared memory). Sorting the whole row in CTA 0 instead was one CTA's work: 1 x 131072,
+// k = 2048 took 28 us sorted against 15 unsorted (H200). share.rank_above / rank_ties hold every
+// CTA's count. Contains cluster barriers.
+__device__ void write_sorted_in_cluster(const Params& p, int64_t row, uint32_t row_want,
+                                        const Candidates& own, uint64_t cutoff, uint64_t* selection,
+                                        uint64_t* sorted, uint64_t* copies, HistShared& hs,
+                                        const ClusterShare& share,
+                                        const cg::cluster_group& cluster) {
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int ranks = static_cast<int>(cluster.num_blocks());
+  const uint32_t mine = compact_cutoff(own, cutoff, selection, hs.scan);
+  sort_selection_descending(selection, mine, [&](int i, uint64_t key) { sorted[i] = key; });
+  // The other lists side by side in `copies`: list r at [starts[r], starts[r + 1]) (own: empty).
+  uint32_t starts[kMaxClusterRanks + 1];
+  starts[0] = 0;
+#pragma unroll
+  for (int r = 0; r < kMaxClusterRanks; ++r) {
+    const bool other = r < ranks && r != rank;
+    starts[r + 1] = starts[r] + (other ? share.rank_above[r] + share.rank_ties[r] : 0u);
+  }
+  const uint32_t others = starts[kMaxClusterRanks];
+  cluster.sync();                                            // every CTA's sorted list is complete
+  constexpr int kCopiesPerThread = kClusterMaxK / kThreads;  // others < row_want <= k
+  static_assert(kCopiesPerThread * kThreads == kClusterMaxK, "copies of the other lists");
+  uint64_t copied[kCopiesPerThread];
+#pragma unroll
+  for (int u = 0; u < kCopiesPerThread; ++u) {
+    const uint32_t g = threadIdx.x + u * kThreads;
+    int holder = 0;  // the list g falls in: the last whose start is <= g (empty ones end there)
+#pragma unroll
+    for (int r = 1; r < kMaxClusterRanks; ++r) holder = g >= starts[r] ? r : holder;
+    uint32_t first = 0;
+#pragma unroll
+    for (int r = 1; r < kMaxClusterRanks; ++r) first = holder == r ? starts[r] : first;
+    copied[u] = g < others ? cluster.map_shared_rank(sorted, holder)[g - first] : 0;
+  }
+  // This CTA's reads of the others' shared memory are done: they may exit once all have arrived.
+  cg::cluster_group::arrival_token arrived = cluster.barrier_arrive();
+#pragma unroll
+  for (int u = 0; u < kCopiesPerThread; ++u) {
+    const uint32_t g = threadIdx.x + u * kThreads;
+    if (g < others) copies[g] = copied[u];
+  }
+  uint32_t top_step = 1;
+#pragma unroll
+  for (int r = 0; r < kMaxClusterRanks; ++r) {
+    while (top_step < starts[r + 1] - starts[r]) top_step <<= 1;
+  }
+  __syncthreads();
+  int32_t* out = p.out + row * p.out_stride0;
+  for (uint32_t j = threadIdx.x; j < mine; j += kThreads) {
+    const uint64_t key = sorted[j];
+    uint32_t above[kMaxClusterRanks] = {};  // keys of list r above `key` (keys are distinct)
+    for (uint32_t step = top_step; step > 0; step >>= 1) {
+#pragma unroll
+      for (int r = 0; r < kMaxClusterRanks; ++r) {
+        const uint32_t probe = above[r] + step;
+        if (probe <= starts[r + 1] - starts[r] && copies[starts[r] + probe - 1] > key) {
+          above[r] = probe;
+        }
+      }
+    }
+    uint32_t place = j;
+#pragma unroll
+    for (int r = 0; r < kMaxClusterRanks; ++r) place += above[r];
+    out[place * p.out_stride1] = rank_key_index(key);
+  }
+  if (rank == 0) {
+    for (int i = static_cast<int>(row_want) + threadIdx.x; i < p.k; i += kThreads) {
+      out[i * p.out_stride1] = -1;
+    }
+  }
+  cluster.barrier_wait(std::move(arrived));
+}
+
 // The selection of a gated row when the cluster's boundary bin (hs, from the summed survivor
 // histograms) holds <= kBruteForceMax keys or is taken whole, the common case: no CTA gathers
 // the survivors. Each CTA counts its survivors above the boundary bin and keeps those in it;
 // after one cluster barrier every CTA reads the boundary keys of all, finds the same cutoff and
 // compacts its own survivors >= cutoff to its place in the row's answer, after the CTAs before
-// it: the order CTA 0's gather gives. Sorted answers are pushed into CTA 0's selection, which
-// sorts and writes them. Contains cluster barriers: call from every thread of every CTA.
+// it: the order CTA 0's gather gives. Sorted answers: write_sorted_in_cluster, or, in small
+// clusters, pushed into CTA 0's selection, which sorts and writes them. Contains cluster
+// barriers: call from every thread of every CTA.
 __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t threshold,
-                                  uint32_t sample_max, uint32_t row_want, const uint64_t* buffer,
-                                  const uint32_t* warp_counts, uint64_t* selection, HistShared& hs,
-                                  ClusterShare& share, const cg::cluster_group& cluster) {
+                                  uint32_t sample_max, uint32_t row_want, uint64_t* buffer,
+                                  const uint32_t* warp_counts, uint64_t* selection,
+                                  uint64_t* sorted, HistShared& hs, ClusterShare& share,
+                                  const cg::cluster_group& cluster) {
   const int rank = static_cast<int>(cluster.block_rank());
   const int ranks = static_cast<int>(cluster.num_blocks());
   const int lane = threadIdx.x & 31;
@@ -183,11 +272,15 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     }
     __syncthreads();
   }
+  const Candidates own{buffer, kWarpSlice, warp_counts, 0};
+  if (p.sorted && ranks >= kMinRanksSortingInPlace) {
+    write_sorted_in_cluster(p, row, row_want, own, cutoff, selection, sorted, buffer, hs, share,
+                            cluster);
+    return;
+  }
   uint32_t offset = 0;
   for (int r = 0; r < rank; ++r) offset += share.rank_above[r] + share.rank_ties[r];
-  const Candidates own{buffer, kWarpSlice, warp_counts, 0};
-
-  if (p.sorted) {
+  if (p.sorted) {  // few CTAs: CTA 0 sorts the row
     compact_cutoff(own, cutoff, cluster.map_shared_rank(selection, 0) + offset, hs.scan);
     cluster.sync();  // CTA 0's selection is complete; no CTA reads another's memory any more
     if (rank == 0) write_row(p, row, selection, row_want);
@@ -225,6 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ ClusterShare share;
   __shared__ uint32_t coarse[kCoarseBins];  // coarse[c]: hs.bins[32 c, 32 c + 32) summed
 
+  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int ranks = static_cast<int>(cluster.num_blocks());
@@ -276,8 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Uniform over the cluster, like everything it depends on.
     const bool in_cluster = find_cluster_boundary(coarse, failed, row_want, hs, cluster);
     if (in_cluster) {
-      select_in_cluster(p, row, threshold, sample_max, row_want, buffer, warp_counts, selection, hs,
-                        share, cluster);
+      select_in_cluster(p, row, threshold, sample_max, row_want, buffer, warp_counts, selection,
+                        gather, hs, share, cluster);
       return;
     }
     // Slice s = (rank r, warp w): its count, read remotely, then offsets by a block scan.
@@ -353,19 +447,9 @@ cudaError_t launch_cluster(const Params& params, int64_t rows, int ranks, cudaSt
   const cudaError_t configured = cudaFuncSetAttribute(
       topk_cluster_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ranks), 1);
-  config.blockDim = dim3(kThreads, 1, 1);
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = 1;
-  attribute.val.clusterDim.y = static_cast<unsigned>(ranks);
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, topk_cluster_kernel<T>, params);
+  return launch_dependent(topk_cluster_kernel<T>,
+                          dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ranks), 1),
+                          dim3(kThreads), shared, stream, static_cast<unsigned>(ranks), params);
 }
 
 }  // namespace

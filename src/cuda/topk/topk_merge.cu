@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/launch.h"
+#include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/select_core.cuh"
 #include "flashindexer/topk.h"
@@ -35,6 +37,7 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   __shared__ HistShared hs;
   __shared__ SelectState state;
   __shared__ int gate_failed;
+  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
 
   const int64_t row = blockIdx.x;
   int64_t row_start;
@@ -120,8 +123,8 @@ cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStre
   const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  kernel<<<static_cast<unsigned>(rows), kThreads, shared, stream>>>(params);
-  return cudaGetLastError();
+  return launch_dependent(kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), shared, stream,
+                          0, params);
 }
 
 }  // namespace flashindexer::cuda::topk

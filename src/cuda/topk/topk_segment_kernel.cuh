@@ -30,16 +30,19 @@
 //          radix select on the 32-bit score keys over global memory (<= 4 reads), then one read in
 //          index order that takes every key above the k'-th score and the lowest-index keys equal
 //          to it, placed by block scans. Never a truncation.
-//   * Final rows are sorted best first in shared memory when asked (bitonic, <= 4096 keys).
+//   * Final rows are sorted best first when asked (a bitonic sort in registers, sort_rows.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "cuda/common/launch.h"
+#include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/segment_steps.cuh"
 #include "cuda/topk/select_core.cuh"
+#include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {
 
@@ -52,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   __shared__ HistShared hs;  // histogram select; its bins also serve the fallback radix select
   __shared__ uint32_t warp_counts[kWarps];
   __shared__ SelectState state;
+  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
 
   const int64_t row = blockIdx.x;
   const int split = blockIdx.y;
@@ -154,6 +158,21 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       p.split_counts[slot] = gate_failed ? kSplitGateFailed : static_cast<int32_t>(count);
     }
   }
+}
+
+// Launches topk_segment_kernel<T> over grid (rows, splits), as a programmatic dependent.
+template <typename T>
+cudaError_t launch_segment(const Params& params, int64_t rows, cudaStream_t stream) {
+  const size_t shared =
+      (kBufferCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
+  // The largest k's footprint, set on every launch (per device, host-side only, capture-safe).
+  const int most = (kBufferCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
+  const cudaError_t configured = cudaFuncSetAttribute(
+      topk_segment_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  if (configured != cudaSuccess) return configured;
+  return launch_dependent(topk_segment_kernel<T>,
+                          dim3(static_cast<unsigned>(rows), static_cast<unsigned>(params.splits)),
+                          dim3(kThreads), shared, stream, 0, params);
 }
 
 }  // namespace flashindexer::cuda::topk
