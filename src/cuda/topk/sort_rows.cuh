@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "cuda/topk/config.h"
+#include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {
 
@@ -135,6 +136,6 @@ __device__ void sort_selection_descending(uint64_t* selection, uint32_t count, E
   }
 }
 
-static_assert(8 * kThreads >= 4096, "the register sort holds up to kMaxTopK keys");
+static_assert(8 * kThreads >= kMaxTopK, "the register sort holds up to kMaxTopK keys");
 
 }  // namespace flashindexer::cuda::topk

@@ -1,0 +1,106 @@
+"""Two or more builds of the bench shim, in alternation in one process, on the same inputs.
+
+For a change whose effect is smaller than the spread between machines and runs: each round
+times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
+next_n 1, 131072 keys, k = 2048) at batch 1 and 64, dense and fused path, unsorted and sorted;
+topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
+sorted. Times in us: CUDA-graph replay of --calls consecutive calls (per call), warm L2, median
+of --iters. Every shim must give the same indices (sorted output; unsorted compared as sets).
+
+    python3 tools/bench/compare_builds.py old/libflashindexer_bench_shim.so \\
+        build/libflashindexer_bench_shim.so
+"""
+import argparse
+import ctypes
+
+import torch
+
+from bench_logits import DecodeInputs, selected
+from bench_topk import load_shim as load_topk_shim
+from bench_topk import make_call as topk_call
+from cuda_timing import capture_graph, event_median_ms
+
+K = 2048
+WIDTH = 131072
+
+
+def load_shim(path):
+    lib = load_topk_shim(path)
+    p, i64, i32, size = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_size_t
+    lib.fi_indexer_decode.restype = i32
+    lib.fi_indexer_decode.argtypes = [p, i32, i32, i32, p, i64, i32, i32, p, i64, i32, i64, p, p,
+                                      i32, p, i64, p, size, p]
+    lib.fi_indexer_workspace_size.restype = size
+    lib.fi_indexer_workspace_size.argtypes = [i32]
+    return lib
+
+
+def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace):
+    """path: 1 dense, 2 fused."""
+    def call():
+        code = lib.fi_indexer_decode(
+            out.data_ptr(), K, int(sorted_output), path, inputs.q.data_ptr(), batch, 1, 64,
+            inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
+            inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
+            inputs.table_cols, workspace.data_ptr(), workspace.numel(),
+            torch.cuda.current_stream().cuda_stream)
+        if code != 0:
+            raise RuntimeError(lib.fi_last_error().decode())
+    return call
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("shims", nargs="+")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=10, help="calls per captured graph")
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings; run the cases whose name has one")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    libs = [(path.split("/")[-1], load_shim(path)) for path in args.shims]
+    workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
+                            device="cuda")
+    cases = []  # (name, make(lib, out) -> call, rows, sorted)
+    for batch in (1, 64):
+        inputs = DecodeInputs(64, batch, WIDTH, 1, False)
+        for path, path_name in ((1, "dense"), (2, "fused")):
+            for sorted_output in (False, True):
+                name = f"indexer b{batch} {path_name}{' sorted' if sorted_output else ''}"
+                cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output:
+                              indexer_call(lib, i, b, out, s, p, workspace), batch, sorted_output))
+    for rows in (1, 64):
+        logits = torch.randn(rows, WIDTH, device="cuda")
+        for sorted_output in (False, True):
+            name = f"topk {rows}x{WIDTH}{' sorted' if sorted_output else ''}"
+            cases.append((name, lambda lib, out, x=logits, s=sorted_output:
+                          topk_call(lib, x, out, K, "decode", s), rows, sorted_output))
+    cases = [case for case in cases if selected(args.only, case[0])]
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, graphs of "
+          f"{args.calls} calls, median of {args.iters} replays, warm L2\n")
+    print("| round | build | " + " | ".join(case[0] for case in cases) + " |")
+    print("|---|---|" + "---:|" * len(cases))
+    expected = {}
+    for round_index in range(args.rounds):
+        for shim_name, lib in libs:
+            times = []
+            for name, make, rows, sorted_output in cases:
+                out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+                call = make(lib, out)
+                call()
+                torch.cuda.synchronize()
+                got = out.clone() if sorted_output else out.sort(dim=1).values
+                key = name.replace(" fused", "").replace(" dense", "")
+                if key in expected:
+                    assert torch.equal(expected[key], got), f"{shim_name} {name}: indices differ"
+                else:
+                    expected[key] = got
+                graph = capture_graph(call, calls=args.calls)
+                times.append(event_median_ms(graph.replay, args.iters) / args.calls * 1e3)
+            print(f"| {round_index} | {shim_name} | " + " | ".join(f"{t:.1f}" for t in times)
+                  + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
