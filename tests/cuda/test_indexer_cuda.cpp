@@ -476,6 +476,35 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
   }
 }
 
+// The same for decode: the select hands the fallback each incomplete row's length (1-D and 2-D
+// context lengths, next_n 2), and the fallback's top-k leaves every other row's answer alone.
+TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (bool two_dim_lens : {false, true}) {
+    DecodeConfig config;
+    config.heads = 64;
+    config.batch = 6;
+    config.next_n = 2;
+    config.two_dim_lens = two_dim_lens;
+    config.max_len = 6000;
+    DecodeProblem p = make_decode_problem(rng, config);
+    const DevicePaged device(p);
+    const int k = 512;
+    const HostTensor expected =
+        cpu_topk_of_gpu_logits(device, p.rows(), p.width,
+                               RowRanges::decode(p.context_lens.view(), config.next_n), k, true);
+    for (int capacity : {300, 1000}) {
+      SCOPED_TRACE(describe(config) + " capacity " + std::to_string(capacity));
+      const ForcedCapacity forced(capacity);
+      const DeviceBuffer workspace =
+          fused_workspace(k, 0, p.block_table.size(1) * config.page_size);
+      EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused),
+                           expected, k, true));
+    }
+  }
+}
+
 TEST(FusedIndexerCuda, MillionKeyRows) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);

@@ -9,12 +9,13 @@
 //  3. scan: the scoring kernel computes every other score, with the same arithmetic as
 //     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
 //     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
-//  4. fallback: rows whose candidates are incomplete (overflow, or fewer than min(k, length) keys
-//     passed) go through the dense pair, mqa_logits into a logits slab + topk_per_row, with every
-//     other row's range emptied (their scoring work items are skipped);
-//  5. select: the top-k merge kernel selects each complete row's k best candidates and writes
-//     them best first (whether or not sorted output was asked for), and leaves the fallback's
-//     rows alone.
+//  4. select: the top-k merge kernel selects each complete row's k best candidates and writes
+//     them best first (whether or not sorted output was asked for); for a row whose candidates
+//     are incomplete (overflow, or fewer than min(k, length) keys passed) it writes nothing but
+//     the row's visible range into the fallback ranges ([0, 0) for complete rows);
+//  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab +
+//     topk_per_row, with every other row's range empty (their scoring work items are skipped and
+//     the top-k leaves their answers alone).
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
 // All decisions on the host come from shapes: no host sync, graph-capturable.
@@ -187,8 +188,8 @@ struct DecodeForm {
 };
 
 // The fallback of rows [first, first + count): dense scoring + top-k over the slab, batch by
-// batch, for the rows the fallback ranges keep (the others are empty: no work, a -1 row that the
-// select overwrites). lo / hi: the fallback ranges of these rows.
+// batch, for the rows the fallback ranges keep (the others are empty: no work, and the top-k
+// leaves their rows, which the select has written). lo / hi: the fallback ranges of these rows.
 template <typename Form>
 Status run_fallback(const char* op, const Form& form, const FusedShape& shape, const Slab& slab,
                     const TensorView& out, int64_t first, int64_t count, int32_t* lo, int32_t* hi,
@@ -210,7 +211,7 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
     if (Status status =
             topk_per_row(leading_rows(out, first + done, part), logits,
                          form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part),
-                         shape.k, sorted, slab.topk_run);
+                         shape.k, sorted, slab.topk_run, /*leave_empty_rows=*/true);
         !status.ok()) {
       return status;
     }
@@ -280,20 +281,6 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
       scan.params.skip_sampled = true;
     }
     if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
-    if (shape.gated) {
-      if (Status status = to_status(
-              fused::launch_fallback_ranges(state, count, Form::kPaged, arrays.fallback_lo,
-                                            arrays.fallback_hi, stream),
-              op, "fallback ranges kernel launch");
-          !status.ok()) {
-        return status;
-      }
-      if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
-                                       arrays.fallback_hi, sorted, stream);
-          !status.ok()) {
-        return status;
-      }
-    }
     // Always sorted: the candidates sit in their slots in the order the scan's atomics were
     // served, so an unsorted answer would change from run to run.
     topk::Params select = topk::make_params(leading_rows(out, first, count),
@@ -301,10 +288,21 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     select.split_capacity = shape.capacity;
     select.split_keys = arrays.candidates;
     select.split_counts = arrays.counts;
+    if (shape.gated) {  // only gated rows can be incomplete
+      select.fallback_lo = Form::kPaged ? nullptr : arrays.fallback_lo;
+      select.fallback_hi = arrays.fallback_hi;
+    }
     if (Status status =
             to_status(topk::launch_merge(select, count, false, stream), op, "select kernel launch");
         !status.ok()) {
       return status;
+    }
+    if (shape.gated) {
+      if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
+                                       arrays.fallback_hi, sorted, stream);
+          !status.ok()) {
+        return status;
+      }
     }
   }
   return Status::Ok();

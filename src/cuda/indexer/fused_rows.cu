@@ -1,4 +1,4 @@
-// The fused indexer's per-row kernels: the sampled gate and the fallback ranges (fused_rows.h).
+// The fused indexer's per-row kernel: the sampled gate (fused_rows.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,12 +14,6 @@ namespace flashindexer::cuda::fused {
 namespace {
 
 using scoring::kTileKeys;
-
-// Whether a row's emitted candidates hold its top-k: the merge kernel's test (topk_merge.cu)
-// for one split per row, which must agree with this one.
-__device__ __forceinline__ bool incomplete(int32_t count, int32_t capacity, int64_t length, int k) {
-  return count > capacity || static_cast<int64_t>(count) < topk::selected_count(length, k);
-}
 
 // One CTA per row (the top-k's block size, for its histogram select).
 template <bool kPaged>
@@ -88,20 +82,6 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   }
 }
 
-template <bool kPaged>
-__global__ void fallback_ranges_kernel(const __grid_constant__ RowState s, int64_t rows,
-                                       int32_t* fallback_lo, int32_t* fallback_hi) {
-  ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (row >= rows) return;
-  int32_t lo = 0;
-  int32_t hi = 0;
-  scoring::row_range<kPaged>(s.ranges, row, lo, hi);
-  const bool failed = incomplete(s.counts[row], s.capacity, hi - lo, s.k);
-  if (fallback_lo != nullptr) fallback_lo[row] = failed ? lo : 0;
-  fallback_hi[row] = failed ? hi : 0;
-}
-
 }  // namespace
 
 cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStream_t stream) {
@@ -109,15 +89,6 @@ cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStr
   auto* kernel = paged ? gate_kernel<true> : gate_kernel<false>;
   return launch_dependent(kernel, dim3(static_cast<unsigned>(rows)), dim3(topk::kThreads), 0,
                           stream, 0, state);
-}
-
-cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool paged, int32_t* lo,
-                                   int32_t* hi, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  constexpr int kBlock = 256;
-  auto* kernel = paged ? fallback_ranges_kernel<true> : fallback_ranges_kernel<false>;
-  return launch_dependent(kernel, dim3(static_cast<unsigned>((rows + kBlock - 1) / kBlock)),
-                          dim3(kBlock), 0, stream, 0, state, rows, lo, hi);
 }
 
 }  // namespace flashindexer::cuda::fused

@@ -1,5 +1,5 @@
-// Internal interface between the fused indexer's host code and its small per-row kernels
-// (fused_rows.cu): the gate before the scan and the fallback ranges after it.
+// Internal interface between the fused indexer's host code and its per-row gate kernel
+// (fused_rows.cu), which runs before the scan.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,11 +33,5 @@ constexpr int kMaxSampleTiles = 128;
 // (q: the sample rank of the row's k-th key). Then emits the sampled keys that pass it as the
 // row's first candidates (the scan skips the sampled tiles) and sets the counts.
 cudaError_t launch_gate(const RowState& state, int64_t rows, bool paged, cudaStream_t stream);
-
-// After the scan: fallback ranges for the rows whose candidates are incomplete (more than the
-// capacity, or fewer than min(k, row length)); [0, 0) for the others. Prefill writes
-// lo[r], hi[r]; decode writes hi[r] only (the 2-D context length of row r).
-cudaError_t launch_fallback_ranges(const RowState& state, int64_t rows, bool paged, int32_t* lo,
-                                   int32_t* hi, cudaStream_t stream);
 
 }  // namespace flashindexer::cuda::fused

@@ -38,6 +38,14 @@ struct Params {
   int split_capacity;
   uint64_t* split_keys;   // workspace: [rows, splits, split_capacity] rank keys
   int32_t* split_counts;  // workspace: [rows, splits]
+  // The fused indexer's fallback (fused_indexer.cu): rows with no visible key are left untouched
+  // (their answers come from its select), instead of being written as -1 rows.
+  int leave_empty_rows;
+  // The fused indexer's select (a merge over emitted candidates, no logits): the visible range of
+  // each row whose candidates are incomplete, [0, 0) for the others, for its fallback to score
+  // and select. fallback_lo may be nullptr (decode: the ranges start at 0).
+  int32_t* fallback_lo;  // [rows]
+  int32_t* fallback_hi;  // [rows]
 };
 
 // The output, row ranges, k and order of a launch over `width` columns (one split; no logits).

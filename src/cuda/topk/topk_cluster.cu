@@ -61,9 +61,11 @@ __device__ __forceinline__ uint32_t cluster_sum(const uint32_t* local,
 // bins of the boundary's coarse bin, through distributed shared memory: summing whole histograms
 // put every CTA's 8 KiB through every other SM (1 row x 131072: 21 -> 30 us). Not when a CTA
 // failed (threshold, slice overflow) or fewer than row_want keys survived, nor when the boundary
-// bin holds more than kBruteForceMax keys of which only some are wanted. Contains a barrier.
+// bin holds more than kBruteForceMax keys of which only some are wanted. any_failed (shared):
+// whether some CTA failed. Contains a barrier.
 __device__ bool find_cluster_boundary(const uint32_t* coarse, const int& failed, uint32_t row_want,
-                                      HistShared& hs, const cg::cluster_group& cluster) {
+                                      HistShared& hs, int& any_failed,
+                                      const cg::cluster_group& cluster) {
   __shared__ int in_cluster;
   const int lane = threadIdx.x & 31;
   if (threadIdx.x < 32) {
@@ -71,12 +73,13 @@ __device__ bool find_cluster_boundary(const uint32_t* coarse, const int& failed,
     // Lane l: coarse bins 63 - 2l and 62 - 2l (the scan runs from the top bin down).
     const uint32_t high = cluster_sum(&coarse[kCoarseBins - 1 - 2 * lane], cluster);
     const uint32_t low = cluster_sum(&coarse[kCoarseBins - 2 - 2 * lane], cluster);
-    const bool any_failed =
+    const bool some_failed =
         __any_sync(0xffffffffu, lane < ranks && *cluster.map_shared_rank(&failed, lane) != 0);
+    if (lane == 0) any_failed = some_failed;
     const uint32_t pair = high + low;
     const uint32_t inclusive = warp_inclusive_scan(pair);
     const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 31);
-    if (!any_failed && total >= row_want) {
+    if (!some_failed && total >= row_want) {
       // The coarse bin that holds the row_want-th key, and the keys above it.
       const uint32_t exclusive = inclusive - pair;
       const bool holds = exclusive < row_want && row_want <= inclusive;
@@ -112,8 +115,9 @@ struct ClusterShare {
   uint64_t keys[kBruteForceMax];  // this CTA's survivors in the boundary bin (unless taken whole)
   uint32_t count;                 // this CTA's survivors in the boundary bin
   uint32_t above;                 // this CTA's survivors above it
-  uint32_t rank_above[kMaxClusterRanks];  // per rank: its `above`
-  uint32_t rank_ties[kMaxClusterRanks];   // per rank: its boundary-bin keys >= the cutoff
+  uint32_t rank_above[kMaxClusterRanks];   // per rank: its `above`
+  uint32_t rank_in_bin[kMaxClusterRanks];  // per rank: its `count` (bin not taken whole)
+  uint32_t rank_ties[kMaxClusterRanks];    // per rank: its boundary-bin keys >= the cutoff
   uint8_t gathered_rank[kBruteForceMax];  // the rank of hs.gather[i]
 };
 
@@ -250,7 +254,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     const ClusterShare& remote = *cluster.map_shared_rank(&share, static_cast<int>(threadIdx.x));
     share.rank_above[threadIdx.x] = remote.above;
     share.rank_ties[threadIdx.x] = whole_bin ? remote.count : 0u;
-    if (!whole_bin) hs.scan[threadIdx.x] = remote.count;
+    share.rank_in_bin[threadIdx.x] = whole_bin ? 0u : remote.count;
   }
   __syncthreads();
   if (!whole_bin) {
@@ -258,7 +262,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     for (uint32_t i = threadIdx.x; i < in_bin; i += kThreads) {
       int r = 0;
       uint32_t first = 0;  // hs.gather index of rank r's first key
-      while (first + hs.scan[r] <= i) first += hs.scan[r++];
+      while (first + share.rank_in_bin[r] <= i) first += share.rank_in_bin[r++];
       hs.gather[i] = cluster.map_shared_rank(share.keys, r)[i - first];
       share.gathered_rank[i] = static_cast<uint8_t>(r);
     }
@@ -328,9 +332,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
+  // Uniform over the cluster: every CTA reads the same row length (no CTA has reached a
+  // cluster barrier yet).
+  if (row_count == 0 && p.leave_empty_rows) return;
   const uint32_t row_want = selected_count(row_count, p.k);
   const T* row_scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
-  // Uniform over the cluster: every CTA reads the same row length.
   const bool gated = row_count > kBufferCapacity;
   uint32_t threshold = 0;
   uint32_t sample_max = 0;
@@ -368,7 +374,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (gated) {
     // Uniform over the cluster, like everything it depends on.
-    const bool in_cluster = find_cluster_boundary(coarse, failed, row_want, hs, cluster);
+    __shared__ int any_failed;  // some CTA's threshold or slices failed
+    const bool in_cluster =
+        find_cluster_boundary(coarse, failed, row_want, hs, any_failed, cluster);
     if (in_cluster) {
       select_in_cluster(p, row, threshold, sample_max, row_want, buffer, warp_counts, selection,
                         gather, hs, share, cluster);
@@ -377,19 +385,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Slice s = (rank r, warp w): its count, read remotely, then offsets by a block scan.
     const int slices = ranks * kWarps;
     uint32_t count = 0;
-    bool remote_failed = false;
     if (static_cast<int>(threadIdx.x) < slices) {
       const int r = static_cast<int>(threadIdx.x) / kWarps;
       count = cluster.map_shared_rank(warp_counts, r)[threadIdx.x % kWarps];
-      remote_failed = *cluster.map_shared_rank(&failed, r) != 0;
       slice_counts[threadIdx.x] = count;
     }
-    const bool any_failed = __syncthreads_or(remote_failed) != 0;
     uint32_t total;
     const uint32_t offset = block_exclusive_scan(count, hs.scan, total);
     if (static_cast<int>(threadIdx.x) < slices) slice_offsets[threadIdx.x] = offset;
     if (threadIdx.x == 0) {
-      gather_failed = any_failed || total < row_want || total > kGatherCapacity;
+      gather_failed = any_failed != 0 || total < row_want || total > kGatherCapacity;
       slice_offsets[slices] = total;
     }
     __syncthreads();  // slice offsets and gather_failed

@@ -105,7 +105,7 @@ size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
 }
 
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                    bool sorted, const RunOptions& options) {
+                    bool sorted, const RunOptions& options, bool leave_empty_rows) {
   const char* op = "topk_per_row";
   const int64_t rows = logits.shape[0];
   const int64_t width = logits.shape[1];
@@ -132,6 +132,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   params.k = k;
   params.splits = splits;
   params.sorted = sorted ? 1 : 0;
+  params.leave_empty_rows = leave_empty_rows ? 1 : 0;
   if (needed > 0) {
     auto* base = static_cast<unsigned char*>(options.workspace);
     params.split_capacity = split_capacity(splits);

@@ -12,7 +12,8 @@
 // so one CTA's serial phases (load, histogram rounds, sort) overlap the other's.
 //
 // The fused indexer hands its emitted candidates over the same way (one split per row, no
-// logits): a row whose candidates are incomplete is left alone, its exact fallback writes it.
+// logits): a row whose candidates are incomplete is left alone, and its visible range goes to
+// Params::fallback_lo / hi for the exact fallback that runs next.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
+  if (row_count == 0 && p.leave_empty_rows) return;
   const uint32_t row_want = selected_count(row_count, p.k);
   __shared__ uint32_t split_offsets[kMaxSplits + 1];
   const int32_t* counts = p.split_counts + row * p.splits;
@@ -57,11 +59,17 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
     if (lane < p.splits) split_offsets[lane] = inclusive - count;
     if (lane == p.splits - 1) split_offsets[p.splits] = inclusive;
     const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 31);
-    if (lane == 0) gate_failed = failed || total < row_want;
+    if (lane == 0) {
+      gate_failed = failed || total < row_want;
+      if (p.fallback_hi != nullptr) {  // the fused indexer's select: its fallback takes the row
+        if (p.fallback_lo != nullptr) p.fallback_lo[row] = gate_failed ? row_start : 0;
+        p.fallback_hi[row] = gate_failed ? row_start + row_count : 0;
+      }
+    }
   }
   __syncthreads();
   if (gate_failed) {
-    if (p.logits == nullptr) return;  // fused indexer: its exact fallback has written the row
+    if (p.logits == nullptr) return;  // fused indexer: its exact fallback writes the row
     const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
     select_from_global(scores, row_count, row_want, 0u, selection, hs, &state);
     write_row(p, row, selection, row_want);

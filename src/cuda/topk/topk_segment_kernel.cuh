@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
+  if (row_count == 0 && p.leave_empty_rows) return;  // and the merge leaves it too
 
   // This CTA's segment: splits are decided on the device from the row's real length.
   int64_t segment_begin = 0;
