@@ -191,6 +191,13 @@ __device__ void radix_select(Get get, int64_t slots, uint32_t rank, uint32_t* hi
   __syncthreads();
 }
 
+// Writes -1 to columns [count, k) of a row's answer (out: the row), with the CTA's threads.
+__device__ __forceinline__ void write_padding(const Params& p, int32_t* out, uint32_t count) {
+  for (int i = static_cast<int>(count) + threadIdx.x; i < p.k; i += kThreads) {
+    out[i * p.out_stride1] = -1;
+  }
+}
+
 // Writes a row's answer: the indices of selection[0, count) (sorted best first when asked),
 // then -1 up to k. Columns >= k are not touched. Contains barriers when sorting.
 __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selection,
@@ -205,9 +212,7 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
       out[i * p.out_stride1] = rank_key_index(selection[i]);
     }
   }
-  for (int i = static_cast<int>(count) + threadIdx.x; i < p.k; i += kThreads) {
-    out[i * p.out_stride1] = -1;
-  }
+  write_padding(p, out, count);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ struct ClusterShare {
 // (write_sorted_in_cluster), of fewer by CTA 0. Measured (H200, k = 2048, 131072 keys): 1 row
 // (8 CTAs) 31 -> 23.5 us; 64 rows (2 CTAs each) 39.7 -> 41.5 us, where sorting 1024 keys per CTA
 // costs about as much as sorting 2048 in one and the searches come on top.
-constexpr int kMinRanksSortingInPlace = 4;
+constexpr int kMinRanksSortingPerCta = 4;
 
 // The sorted answer of select_in_cluster: each CTA sorts its own selected keys (into `sorted`),
 // copies the other CTAs' sorted lists into `copies` (its survivors' buffer, free by then: one
@@ -198,11 +198,7 @@ __device__ void write_sorted_in_cluster(const Params& p, int64_t row, uint32_t r
     for (int r = 0; r < kMaxClusterRanks; ++r) place += above[r];
     out[place * p.out_stride1] = rank_key_index(key);
   }
-  if (rank == 0) {
-    for (int i = static_cast<int>(row_want) + threadIdx.x; i < p.k; i += kThreads) {
-      out[i * p.out_stride1] = -1;
-    }
-  }
+  if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));
 }
 
@@ -277,7 +273,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     __syncthreads();
   }
   const Candidates own{buffer, kWarpSlice, warp_counts, 0};
-  if (p.sorted && ranks >= kMinRanksSortingInPlace) {
+  if (p.sorted && ranks >= kMinRanksSortingPerCta) {
     write_sorted_in_cluster(p, row, row_want, own, cutoff, selection, sorted, buffer, hs, share,
                             cluster);
     return;
@@ -297,11 +293,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
     out[(offset + i) * p.out_stride1] = rank_key_index(selection[i]);
   }
-  if (rank == 0) {
-    for (int i = static_cast<int>(row_want) + threadIdx.x; i < p.k; i += kThreads) {
-      out[i * p.out_stride1] = -1;
-    }
-  }
+  if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));
 }
 
