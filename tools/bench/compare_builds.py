@@ -4,8 +4,10 @@ For a change whose effect is smaller than the spread between machines and runs: 
 times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
 next_n 1, 131072 keys, k = 2048) at batch 1 and 64, dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
-sorted. Times in us: CUDA-graph replay of --calls consecutive calls (per call), warm L2, median
-of --iters. Every shim must give the same indices (sorted output; unsorted compared as sets).
+sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048) at H = 64 and 32, dense and
+fused, unsorted (--prefill-rows). Times in us: CUDA-graph replay of --calls consecutive calls
+(per call; prefill: one call), warm L2, median of --iters (prefill: of 5). Every shim must give
+the same indices (sorted output; unsorted compared as sets).
 
     python3 tools/bench/compare_builds.py old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so
@@ -15,7 +17,7 @@ import ctypes
 
 import torch
 
-from bench_logits import DecodeInputs, selected
+from bench_logits import DecodeInputs, fp8_keys, ranges_for, selected
 from bench_topk import load_shim as load_topk_shim
 from bench_topk import make_call as topk_call
 from cuda_timing import capture_graph, event_median_ms
@@ -32,6 +34,9 @@ def load_shim(path):
                                       i32, p, i64, p, size, p]
     lib.fi_indexer_workspace_size.restype = size
     lib.fi_indexer_workspace_size.argtypes = [i32]
+    lib.fi_indexer_prefill.restype = i32
+    lib.fi_indexer_prefill.argtypes = [p, i32, i32, i32, p, i64, i32, p, p, i64, p, p, p, p, size,
+                                       p]
     return lib
 
 
@@ -49,12 +54,39 @@ def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace):
     return call
 
 
+class PrefillInputs:
+    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [WIDTH, 128]."""
+
+    def __init__(self, heads, rows):
+        self.heads, self.rows = heads, rows
+        self.q = torch.randn(rows, heads, 128, device="cuda",
+                             dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+        self.keys, self.kscale = fp8_keys(torch.randn(WIDTH, 128, device="cuda",
+                                                      dtype=torch.bfloat16))
+        self.weights = torch.randn(rows, heads, device="cuda")
+        self.ks, self.ke = ranges_for("suffix", rows, WIDTH, "cuda")
+
+
+def prefill_call(lib, inputs, out, path, workspace):
+    """path: 1 dense, 2 fused."""
+    def call():
+        code = lib.fi_indexer_prefill(
+            out.data_ptr(), K, 0, path, inputs.q.data_ptr(), inputs.rows, inputs.heads,
+            inputs.keys.data_ptr(), inputs.kscale.data_ptr(), WIDTH, inputs.weights.data_ptr(),
+            inputs.ks.data_ptr(), inputs.ke.data_ptr(), workspace.data_ptr(), workspace.numel(),
+            torch.cuda.current_stream().cuda_stream)
+        if code != 0:
+            raise RuntimeError(lib.fi_last_error().decode())
+    return call
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("shims", nargs="+")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per captured graph")
+    parser.add_argument("--prefill-rows", type=int, default=2048)
     parser.add_argument("--only", default="",
                         help="comma-separated substrings; run the cases whose name has one")
     args = parser.parse_args()
@@ -62,20 +94,29 @@ def main():
     libs = [(path.split("/")[-1], load_shim(path)) for path in args.shims]
     workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
                             device="cuda")
-    cases = []  # (name, make(lib, out) -> call, rows, sorted)
+    cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph)
     for batch in (1, 64):
         inputs = DecodeInputs(64, batch, WIDTH, 1, False)
         for path, path_name in ((1, "dense"), (2, "fused")):
             for sorted_output in (False, True):
                 name = f"indexer b{batch} {path_name}{' sorted' if sorted_output else ''}"
                 cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output:
-                              indexer_call(lib, i, b, out, s, p, workspace), batch, sorted_output))
+                              indexer_call(lib, i, b, out, s, p, workspace), batch, sorted_output,
+                              args.calls))
     for rows in (1, 64):
         logits = torch.randn(rows, WIDTH, device="cuda")
         for sorted_output in (False, True):
             name = f"topk {rows}x{WIDTH}{' sorted' if sorted_output else ''}"
             cases.append((name, lambda lib, out, x=logits, s=sorted_output:
-                          topk_call(lib, x, out, K, "decode", s), rows, sorted_output))
+                          topk_call(lib, x, out, K, "decode", s), rows, sorted_output, args.calls))
+    for heads in (64, 32):
+        name = f"prefill H{heads} {args.prefill_rows}x{WIDTH}"
+        if not selected(args.only, name):
+            continue
+        inputs = PrefillInputs(heads, args.prefill_rows)
+        for path, path_name in ((1, "dense"), (2, "fused")):
+            cases.append((f"{name} {path_name}", lambda lib, out, i=inputs, p=path:
+                          prefill_call(lib, i, out, p, workspace), args.prefill_rows, False, 1))
     cases = [case for case in cases if selected(args.only, case[0])]
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, graphs of "
           f"{args.calls} calls, median of {args.iters} replays, warm L2\n")
@@ -85,7 +126,7 @@ def main():
     for round_index in range(args.rounds):
         for shim_name, lib in libs:
             times = []
-            for name, make, rows, sorted_output in cases:
+            for name, make, rows, sorted_output, calls in cases:
                 out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
                 call = make(lib, out)
                 call()
@@ -96,8 +137,9 @@ def main():
                     assert torch.equal(expected[key], got), f"{shim_name} {name}: indices differ"
                 else:
                     expected[key] = got
-                graph = capture_graph(call, calls=args.calls)
-                times.append(event_median_ms(graph.replay, args.iters) / args.calls * 1e3)
+                graph = capture_graph(call, calls=calls)
+                iters = args.iters if calls > 1 else 5
+                times.append(event_median_ms(graph.replay, iters) / calls * 1e3)
             print(f"| {round_index} | {shim_name} | " + " | ".join(f"{t:.1f}" for t in times)
                   + " |", flush=True)
 

@@ -622,15 +622,17 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     if (row0 < 0) break;
     const int32_t tile_begin = info.tile_begin;
     const int32_t tile_end = info.tile_end;
-    // The rows this lane stores: q = lane % 4 + 4 i.
+    // The rows this lane stores (or emits for): q = lane % 4 + 4 i.
     int32_t lo[R::kPerLane];
     int32_t hi[R::kPerLane];
+    uint32_t gate[R::kPerLane];  // loaded once per item: a load per step stalled the epilogue
 #pragma unroll
     for (int i = 0; i < R::kPerLane; ++i) {
       const int q = lane % 4 + 4 * i;
       const bool mine = q < R::kRows && q < info.rows;
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
+      gate[i] = emit && lo[i] < hi[i] ? __ldg(p.gate + row0 + q) : 0u;
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
@@ -709,9 +711,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
               write_queue<kN, R::kRows>(p, queue, lane);
             }
             const int slot = lane % 4 + 4 * i;
-            const uint32_t gate = lo[i] < hi[i] ? __ldg(p.gate + row0 + slot) : 0u;
-            queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key0, score0, lane);
-            queue_candidate<kN>(queue, slot, gate, lo[i], hi[i], key1, score1, lane);
+            queue_candidate<kN>(queue, slot, gate[i], lo[i], hi[i], key0, score0, lane);
+            queue_candidate<kN>(queue, slot, gate[i], lo[i], hi[i], key1, score1, lane);
           } else {
             // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
             const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;
