@@ -18,6 +18,14 @@ __device__ __forceinline__ uint32_t score_key(uint32_t bits) {
   return is_nan ? 0u : key;
 }
 
+// The float t with score_key(x) >= key exactly when x >= t, for every non-NaN x, given key > 0
+// (NaN scores, key 0, lie below it): hot loops compare the scores themselves with t. Keys at or
+// below that of -inf take t = -inf.
+__device__ __forceinline__ float key_threshold(uint32_t key) {
+  const uint32_t bits = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+  return __uint_as_float(key <= 0x007fffffu ? 0xff800000u : bits);
+}
+
 __device__ __forceinline__ uint64_t rank_key(uint32_t key, uint32_t index) {
   return (static_cast<uint64_t>(key) << 32) | static_cast<uint32_t>(~index);
 }

@@ -502,18 +502,33 @@ struct CandidateQueue {
   }
 };
 
-// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. Needs
-// room for 32 entries. Call from the whole warp.
+// A row's gate as the emission tests it: a float compare (key_threshold), or every key (a gate
+// of 0: rows that fit their candidate slots, NaN scores included).
+struct RowGate {
+  float threshold;
+  bool take_all;
+
+  __device__ __forceinline__ explicit RowGate(uint32_t gate)
+      : threshold(key_threshold(gate)), take_all(gate == 0) {}
+  __device__ __forceinline__ bool passes(float score) const {
+    return take_all || score >= threshold;
+  }
+};
+
+// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. The rank
+// key is built only for the keys taken (~2 % of the scores). Needs room for 32 entries. Call from
+// the whole warp.
 template <int kN>
-__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot, uint32_t gate,
+__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot, const RowGate& gate,
                                                 int32_t lo, int32_t hi, int32_t key, float score,
                                                 int lane) {
-  const uint32_t score_bits = score_key(__float_as_uint(score));
-  const bool take = key >= lo && key < hi && score_bits >= gate;
+  const bool take = static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) &&
+                    gate.passes(score);
   const uint32_t ballot = __ballot_sync(0xffffffffu, take);
   if (take) {
     const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
-    queue.keys<kN>()[at] = rank_key(score_bits, static_cast<uint32_t>(key - lo));
+    queue.keys<kN>()[at] =
+        rank_key(score_key(__float_as_uint(score)), static_cast<uint32_t>(key - lo));
     queue.slots<kN>()[at] = static_cast<uint8_t>(slot);
   }
   queue.size += __popc(ballot);
@@ -711,8 +726,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
               write_queue<kN, R::kRows>(p, queue, lane);
             }
             const int slot = lane % 4 + 4 * i;
-            queue_candidate<kN>(queue, slot, gate[i], lo[i], hi[i], key0, score0, lane);
-            queue_candidate<kN>(queue, slot, gate[i], lo[i], hi[i], key1, score1, lane);
+            const RowGate row_gate(gate[i]);
+            queue_candidate<kN>(queue, slot, row_gate, lo[i], hi[i], key0, score0, lane);
+            queue_candidate<kN>(queue, slot, row_gate, lo[i], hi[i], key1, score1, lane);
           } else {
             // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
             const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;

@@ -194,14 +194,9 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
     }
     warp_count = __popc(ballot);
   }
-  // The hot loop compares floats: for every non-NaN x, score_key(x) >= threshold exactly
-  // when x >= threshold_value (the float whose key is the threshold); NaN keys (0) are below
-  // any threshold > 0, and a threshold of 0 sends the segment to the fallback.
-  // A threshold in (0, 0x007fffff] (only -inf, 0x007fffff, and no score lies in it: NaNs are 0)
-  // compares as -inf: every non-NaN score passes, the same set as key >= threshold.
-  uint32_t threshold_bits = (threshold & 0x80000000u) ? (threshold & 0x7fffffffu) : ~threshold;
-  if (threshold != 0 && threshold <= 0x007fffffu) threshold_bits = 0xff800000u;
-  const float threshold_value = __uint_as_float(threshold_bits);
+  // The hot loop compares floats (key_threshold); a threshold of 0 sends the segment to the
+  // fallback.
+  const float threshold_value = key_threshold(threshold);
   const int vector_count = stream.vector_count;
   constexpr int kStep = kThreads * kVectorsPerStep;
   static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
