@@ -519,11 +519,11 @@ struct RowGate {
 // key is built only for the keys taken (~2 % of the scores). Needs room for 32 entries. Call from
 // the whole warp.
 template <int kN>
-__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot, const RowGate& gate,
-                                                int32_t lo, int32_t hi, int32_t key, float score,
-                                                int lane) {
-  const bool take = static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) &&
-                    gate.passes(score);
+__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
+                                                const RowGate& gate, int32_t lo, int32_t hi,
+                                                int32_t key, float score, int lane) {
+  const bool take =
+      static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) && gate.passes(score);
   const uint32_t ballot = __ballot_sync(0xffffffffu, take);
   if (take) {
     const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
