@@ -281,10 +281,11 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
       scan.params.skip_sampled = true;
     }
     if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
-    // Always sorted: the candidates sit in their slots in the order the scan's atomics were
-    // served, so an unsorted answer would change from run to run.
+    // The candidates sit in their slots in the order the scan's atomics were served, so an
+    // unsorted answer comes in ascending index order (rows too long for that are sorted).
     topk::Params select = topk::make_params(leading_rows(out, first, count),
                                             form.ranges(first, count), width, k, true);
+    select.index_order = sorted ? 0 : 1;
     select.split_capacity = shape.capacity;
     select.split_keys = arrays.candidates;
     select.split_counts = arrays.counts;

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
         const float r = q + topk::kSampleSigmas * sqrtf(q) + topk::kRankSlack;
         const uint32_t rank = r >= static_cast<float>(n) ? n : static_cast<uint32_t>(r);
         uint32_t largest = 0;
-        topk::sample_threshold(sample, static_cast<int>(n), rank < 1 ? 1u : rank, hs, gate,
+        topk::sample_threshold(sample, static_cast<int>(n), rank < 1 ? 1u : rank, false, hs, gate,
                                largest);
       }
     }

@@ -33,6 +33,10 @@ struct Params {
   int k;
   int splits;  // CTAs per row; > 1 writes per-split candidates into the workspace
   int sorted;
+  // Unsorted answers in ascending index order (the merge kernel only; rows of at most
+  // kIndexOrderMaxKeys keys, longer ones are sorted best first): the fused indexer's select, whose
+  // candidates arrive in the order its atomics were served, so that the answer repeats.
+  int index_order;
   // Rank keys one split may hand the merge: kMergeCapacity / splits (>= k). A gated split's
   // survivors (~1.6-2.7 k per row, so more than k in one split when a row has 2 splits) fit.
   int split_capacity;

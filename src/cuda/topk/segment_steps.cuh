@@ -52,11 +52,12 @@ __device__ __forceinline__ uint32_t select_direct(const T* scores, int64_t n, ui
   return select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
 }
 
-// Step 1: a threshold expected to let ~1.6-2.7 `want` of the n keys at scores[0, n) through, from
-// a sample of them (written to `sample`, 64 KiB); also the sample's largest key.
+// Step 1: a threshold expected to let ~1.6-2.7 `want` of the n keys at scores[0, n) through (up
+// to twice that with coarse_ok, see sample_threshold), from a sample of them (written to
+// `sample`, 64 KiB); also the sample's largest key.
 template <typename T>
 __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, uint32_t want,
-                                                  uint32_t* sample, HistShared& hs,
+                                                  bool coarse_ok, uint32_t* sample, HistShared& hs,
                                                   uint32_t& threshold, uint32_t& sample_max) {
   using S = Scores<T>;
   int64_t groups = n / kSampleStride;
@@ -98,7 +99,8 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
   const float expected_rank = static_cast<float>(sampled) * want / static_cast<float>(n);
   float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
   rank = rank > sampled ? sampled : rank;
-  sample_threshold(sample, sampled, static_cast<uint32_t>(rank), hs, threshold, sample_max);
+  sample_threshold(sample, sampled, static_cast<uint32_t>(rank), coarse_ok, hs, threshold,
+                   sample_max);
 }
 
 // The shift of the survivors' first histogram round (2048 bins of rank keys over

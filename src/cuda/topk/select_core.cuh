@@ -215,6 +215,40 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
   write_padding(p, out, count);
 }
 
+// Writes a row's answer in ascending index order: the indices of selection[0, count) of a row of
+// row_count <= 32 * bitmap_words keys, then -1 up to k. bitmap: bitmap_words words of shared
+// memory this may use. One bit per key of the row and a block scan of the words' counts: a few
+// barriers, where sorting the selection (the other deterministic order) is ~66 dependent steps.
+// Contains barriers.
+__device__ inline void write_row_in_index_order(const Params& p, int64_t row,
+                                                const uint64_t* selection, uint32_t count,
+                                                int64_t row_count, uint32_t* bitmap,
+                                                uint32_t* scan_scratch) {
+  const int words = static_cast<int>((row_count + 31) / 32);
+  for (int w = threadIdx.x; w < words; w += kThreads) bitmap[w] = 0;
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    const auto index = static_cast<uint32_t>(rank_key_index(selection[i]));
+    atomicOr(&bitmap[index / 32], 1u << (index % 32));
+  }
+  __syncthreads();
+  // Thread t owns words [t * per_thread, (t + 1) * per_thread): its indices are consecutive.
+  const int per_thread = (words + kThreads - 1) / kThreads;
+  const int first = static_cast<int>(threadIdx.x) * per_thread;
+  const int last = first + per_thread < words ? first + per_thread : words;
+  uint32_t mine = 0;
+  for (int w = first; w < last; ++w) mine += __popc(bitmap[w]);
+  uint32_t total;
+  uint32_t place = block_exclusive_scan(mine, scan_scratch, total);
+  int32_t* out = p.out + row * p.out_stride0;
+  for (int w = first; w < last; ++w) {
+    for (uint32_t bits = bitmap[w]; bits != 0; bits &= bits - 1) {
+      out[place++ * p.out_stride1] = w * 32 + __ffs(bits) - 1;
+    }
+  }
+  write_padding(p, out, count);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Histogram select (the fast path). Candidates are rank keys in per-warp slices of a shared
 // buffer: warp w owns buffer[w * slice, w * slice + count(w)). A round histograms the candidates
@@ -451,9 +485,13 @@ __device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint
 
 // A lower bound T of the sample's rank-th largest key, at most 2^10 key steps below it: two
 // 11-bit histogram rounds (key bits 31..21, then 20..10 inside the boundary bin), instead of a
-// full select. Also the sample's largest key. 1 <= rank <= sampled. Contains barriers.
+// full select. With coarse_ok, the first round's boundary bin's lowest key when at most 2 rank
+// sample keys lie at or above it (the second round is then skipped: up to twice the survivors
+// for one histogram round less). Also the sample's largest key. 1 <= rank <= sampled. Contains
+// barriers.
 __device__ inline void sample_threshold(const uint32_t* sample, int sampled, uint32_t rank,
-                                        HistShared& hs, uint32_t& threshold, uint32_t& sample_max) {
+                                        bool coarse_ok, HistShared& hs, uint32_t& threshold,
+                                        uint32_t& sample_max) {
   const int warp = threadIdx.x >> 5;
   for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
   __syncthreads();
@@ -471,6 +509,10 @@ __device__ inline void sample_threshold(const uint32_t* sample, int sampled, uin
   const uint32_t top_bin = hs.boundary_bin;
   const uint32_t remaining = rank - hs.above;
   sample_max = reduce_warp_max(hs);
+  if (coarse_ok && hs.above + hs.in_bin <= 2 * rank) {
+    threshold = top_bin << 21;
+    return;
+  }
   for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < sampled; i += kThreads) {

@@ -121,6 +121,12 @@ struct ClusterShare {
   uint8_t gathered_rank[kBruteForceMax];  // the rank of hs.gather[i]
 };
 
+// Clusters of at least this many CTAs take the sample's coarse threshold (sample_threshold,
+// coarse_ok): one histogram round less for up to twice the survivors, spread over the CTAs.
+// Measured (H200, k = 2048, 131072 keys, L2 flushed): 1 row (8 CTAs) 17.0 -> 15.1 us; 64 rows
+// (2 CTAs each) 27.1 -> 27.4 us and 128 rows (1 CTA) 37.6 -> 38.6 us with it, so not there.
+constexpr int kMinRanksForCoarseThreshold = 4;
+
 // Sorted answers of clusters of at least this many CTAs are sorted by every CTA
 // (write_sorted_in_cluster), of fewer by CTA 0. Measured (H200, k = 2048, 131072 keys): 1 row
 // (8 CTAs) 31 -> 23.5 us; 64 rows (2 CTAs each) 39.7 -> 41.5 us, where sorting 1024 keys per CTA
@@ -344,7 +350,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // slower: 64 x 131072 30.4 -> 33.4 us.)
     SegmentStream<T, Scores<T>::kClusterVectorsPerStep> stream;
     stream.begin(row_scores + begin, n);
-    sampled_threshold(row_scores, row_count, row_want, reinterpret_cast<uint32_t*>(buffer), hs,
+    sampled_threshold(row_scores, row_count, row_want, ranks >= kMinRanksForCoarseThreshold,
+                      reinterpret_cast<uint32_t*>(buffer), hs,
                       threshold, sample_max);
     stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
                      warp_counts);

@@ -113,7 +113,14 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
   const uint32_t count =
       select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
-  write_row(p, row, selection, count);
+  // The buffer is free once the selection is compacted: a bit per key of the row.
+  constexpr int64_t kIndexOrderMaxKeys = int64_t{kCapacity} * 64;
+  if (p.index_order && row_count <= kIndexOrderMaxKeys) {
+    write_row_in_index_order(p, row, selection, count, row_count,
+                             reinterpret_cast<uint32_t*>(buffer), hs.scan);
+  } else {
+    write_row(p, row, selection, count);
+  }
 }
 
 }  // namespace

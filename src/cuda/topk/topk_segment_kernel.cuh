@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     const uint32_t sampled_want = gated ? selected_count(row_count, p.k) : want;
     uint32_t threshold;
     uint32_t sample_max;
-    sampled_threshold(sampled_scores, sampled_n, sampled_want, reinterpret_cast<uint32_t*>(buffer),
+    sampled_threshold(sampled_scores, sampled_n, sampled_want, false,
+                      reinterpret_cast<uint32_t*>(buffer),
                       hs, threshold, sample_max);
     SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(scores, n);
