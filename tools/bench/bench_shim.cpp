@@ -35,9 +35,17 @@ struct PrefillViews {
   }
 };
 
-flashindexer::IndexerPath indexer_path(int path) {
+// The options of fi_indexer_prefill / fi_indexer_decode: path 0 auto, 1 dense, 2 fused.
+flashindexer::RunOptions indexer_options(void* workspace, size_t workspace_bytes, int path,
+                                         void* stream) {
   using flashindexer::IndexerPath;
-  return path == 1 ? IndexerPath::kDense : (path == 2 ? IndexerPath::kFused : IndexerPath::kAuto);
+  flashindexer::RunOptions options;
+  options.cuda_stream = stream;
+  options.workspace = workspace;
+  options.workspace_bytes = workspace_bytes;
+  options.indexer_path =
+      path == 1 ? IndexerPath::kDense : (path == 2 ? IndexerPath::kFused : IndexerPath::kAuto);
+  return options;
 }
 
 // The paged decode inputs of fi_paged_mqa_logits / fi_indexer_decode as views.
@@ -111,7 +119,6 @@ int fi_topk_per_row(int32_t* out, int64_t out_stride, const void* logits, int dt
   return static_cast<int>(status.code());
 }
 
-
 // logits [rows, width] f32 (row stride logits_stride); q [rows, heads, 128] e4m3 contiguous;
 // keys [num_keys, 128] e4m3 contiguous, kscale [num_keys] f32; weights [rows, heads] f32;
 // ks, ke [rows] i32.
@@ -123,10 +130,10 @@ int fi_mqa_logits(float* logits, int64_t logits_stride, int64_t width, const voi
   const PrefillViews in(q, rows, heads, keys, kscale, num_keys, weights, ks, ke);
   RunOptions options;
   options.cuda_stream = stream;
-  const Status status = mqa_logits(
-      TensorView::contiguous(logits, DType::kF32, {rows, width}, Device::kCUDA)
-          .with_row_stride(logits_stride),
-      in.q, in.keys, in.weights, in.ks, in.ke, LogitsOptions{clean != 0}, options);
+  const Status status =
+      mqa_logits(TensorView::contiguous(logits, DType::kF32, {rows, width}, Device::kCUDA)
+                     .with_row_stride(logits_stride),
+                 in.q, in.keys, in.weights, in.ks, in.ke, LogitsOptions{clean != 0}, options);
   last_error = status.message();
   return static_cast<int>(status.code());
 }
@@ -139,20 +146,13 @@ int fi_indexer_prefill(int32_t* out, int k, int sorted, int path, const void* q,
                        size_t workspace_bytes, void* stream) {
   using namespace flashindexer;
   const PrefillViews in(q, rows, heads, keys, kscale, num_keys, weights, ks, ke);
-  RunOptions options;
-  options.cuda_stream = stream;
-  options.workspace = workspace;
-  options.workspace_bytes = workspace_bytes;
-  options.indexer_path = indexer_path(path);
-  TopKOptions topk_options;
-  topk_options.sorted = sorted != 0;
   const Status status =
       indexer_prefill(TensorView::contiguous(out, DType::kI32, {rows, k}, Device::kCUDA), in.q,
-                      in.keys, in.weights, in.ks, in.ke, k, topk_options, options);
+                      in.keys, in.weights, in.ks, in.ke, k, TopKOptions{sorted != 0},
+                      indexer_options(workspace, workspace_bytes, path, stream));
   last_error = status.message();
   return static_cast<int>(status.code());
 }
-
 
 // logits [batch * next_n, width] f32; q [batch, next_n, heads, 128] e4m3 contiguous; an FP8 page
 // cache of num_pages pages (page_size keys, page_stride bytes apart); weights [batch * next_n,
@@ -186,16 +186,10 @@ int fi_indexer_decode(int32_t* out, int k, int sorted, int path, const void* q, 
   using namespace flashindexer;
   const DecodeViews in(q, batch, next_n, heads, cache, num_pages, page_size, page_stride, weights,
                        context_lens, lens_2d, block_table, table_cols);
-  RunOptions options;
-  options.cuda_stream = stream;
-  options.workspace = workspace;
-  options.workspace_bytes = workspace_bytes;
-  options.indexer_path = indexer_path(path);
-  TopKOptions topk_options;
-  topk_options.sorted = sorted != 0;
-  const Status status =
-      indexer_decode(TensorView::contiguous(out, DType::kI32, {batch * next_n, k}, Device::kCUDA),
-                     in.q, in.cache, in.weights, in.lens, in.block_table, k, topk_options, options);
+  const Status status = indexer_decode(
+      TensorView::contiguous(out, DType::kI32, {batch * next_n, k}, Device::kCUDA), in.q, in.cache,
+      in.weights, in.lens, in.block_table, k, TopKOptions{sorted != 0},
+      indexer_options(workspace, workspace_bytes, path, stream));
   last_error = status.message();
   return static_cast<int>(status.code());
 }
