@@ -216,10 +216,10 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
 }
 
 // Writes a row's answer in ascending index order: the indices of selection[0, count) of a row of
-// row_count <= 32 * bitmap_words keys, then -1 up to k. bitmap: bitmap_words words of shared
-// memory this may use. One bit per key of the row and a block scan of the words' counts: a few
-// barriers, where sorting the selection (the other deterministic order) is ~66 dependent steps.
-// Contains barriers.
+// row_count keys, then -1 up to k. bitmap: (row_count + 31) / 32 words of shared memory it may
+// use. One bit per key of the row and a block scan of the words' counts: a few barriers, where
+// sorting the selection (the other deterministic order) is ~66 dependent steps. Contains
+// barriers.
 __device__ inline void write_row_in_index_order(const Params& p, int64_t row,
                                                 const uint64_t* selection, uint32_t count,
                                                 int64_t row_count, uint32_t* bitmap,

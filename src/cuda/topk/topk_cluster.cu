@@ -351,8 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     SegmentStream<T, Scores<T>::kClusterVectorsPerStep> stream;
     stream.begin(row_scores + begin, n);
     sampled_threshold(row_scores, row_count, row_want, ranks >= kMinRanksForCoarseThreshold,
-                      reinterpret_cast<uint32_t*>(buffer), hs,
-                      threshold, sample_max);
+                      reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
     stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
                      warp_counts);
     if (threadIdx.x == 0) {
