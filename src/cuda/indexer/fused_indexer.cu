@@ -10,9 +10,10 @@
 //     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
 //     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
 //  4. select: the top-k merge kernel selects each complete row's k best candidates and writes
-//     them best first (whether or not sorted output was asked for); for a row whose candidates
-//     are incomplete (overflow, or fewer than min(k, length) keys passed) it writes nothing but
-//     the row's visible range into the fallback ranges ([0, 0) for complete rows);
+//     them best first, or in ascending index order when unsorted output was asked for (never in
+//     slot order, which the atomics decide); for a row whose candidates are incomplete
+//     (overflow, or fewer than min(k, length) keys passed) it writes nothing but the row's
+//     visible range into the fallback ranges ([0, 0) for complete rows);
 //  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab +
 //     topk_per_row, with every other row's range empty (their scoring work items are skipped and
 //     the top-k leaves their answers alone).

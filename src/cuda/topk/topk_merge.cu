@@ -6,9 +6,10 @@
 // up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
-// (select_from_global). Sorted best first when asked. 1 CTA per SM; when the splits' slots
-// total <= kBufferCapacity (8192: the fused indexer's candidate slots at k <= 2048; split rows
-// always bring kMergeCapacity) a second instantiation with half the buffer runs 2 CTAs per SM,
+// (select_from_global). Sorted best first when asked, or in ascending index order
+// (Params::index_order). 1 CTA per SM; when the splits' slots total <= kBufferCapacity (8192:
+// the fused indexer's candidate slots at k <= 2048; split rows always bring kMergeCapacity) a
+// second instantiation with half the buffer runs 2 CTAs per SM,
 // so one CTA's serial phases (load, histogram rounds, sort) overlap the other's.
 //
 // The fused indexer hands its emitted candidates over the same way (one split per row, no
