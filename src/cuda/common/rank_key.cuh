@@ -18,6 +18,13 @@ __device__ __forceinline__ uint32_t score_key(uint32_t bits) {
   return is_nan ? 0u : key;
 }
 
+// score_key of a score known not to be NaN (one that passed a >= compare with a float): the
+// hot loops' survivors skip the NaN test.
+__device__ __forceinline__ uint32_t number_key(uint32_t bits) {
+  bits = bits == 0x80000000u ? 0u : bits;
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
 // The float t with score_key(x) >= key exactly when x >= t, for every non-NaN x, given key > 0
 // (NaN scores, key 0, lie below it): hot loops compare the scores themselves with t. Keys at or
 // below that of -inf take t = -inf.

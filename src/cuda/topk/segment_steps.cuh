@@ -103,6 +103,23 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
                    sample_max);
 }
 
+// Vector u of a step's vectors, merged under masks: a runtime index into the register array,
+// or a conditional choice between its elements (which the compiler turns into a choice between
+// addresses), would put the array in local memory.
+template <int kVectors>
+__device__ __forceinline__ uint4 step_vector(const uint4 (&v)[kVectors], uint32_t u) {
+  uint4 chosen = v[0];
+#pragma unroll
+  for (int i = 1; i < kVectors; ++i) {
+    const uint32_t take = 0u - static_cast<uint32_t>(u == static_cast<uint32_t>(i));
+    chosen.x ^= (chosen.x ^ v[i].x) & take;
+    chosen.y ^= (chosen.y ^ v[i].y) & take;
+    chosen.z ^= (chosen.z ^ v[i].z) & take;
+    chosen.w ^= (chosen.w ^ v[i].w) & take;
+  }
+  return chosen;
+}
+
 // The shift of the survivors' first histogram round (2048 bins of rank keys over
 // [threshold, sample_max], see stream_survivors), as select_cutoff takes it.
 __device__ __forceinline__ int survivor_histogram_shift(uint32_t threshold, uint32_t sample_max) {
@@ -124,11 +141,19 @@ struct SegmentStream {
   int vector_count;
   uint4 next[kVectorsPerStep];
 
-  // Out-of-range lanes read as NaN, which never passes the comparison.
+  // Out-of-range lanes read as NaN, which never passes the comparison. A step wholly in range
+  // (all but the last) loads without per-vector tests and NaN fills: they were a sixth of the
+  // streaming loop's instructions.
   __device__ __forceinline__ void load_step(int base, uint4 (&loaded)[kVectorsPerStep]) const {
+    const int first = base + static_cast<int>(threadIdx.x);
+    if (base + kThreads * kVectorsPerStep <= vector_count) {
+#pragma unroll
+      for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = __ldcs(vector_base + first + u * kThreads);
+      return;
+    }
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) {
-      const int v = base + u * kThreads + static_cast<int>(threadIdx.x);
+      const int v = first + u * kThreads;
       loaded[u] = v < vector_count ? __ldcs(vector_base + v)
                                    : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
     }
@@ -202,53 +227,51 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
   const int vector_count = stream.vector_count;
   constexpr int kStep = kThreads * kVectorsPerStep;
   static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
-  // The next step's loads are issued before this step is processed: two steps in flight.
-  uint4(&next)[kVectorsPerStep] = stream.next;
-  const int first_base = threshold == 0 ? vector_count : 0;
-  for (int base = first_base; base < vector_count; base += kStep) {
-    uint4 loaded[kVectorsPerStep];
-#pragma unroll
-    for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = next[u];
-    stream.load_step(base + kStep, next);
-    // One compare per key, into a bit per key (vector u's keys at bits u * kPerVector + e): the
-    // count is a popc and the survivors' loop reads the bits. A running count, then the compares
-    // again for the survivors' vectors, made the step a chain of ~100 dependent instructions;
-    // the loop was bound by its instructions, not by memory (ncu: no long-scoreboard stalls).
+  // One step: one compare per key, into a bit per key (vector u's keys at bits u * kPerVector +
+  // e); the count is a popc, and one loop over the set bits places the survivors. A running
+  // count, then the compares again for the survivors' vectors, made the step a chain of ~100
+  // dependent instructions; a survivors' loop per vector ran each of them at almost every step
+  // (at k = 2048 of 128K a warp's step has ~13 survivors, so some lane nearly always has one in
+  // each vector): one loop over all bits runs ~2 times instead of ~4.
+  auto consume = [&](const uint4(&values)[kVectorsPerStep], int base) {
     uint32_t passing_bits = 0;
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) {
-      uint32_t vector_bits = 0;
 #pragma unroll
       for (int e = 0; e < kPerVector; ++e) {
-        vector_bits |= (S::vector_value(loaded[u], e) >= threshold_value ? 1u : 0u) << e;
+        passing_bits |= (S::vector_value(values[u], e) >= threshold_value ? 1u : 0u)
+                        << (u * kPerVector + e);
       }
-      passing_bits |= vector_bits << (u * kPerVector);
     }
     const uint32_t mine = __popc(passing_bits);
     const uint32_t inclusive = warp_inclusive_scan(mine);
     const uint32_t step_total = __shfl_sync(0xffffffffu, inclusive, 31);
-    if (step_total == 0) continue;
+    if (step_total == 0) return;
     uint32_t position = warp_count + inclusive - mine;
-    if (mine > 0) {
-      // Only the set bits are visited (a survivor is rare: ~0.4 per thread and step at k = 2048
-      // of 128K).
-#pragma unroll
-      for (int u = 0; u < kVectorsPerStep; ++u) {
-        uint32_t passing = (passing_bits >> (u * kPerVector)) & ((1u << kPerVector) - 1);
-        const uint32_t first_index =
-            index_base +
-            static_cast<uint32_t>(head + (base + u * kThreads + threadIdx.x) * kPerVector);
-        while (passing != 0) {
-          const int e = __ffs(passing) - 1;
-          passing &= passing - 1;
-          const uint32_t key = S::vector_key(loaded[u], e);
-          if (position < kWarpSlice) slice[position] = rank_key(key, first_index + e);
-          atomicAdd(&hs.bins[survivor_bin(key)], 1u);
-          ++position;
-        }
-      }
+    const uint32_t first_index =
+        index_base + static_cast<uint32_t>(head + (base + static_cast<int>(threadIdx.x)) * kPerVector);
+    while (passing_bits != 0) {
+      const uint32_t b = __ffs(passing_bits) - 1;
+      passing_bits &= passing_bits - 1;
+      const uint32_t key = number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
+      const uint32_t index = first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
+      if (position < kWarpSlice) slice[position] = rank_key(key, index);
+      atomicAdd(&hs.bins[survivor_bin(key)], 1u);
+      ++position;
     }
     warp_count += step_total;
+  };
+  // Two steps in flight: the next one's loads are issued before this one is consumed. Unrolled
+  // by two so that the two register buffers alternate instead of being copied.
+  uint4(&even)[kVectorsPerStep] = stream.next;
+  uint4 odd[kVectorsPerStep];
+  const int first_base = threshold == 0 ? vector_count : 0;
+  for (int base = first_base; base < vector_count; base += 2 * kStep) {
+    stream.load_step(base + kStep, odd);
+    consume(even, base);
+    if (base + kStep >= vector_count) break;
+    stream.load_step(base + 2 * kStep, even);
+    consume(odd, base + kStep);
   }
   if (lane == 0) warp_counts[warp] = warp_count;
   __syncthreads();

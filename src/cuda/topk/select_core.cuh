@@ -52,9 +52,6 @@ struct Scores<float> {
   __device__ __forceinline__ static uint32_t vector_bits(const uint4& v, int e) {
     return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
   }
-  __device__ __forceinline__ static uint32_t vector_key(const uint4& v, int e) {
-    return score_key(vector_bits(v, e));
-  }
   __device__ __forceinline__ static float vector_value(const uint4& v, int e) {
     return __uint_as_float(vector_bits(v, e));
   }
@@ -71,9 +68,6 @@ struct Scores<uint16_t> {
     const int w = e >> 1;
     const uint32_t word = w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
     return (e & 1) ? (word & 0xffff0000u) : (word << 16);
-  }
-  __device__ __forceinline__ static uint32_t vector_key(const uint4& v, int e) {
-    return score_key(vector_bits(v, e));
   }
   __device__ __forceinline__ static float vector_value(const uint4& v, int e) {
     return __uint_as_float(vector_bits(v, e));
