@@ -255,7 +255,9 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
       passing_bits &= passing_bits - 1;
       const uint32_t key = number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
       const uint32_t index = first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
-      if (position < kWarpSlice) slice[position] = rank_key(key, index);
+      // Past the slice's end the last slot takes the key: an overflowing slice sends the row to
+      // the exact fallback anyway (warp_counts), and the store needs no branch.
+      slice[position < kWarpSlice ? position : kWarpSlice - 1] = rank_key(key, index);
       atomicAdd(&hs.bins[survivor_bin(key)], 1u);
       ++position;
     }
