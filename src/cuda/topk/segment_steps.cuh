@@ -69,22 +69,29 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
   // (4 groups in flight spill at the 64-register cap).
   constexpr int kGroupsPerThread = kMaxSampleGroups / kThreads;
   constexpr int kGroupsInFlight = 2;
+  // Each group is one aligned load (16 B of fp32, 8 of bf16): its start rounds down to the
+  // group-aligned keys of the row. Four scalar loads per group had each warp's sample loads queue
+  // four requests per sector.
+  using Group = typename S::Group;
+  static_assert(kSampleGroupKeys * sizeof(T) == sizeof(Group), "a group is one load");
+  constexpr uintptr_t kAlign = sizeof(Group);
+  const int64_t lead = static_cast<int64_t>(
+      ((kAlign - (reinterpret_cast<uintptr_t>(scores) & (kAlign - 1))) & (kAlign - 1)) / sizeof(T));
+  const int64_t last_group = (n - lead) / kSampleGroupKeys - 1;  // n > kBufferCapacity: >= 0
+  const Group* groups_base = reinterpret_cast<const Group*>(scores + lead);
 #pragma unroll
   for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
     if (batch * kThreads >= groups) break;
     uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
-    // Unconditional loads (a group past the last reads the row's last key, dropped below): with
-    // each load under its condition, the compiler issued them one after another, each waiting
-    // for the one before (decode 64 x 131072: 30.4 -> 29.8 us).
+    // Unconditional loads (a group past the last reads the row's last group, dropped below):
+    // with each load under its condition, the compiler issued them one after another, each
+    // waiting for the one before (decode 64 x 131072: 30.4 -> 29.8 us).
 #pragma unroll
     for (int gi = 0; gi < kGroupsInFlight; ++gi) {
       const int64_t g = (batch + gi) * kThreads + threadIdx.x;
-      const int64_t position = g * n / groups;
-#pragma unroll
-      for (int j = 0; j < kSampleGroupKeys; ++j) {
-        const int64_t i = position + j < n ? position + j : n - 1;
-        sampled_keys[gi][j] = S::key(scores, i);
-      }
+      int64_t aligned = (g * n / groups - lead) / kSampleGroupKeys;
+      aligned = aligned < 0 ? 0 : (aligned > last_group ? last_group : aligned);
+      S::group_keys(__ldg(groups_base + aligned), sampled_keys[gi]);
     }
 #pragma unroll
     for (int gi = 0; gi < kGroupsInFlight; ++gi) {

@@ -55,6 +55,14 @@ struct Scores<float> {
   __device__ __forceinline__ static float vector_value(const uint4& v, int e) {
     return __uint_as_float(vector_bits(v, e));
   }
+  // A sample group: 4 consecutive keys, one aligned load.
+  using Group = uint4;
+  __device__ __forceinline__ static void group_keys(const uint4& g, uint32_t (&keys)[4]) {
+    keys[0] = score_key(g.x);
+    keys[1] = score_key(g.y);
+    keys[2] = score_key(g.z);
+    keys[3] = score_key(g.w);
+  }
 };
 template <>
 struct Scores<uint16_t> {
@@ -71,6 +79,13 @@ struct Scores<uint16_t> {
   }
   __device__ __forceinline__ static float vector_value(const uint4& v, int e) {
     return __uint_as_float(vector_bits(v, e));
+  }
+  using Group = uint2;
+  __device__ __forceinline__ static void group_keys(const uint2& g, uint32_t (&keys)[4]) {
+    keys[0] = score_key(g.x << 16);
+    keys[1] = score_key(g.x & 0xffff0000u);
+    keys[2] = score_key(g.y << 16);
+    keys[3] = score_key(g.y & 0xffff0000u);
   }
 };
 
@@ -431,10 +446,12 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
   }
 }
 
-// Copies the candidates with key >= cutoff to selection[0, count) in slot order (warp by warp,
-// 32 slots at a time, placed by ballots and a block scan of the warps' counts: deterministic).
-__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
-                                          uint32_t* scan_scratch) {
+// Hands the candidates with key >= cutoff to place(i, key) with i = 0 .. count - 1 in slot
+// order (warp by warp, 32 slots at a time, placed by ballots and a block scan of the warps'
+// counts: deterministic); returns count.
+template <typename Place>
+__device__ inline uint32_t compact_cutoff_to(const Candidates& c, uint64_t cutoff,
+                                             uint32_t* scan_scratch, Place&& place) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -455,11 +472,18 @@ __device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, 
     const uint64_t key = i < mine ? slice[i] : 0;
     const bool take = i < mine && key >= cutoff;
     const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
+    if (take) place(position + __popc(ballot & lower_lanes), key);
     position += __popc(ballot);
   }
   __syncthreads();
   return total;
+}
+
+// compact_cutoff_to into selection[0, count).
+__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
+                                          uint32_t* scan_scratch) {
+  return compact_cutoff_to(c, cutoff, scan_scratch,
+                           [&](uint32_t i, uint64_t key) { selection[i] = key; });
 }
 
 // Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into

@@ -140,6 +140,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
         const int first_shift = survivor_histogram_shift(threshold, sample_max);
         cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
       }
+      if (final_answer && !p.sorted) {
+        // The unsorted answer is the compaction's order: written straight to the row.
+        int32_t* out = p.out + row * p.out_stride0;
+        count = compact_cutoff_to(candidates, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+          out[i * p.out_stride1] = rank_key_index(key);
+        });
+        write_padding(p, out, count);
+        return;
+      }
       count = compact_cutoff(candidates, cutoff, selection, hs.scan);
     } else {
       select_from_global(scores, n, want, index_base, selection, hs, &state);
