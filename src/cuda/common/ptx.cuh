@@ -1,5 +1,5 @@
-// Thin wrappers over the Hopper (sm_90a) instructions the scoring kernels use: mbarriers, TMA
-// bulk tensor copies, wgmma fences and shared-memory matrix descriptors, setmaxnreg, and the
+// Thin wrappers over the Hopper (sm_90a) instructions the scoring and top-k kernels use: a
+// predicated shared store, mbarriers, TMA bulk tensor copies, wgmma fences and shared-memory matrix descriptors, setmaxnreg, and the
 // programmatic-dependent-launch controls every kernel launched by launch.h uses.
 //
 // Each wrapper is one PTX instruction (or a try-wait loop around one); the semantics are the
@@ -14,6 +14,19 @@ namespace flashindexer::cuda::ptx {
 
 __device__ __forceinline__ uint32_t smem_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// Stores `value` at a shared address when `take` holds: a predicated store, with no branch
+// around it for the compiler to build.
+__device__ __forceinline__ void store_shared_if(bool take, uint32_t address, uint64_t value) {
+  asm volatile(
+      "{\n"
+      ".reg .pred take;\n"
+      "setp.ne.b32 take, %0, 0;\n"
+      "@take st.shared.u64 [%1], %2;\n"
+      "}\n" ::"r"(static_cast<uint32_t>(take)),
+      "r"(address), "l"(value)
+      : "memory");
 }
 
 // ---- mbarrier -------------------------------------------------------------------------------

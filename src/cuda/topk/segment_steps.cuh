@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/select_core.cuh"
 
@@ -209,6 +210,7 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
 
   // 2. One streaming read: keys >= threshold go to this warp's slice of the buffer.
   uint64_t* slice = buffer + warp * kWarpSlice;
+  const uint32_t slice_address = ptx::smem_address(slice);
   uint32_t warp_count = 0;  // warp-uniform
   const int head = stream.head;
   const int64_t tail_begin = stream.tail_begin;
@@ -262,9 +264,10 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
       passing_bits &= passing_bits - 1;
       const uint32_t key = number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
       const uint32_t index = first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
-      // Past the slice's end the last slot takes the key: an overflowing slice sends the row to
-      // the exact fallback anyway (warp_counts), and the store needs no branch.
-      slice[position < kWarpSlice ? position : kWarpSlice - 1] = rank_key(key, index);
+      // A predicated store: a branch around it cost 2 % of prefill (its reconvergence and the
+      // address arithmetic in it); keys past the slice's end are counted, not stored.
+      ptx::store_shared_if(position < kWarpSlice, slice_address + position * 8,
+                           rank_key(key, index));
       atomicAdd(&hs.bins[survivor_bin(key)], 1u);
       ++position;
     }

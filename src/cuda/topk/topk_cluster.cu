@@ -294,11 +294,10 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   }
   // This CTA's reads of the others' shared memory are done: they may exit once all have arrived.
   cg::cluster_group::arrival_token arrived = cluster.barrier_arrive();
-  const uint32_t count = compact_cutoff(own, cutoff, selection, hs.scan);
   int32_t* out = p.out + row * p.out_stride0;
-  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-    out[(offset + i) * p.out_stride1] = rank_key_index(selection[i]);
-  }
+  compact_cutoff_to(own, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+    out[(offset + i) * p.out_stride1] = rank_key_index(key);
+  });
   if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));
 }
