@@ -1,6 +1,7 @@
 // Thin wrappers over the Hopper (sm_90a) instructions the scoring and top-k kernels use: a
-// predicated shared store, mbarriers, TMA bulk tensor copies, wgmma fences and shared-memory matrix descriptors, setmaxnreg, and the
-// programmatic-dependent-launch controls every kernel launched by launch.h uses.
+// predicated shared store, mbarriers, TMA bulk tensor copies, wgmma fences and shared-memory matrix
+// descriptors, setmaxnreg, and the programmatic-dependent-launch controls every kernel launched by
+// launch.h uses.
 //
 // Each wrapper is one PTX instruction (or a try-wait loop around one); the semantics are the
 // PTX ISA's. Shared-memory addresses are 32-bit `shared::cta` addresses (`smem_address`).

@@ -27,9 +27,9 @@ constexpr int kClusterBf16VectorsPerStep = 4;
 
 // Candidate buffer of the segment kernel, in 64-bit rank keys (score key << 32 | ~index):
 // 8192 x 8 B = 64 KiB. It holds (a) a whole segment of <= 8192 keys (direct path), or (b) the
-// survivors of the sampled threshold, which is sized to expect ~1.6-2.7 k survivors (<= ~6.7K
-// for k = 4096), or (c) the sample itself as 32-bit keys (<= 16384 of them). Two CTAs per SM
-// (2 x ~81-97 KiB with the selection array) fit in the 228 KiB of an H100/H200 SM.
+// survivors of the sampled threshold, which is sized to expect ~1.6-3.5 k survivors (~2 k at
+// k = 2048, ~6.7K keys at k = 4096), or (c) the sample itself as 32-bit keys (<= 16384 of them).
+// Two CTAs per SM (2 x ~81-97 KiB with the selection array) fit in the 228 KiB of an H100/H200 SM.
 constexpr int kBufferCapacity = 8192;
 constexpr int kWarpSlice = kBufferCapacity / kWarps;  // each warp appends into its own slice
 
@@ -69,9 +69,9 @@ constexpr int kMergeCapacity = 16384;
 constexpr int kMaxSplits = 16;
 constexpr int kMinSegment = kBufferCapacity;  // shorter segments would not pay for the merge
 // Few long rows with k <= kClusterMaxK go to the cluster kernel instead (topk_cluster.cu): the
-// segments of a row are the CTAs of one cluster and CTA 0 gathers their survivors (~1.6-2.7 k,
-// <= ~5.6K at k = 2048) into an 8192-key buffer. Larger k would overflow it, so they keep the
-// segment + merge pair, whose merge holds 16384 keys.
+// segments of a row are the CTAs of one cluster and CTA 0 gathers their survivors (~2 k,
+// ~4K at k = 2048, up to twice that with the coarse threshold) into an 8192-key buffer. Larger k
+// would overflow it, so they keep the segment + merge pair, whose merge holds 16384 keys.
 constexpr int kClusterMaxK = 2048;
 // A split's count in the workspace when its keys above the row's gate did not fit (or the gate
 // was degenerate): the merge then selects over the whole row exactly.

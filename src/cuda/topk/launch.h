@@ -38,7 +38,7 @@ struct Params {
   // candidates arrive in the order its atomics were served, so that the answer repeats.
   int index_order;
   // Rank keys one split may hand the merge: kMergeCapacity / splits (>= k). A gated split's
-  // survivors (~1.6-2.7 k per row, so more than k in one split when a row has 2 splits) fit.
+  // survivors (~1.6-3.5 k per row, so more than k in one split when a row has 2 splits) fit.
   int split_capacity;
   uint64_t* split_keys;   // workspace: [rows, splits, split_capacity] rank keys
   int32_t* split_counts;  // workspace: [rows, splits]

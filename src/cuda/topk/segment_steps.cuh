@@ -53,7 +53,7 @@ __device__ __forceinline__ uint32_t select_direct(const T* scores, int64_t n, ui
   return select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
 }
 
-// Step 1: a threshold expected to let ~1.6-2.7 `want` of the n keys at scores[0, n) through (up
+// Step 1: a threshold expected to let ~1.6-3.5 `want` of the n keys at scores[0, n) through (up
 // to twice that with coarse_ok, see sample_threshold), from a sample of them (written to
 // `sample`, 64 KiB); also the sample's largest key.
 template <typename T>
@@ -84,9 +84,9 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
   for (int batch = 0; batch < kGroupsPerThread; batch += kGroupsInFlight) {
     if (batch * kThreads >= groups) break;
     uint32_t sampled_keys[kGroupsInFlight][kSampleGroupKeys];
-    // Unconditional loads (a group past the last reads the row's last group, dropped below):
-    // with each load under its condition, the compiler issued them one after another, each
-    // waiting for the one before (decode 64 x 131072: 30.4 -> 29.8 us).
+    // Unconditional loads (a group index past the last reads the row's last aligned group and
+    // is dropped below): with each load under its condition, the compiler issued them one after
+    // another, each waiting for the one before (decode 64 x 131072: 30.4 -> 29.8 us).
 #pragma unroll
     for (int gi = 0; gi < kGroupsInFlight; ++gi) {
       const int64_t g = (batch + gi) * kThreads + threadIdx.x;
@@ -156,7 +156,9 @@ struct SegmentStream {
     const int first = base + static_cast<int>(threadIdx.x);
     if (base + kThreads * kVectorsPerStep <= vector_count) {
 #pragma unroll
-      for (int u = 0; u < kVectorsPerStep; ++u) loaded[u] = __ldcs(vector_base + first + u * kThreads);
+      for (int u = 0; u < kVectorsPerStep; ++u) {
+        loaded[u] = __ldcs(vector_base + first + u * kThreads);
+      }
       return;
     }
 #pragma unroll
@@ -258,12 +260,15 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
     if (step_total == 0) return;
     uint32_t position = warp_count + inclusive - mine;
     const uint32_t first_index =
-        index_base + static_cast<uint32_t>(head + (base + static_cast<int>(threadIdx.x)) * kPerVector);
+        index_base +
+        static_cast<uint32_t>(head + (base + static_cast<int>(threadIdx.x)) * kPerVector);
     while (passing_bits != 0) {
       const uint32_t b = __ffs(passing_bits) - 1;
       passing_bits &= passing_bits - 1;
-      const uint32_t key = number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
-      const uint32_t index = first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
+      const uint32_t key =
+          number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
+      const uint32_t index =
+          first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
       // A predicated store: a branch around it cost 2 % of prefill (its reconvergence and the
       // address arithmetic in it); keys past the slice's end are counted, not stored.
       ptx::store_shared_if(position < kWarpSlice, slice_address + position * 8,

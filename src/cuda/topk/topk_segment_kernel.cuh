@@ -17,7 +17,7 @@
 //       1. Sample: groups of 4 consecutive keys at evenly spaced positions (2K-16K keys).
 //          Threshold T <= the sample's rank-r key, r = q + 4 sqrt(q) + 8 with q = sample * k / n,
 //          from two 11-bit histogram rounds (T is that key with its low 10 bits cleared), so
-//          about 1.6-2.7 k keys of the segment are >= T.
+//          about 1.6-3.5 k keys of the segment are >= T (~2 k at k = 2048).
 //       2. Stream the segment once with 16-byte evict-first loads (the next step's loads are
 //          issued before the current step is processed); the hot test is a float compare
 //          against the value of T; each warp appends its keys >= T to its own 512-entry slice
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   uint32_t count = 0;  // keys in selection[]
   // A row split across CTAs is gated by one threshold for the whole row: every split draws the
   // same sample of the row (so computes the same threshold) and hands the merge all its keys
-  // above it, unselected (about 1.6-2.7 k for the whole row instead of k per split). Too few of
+  // above it, unselected (about 1.6-3.5 k for the whole row instead of k per split). Too few of
   // them in the row, or too many in a split, and the merge selects over the row exactly.
   const bool gated = !final_answer && row_count > kMinSegment;
   if (gated && n == 0) {
