@@ -11,18 +11,17 @@
 
 namespace flashindexer::cuda {
 
-__device__ __forceinline__ uint32_t score_key(uint32_t bits) {
-  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  bits = bits == 0x80000000u ? 0u : bits;
-  const uint32_t key = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return is_nan ? 0u : key;
-}
-
 // score_key of a score known not to be NaN (one that passed a >= compare with a float): the
 // hot loops' survivors skip the NaN test.
 __device__ __forceinline__ uint32_t number_key(uint32_t bits) {
   bits = bits == 0x80000000u ? 0u : bits;
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+__device__ __forceinline__ uint32_t score_key(uint32_t bits) {
+  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t key = number_key(bits);
+  return is_nan ? 0u : key;
 }
 
 // The float t with score_key(x) >= key exactly when x >= t, for every non-NaN x, given key > 0

@@ -53,6 +53,13 @@ __device__ __forceinline__ uint32_t select_direct(const T* scores, int64_t n, ui
   return select_dense(candidates, want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
 }
 
+// Keys at scores before its first `bytes`-aligned address (bytes a power of two).
+template <typename T>
+__device__ __forceinline__ int64_t keys_before_alignment(const T* scores, uintptr_t bytes) {
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(scores) & (bytes - 1);
+  return static_cast<int64_t>(((bytes - offset) & (bytes - 1)) / sizeof(T));
+}
+
 // Step 1: a threshold expected to let ~1.6-3.5 `want` of the n keys at scores[0, n) through (up
 // to twice that with coarse_ok, see sample_threshold), from a sample of them (written to
 // `sample`, 64 KiB); also the sample's largest key.
@@ -75,9 +82,7 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
   // four requests per sector.
   using Group = typename S::Group;
   static_assert(kSampleGroupKeys * sizeof(T) == sizeof(Group), "a group is one load");
-  constexpr uintptr_t kAlign = sizeof(Group);
-  const int64_t lead = static_cast<int64_t>(
-      ((kAlign - (reinterpret_cast<uintptr_t>(scores) & (kAlign - 1))) & (kAlign - 1)) / sizeof(T));
+  const int64_t lead = keys_before_alignment(scores, sizeof(Group));
   const int64_t last_group = (n - lead) / kSampleGroupKeys - 1;  // n > kBufferCapacity: >= 0
   const Group* groups_base = reinterpret_cast<const Group*>(scores + lead);
 #pragma unroll
@@ -173,9 +178,8 @@ struct SegmentStream {
   __device__ __forceinline__ void begin(const T* segment_scores, int64_t count) {
     scores = segment_scores;
     n = count;
-    const int misaligned =
-        static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(scores) & 15)) & 15) / sizeof(T));
-    head = misaligned < n ? misaligned : static_cast<int>(n);
+    const int64_t misaligned = keys_before_alignment(scores, sizeof(uint4));
+    head = static_cast<int>(misaligned < n ? misaligned : n);
     const int64_t vectors = (n - head) / S::kPerVector;
     tail_begin = head + vectors * S::kPerVector;
     vector_base = reinterpret_cast<const uint4*>(scores + head);
@@ -269,8 +273,9 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
           number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
       const uint32_t index =
           first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
-      // A predicated store: a branch around it cost 2 % of prefill (its reconvergence and the
-      // address arithmetic in it); keys past the slice's end are counted, not stored.
+      // A predicated store: a branch around it (its reconvergence and the address arithmetic
+      // in it) cost ~2 % of prefill against a branch-free store; keys past the slice's end are
+      // counted, not stored.
       ptx::store_shared_if(position < kWarpSlice, slice_address + position * 8,
                            rank_key(key, index));
       atomicAdd(&hs.bins[survivor_bin(key)], 1u);
