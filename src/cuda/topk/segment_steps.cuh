@@ -192,7 +192,12 @@ struct SegmentStream {
 // rank key with index index_base + i, to this warp's slice of `buffer` (kWarpSlice slots; counts
 // beyond mark an overflow), counted in warp_counts[warp] and in the first histogram round of the
 // survivors (hs.bins over [threshold, sample_max], bins of survivor_histogram_shift).
-template <typename T, int kVectorsPerStep>
+// kBallotScan: a step's survivor counts are scanned over the warp with ballots
+// (warp_exclusive_count_scan), which shortens the step's dependency chain but needs more live
+// registers: the cluster kernel (1 CTA per SM, up to 128 registers) gains ~0.2-0.3 us of 26 at
+// decode 64 x 131072 (H200, three alternated runs); the segment kernel (64 registers) spills
+// with it and keeps the shuffle scan.
+template <bool kBallotScan, typename T, int kVectorsPerStep>
 __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerStep>& stream,
                                                  uint32_t index_base, uint32_t threshold,
                                                  uint32_t sample_max, uint64_t* buffer,
@@ -242,6 +247,7 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
   const int vector_count = stream.vector_count;
   constexpr int kStep = kThreads * kVectorsPerStep;
   static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
+  constexpr int kStepCountBits = 6;  // a lane's survivors in a step: 0..32
   // One step: one compare per key, into a bit per key (vector u's keys at bits u * kPerVector +
   // e); the count is a popc, and one loop over the set bits places the survivors. A running
   // count, then the compares again for the survivors' vectors, made the step a chain of ~100
@@ -259,10 +265,17 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
       }
     }
     const uint32_t mine = __popc(passing_bits);
-    const uint32_t inclusive = warp_inclusive_scan(mine);
-    const uint32_t step_total = __shfl_sync(0xffffffffu, inclusive, 31);
+    uint32_t step_total;
+    uint32_t before;
+    if constexpr (kBallotScan) {
+      before = warp_exclusive_count_scan<kStepCountBits>(mine, step_total);
+    } else {
+      const uint32_t inclusive = warp_inclusive_scan(mine);
+      step_total = __shfl_sync(0xffffffffu, inclusive, 31);
+      before = inclusive - mine;
+    }
     if (step_total == 0) return;
-    uint32_t position = warp_count + inclusive - mine;
+    uint32_t position = warp_count + before;
     const uint32_t first_index =
         index_base +
         static_cast<uint32_t>(head + (base + static_cast<int>(threadIdx.x)) * kPerVector);

@@ -89,6 +89,22 @@ struct Scores<uint16_t> {
   }
 };
 
+// The sum of `value` over the lanes below this one, and over the warp (total), for values below
+// 2^kBits: one ballot per bit, all independent, where warp_inclusive_scan is a chain of five
+// shuffles.
+template <int kBits>
+__device__ __forceinline__ uint32_t warp_exclusive_count_scan(uint32_t value, uint32_t& total) {
+  const uint32_t lanes_below = (1u << (threadIdx.x & 31)) - 1;
+  uint32_t below = 0;
+#pragma unroll
+  for (int b = 0; b < kBits; ++b) {
+    const uint32_t ballot = __ballot_sync(0xffffffffu, (value >> b) & 1u);
+    below += static_cast<uint32_t>(__popc(ballot & lanes_below)) << b;
+  }
+  total = __reduce_add_sync(0xffffffffu, value);
+  return below;
+}
+
 __device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t value) {
   const int lane = threadIdx.x & 31;
 #pragma unroll

@@ -118,7 +118,7 @@ struct ClusterShare {
   uint32_t rank_above[kMaxClusterRanks];   // per rank: its `above`
   uint32_t rank_in_bin[kMaxClusterRanks];  // per rank: its `count` (bin not taken whole)
   uint32_t rank_ties[kMaxClusterRanks];    // per rank: its boundary-bin keys >= the cutoff
-  uint8_t gathered_rank[kBruteForceMax];  // the rank of hs.gather[i]
+  uint8_t gathered_rank[kBruteForceMax];   // the rank of hs.gather[i]
 };
 
 // Clusters of at least this many CTAs take the sample's coarse threshold (sample_threshold,
@@ -351,8 +351,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream.begin(row_scores + begin, n);
     sampled_threshold(row_scores, row_count, row_want, ranks >= kMinRanksForCoarseThreshold,
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
-    stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
-                     warp_counts);
+    stream_survivors<true>(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
+                           warp_counts);
     if (threadIdx.x == 0) {
       bool overflow = false;
       for (int w = 0; w < kWarps; ++w) overflow |= warp_counts[w] > kWarpSlice;

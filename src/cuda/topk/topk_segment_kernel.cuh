@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
     SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(scores, n);
-    stream_survivors(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
+    stream_survivors<false>(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
     uint32_t survivors = 0;
     bool overflow = false;
