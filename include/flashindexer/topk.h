@@ -43,8 +43,11 @@ struct RowRanges {
 };
 
 struct TopKOptions {
-  // Emit the selected keys in the total order (best first). When false the order inside the
-  // valid prefix is unspecified but still deterministic.
+  // Emit the selected keys in the total order (best first): the same bits in every batch
+  // composition. When false the order inside the valid prefix is unspecified: the same on every
+  // run for the same shapes, but on CUDA it follows how the row was split across CTAs, which
+  // depends on the number of rows in the call (a row alone and the same row among 64 come out
+  // as the same set in different orders).
   bool sorted = false;
 };
 

@@ -478,6 +478,76 @@ TEST(TopKCuda, DecodeFormsWithNextN) {
   run_case(c);
 }
 
+// One row's answer, computed with `rows` rows in the batch (the row at `at`, the others fresh
+// N(0, 1) rows) in the decode form with full lengths: rows decide how the row is split (8-CTA
+// cluster alone, 2 CTAs at 64 rows, one CTA at 300; segments + merge for k > 2048).
+std::vector<int32_t> answer_in_batch(const std::vector<float>& row, int64_t rows, int64_t at, int k,
+                                     bool sorted, uint64_t seed) {
+  const auto width = static_cast<int64_t>(row.size());
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> scores(static_cast<size_t>(rows * width));
+  for (float& x : scores) x = normal(engine);
+  std::copy(row.begin(), row.end(), scores.begin() + at * width);
+  const std::vector<int32_t> lengths(static_cast<size_t>(rows), static_cast<int32_t>(width));
+  DeviceBuffer logits_buffer(scores.size() * 4), out_buffer(static_cast<size_t>(rows * k) * 4),
+      lengths_buffer(lengths.size() * 4);
+  const size_t workspace_bytes = topk_per_row_cuda_workspace_size(rows, width, k);
+  DeviceBuffer workspace(workspace_bytes);
+  EXPECT_EQ(
+      cudaMemcpy(logits_buffer.get(), scores.data(), logits_buffer.bytes(), cudaMemcpyHostToDevice),
+      cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(lengths_buffer.get(), lengths.data(), lengths_buffer.bytes(),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  RunOptions options;
+  options.workspace = workspace.get();
+  options.workspace_bytes = workspace_bytes;
+  TopKOptions topk_options;
+  topk_options.sorted = sorted;
+  const Status status = topk_per_row(
+      TensorView::contiguous(out_buffer.get(), DType::kI32, {rows, k}, Device::kCUDA),
+      TensorView::contiguous(logits_buffer.get(), DType::kF32, {rows, width}, Device::kCUDA),
+      RowRanges::decode(
+          TensorView::contiguous(lengths_buffer.get(), DType::kI32, {rows}, Device::kCUDA)),
+      k, topk_options, options);
+  EXPECT_TRUE(status.ok()) << status.message();
+  std::vector<int32_t> got(static_cast<size_t>(rows * k));
+  EXPECT_EQ(cudaMemcpy(got.data(), out_buffer.get(), out_buffer.bytes(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return {got.begin() + at * k, got.begin() + (at + 1) * k};
+}
+
+// The same row in batches of 1, 64 and 300 rows goes through differently split kernels: the
+// sorted answer (the canonical order) must be the same bits, the unsorted one the same set.
+TEST(TopKCuda, BatchCompositionDoesNotChangeTheAnswer) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t seed = fitest::test_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(131072);
+  for (float& x : row) x = normal(engine);
+  for (const int k : {2048, 3000}) {
+    for (const bool sorted : {true, false}) {
+      const std::vector<int32_t> alone = answer_in_batch(row, 1, 0, k, sorted, seed + 1);
+      std::vector<int32_t> alone_set = alone;
+      std::sort(alone_set.begin(), alone_set.end());
+      for (const auto& [rows, at] : {std::pair<int64_t, int64_t>{64, 37}, {300, 299}}) {
+        std::vector<int32_t> batched = answer_in_batch(row, rows, at, k, sorted, seed + 2);
+        if (sorted) {
+          EXPECT_TRUE(batched == alone)
+              << "k=" << k << ": sorted answer differs at " << rows << " rows from the row alone";
+        } else {
+          std::sort(batched.begin(), batched.end());
+          EXPECT_TRUE(batched == alone_set)
+              << "k=" << k << ": selected set differs at " << rows << " rows from the row alone";
+        }
+      }
+    }
+  }
+}
+
 TEST(TopKCuda, RefusesAMissingWorkspaceWhenRowsAreSplit) {
   SKIP_WITHOUT_GPU();
   const int64_t rows = 4;
