@@ -194,8 +194,8 @@ struct SegmentStream {
 // survivors (hs.bins over [threshold, sample_max], bins of survivor_histogram_shift).
 // kBallotScan: a step's survivor counts are scanned over the warp with ballots
 // (warp_exclusive_count_scan), which shortens the step's dependency chain but needs more live
-// registers: the cluster kernel (1 CTA per SM, up to 128 registers) gains ~0.2-0.3 us of 26 at
-// decode 64 x 131072 (H200, three alternated runs); the segment kernel (64 registers) spills
+// registers: the cluster kernel (1 CTA per SM, up to 128 registers) gains 0.1-0.4 us of ~26 at
+// decode 64 x 131072 (H200, alternated runs); the segment kernel (64 registers) spills
 // with it and keeps the shuffle scan.
 template <bool kBallotScan, typename T, int kVectorsPerStep>
 __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerStep>& stream,
