@@ -72,20 +72,23 @@ struct Scores<uint16_t> {
   __device__ __forceinline__ static uint32_t key(const uint16_t* row, int64_t i) {
     return score_key(static_cast<uint32_t>(__ldg(row + i)) << 16);
   }
+  // The fp32 bit pattern of the bf16 value in half h of a 32-bit word (h = 0: the low half).
+  __device__ __forceinline__ static uint32_t half_bits(uint32_t word, int h) {
+    return h ? (word & 0xffff0000u) : (word << 16);
+  }
   __device__ __forceinline__ static uint32_t vector_bits(const uint4& v, int e) {
     const int w = e >> 1;
-    const uint32_t word = w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
-    return (e & 1) ? (word & 0xffff0000u) : (word << 16);
+    return half_bits(w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w, e & 1);
   }
   __device__ __forceinline__ static float vector_value(const uint4& v, int e) {
     return __uint_as_float(vector_bits(v, e));
   }
   using Group = uint2;
   __device__ __forceinline__ static void group_keys(const uint2& g, uint32_t (&keys)[4]) {
-    keys[0] = score_key(g.x << 16);
-    keys[1] = score_key(g.x & 0xffff0000u);
-    keys[2] = score_key(g.y << 16);
-    keys[3] = score_key(g.y & 0xffff0000u);
+    keys[0] = score_key(half_bits(g.x, 0));
+    keys[1] = score_key(half_bits(g.x, 1));
+    keys[2] = score_key(half_bits(g.y, 0));
+    keys[3] = score_key(half_bits(g.y, 1));
   }
 };
 
