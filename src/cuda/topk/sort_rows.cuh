@@ -51,16 +51,17 @@ __device__ __forceinline__ void bitonic_step_in_thread(uint64_t (&keys)[kPerThre
   }
 }
 
-// Sorts the `width` (a power of two, width / kPerThread <= kThreads) keys that thread t holds as
-// keys[0, kPerThread) = elements [t kPerThread, (t + 1) kPerThread) descending; threads past the
-// width hold nothing that matters. scratch: `width` rank keys of shared memory, where key e of
+// Sorts the `width` (a power of two, kPerThread <= width <= kPerThread * kThreads: the smallest
+// kPerThread that holds width, as sort_selection_descending picks it) keys that thread t holds
+// as keys[0, kPerThread) = elements [t kPerThread, (t + 1) kPerThread) descending; threads past
+// the width hold nothing that matters. scratch: `width` rank keys of shared memory, where key e of
 // thread t goes to e * threads + t (consecutive lanes on consecutive words: no bank conflicts;
 // the blocked order would put 4-8 lanes on one bank). Contains barriers: call from all threads.
 template <int kPerThread>
 __device__ void bitonic_sort_registers(uint64_t (&keys)[kPerThread], int width, uint64_t* scratch) {
   const int t = static_cast<int>(threadIdx.x);
   const int base = t * kPerThread;
-  const int threads = width >= kPerThread ? width / kPerThread : 1;  // those that hold keys
+  const int threads = width / kPerThread;  // those that hold keys
   const bool holds = t < threads;
   for (int size = 2; size <= width; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
