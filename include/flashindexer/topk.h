@@ -43,11 +43,10 @@ struct RowRanges {
 };
 
 struct TopKOptions {
-  // Emit the selected keys in the total order (best first): the same bits in every batch
-  // composition. When false the order inside the valid prefix is unspecified: the same on every
-  // run for the same shapes, but on CUDA it follows how the row was split across CTAs, which
-  // depends on the number of rows in the call (a row alone and the same row among 64 come out
-  // as the same set in different orders).
+  // Emit the selected keys in the total order (best first). When false, CUDA emits them in
+  // ascending index order and the CPU in an order fixed by the row's scores. Either way a row's
+  // answer is the same bits on every run and in every batch composition (however many rows
+  // the call has, so however the row is split across CTAs).
   bool sorted = false;
 };
 

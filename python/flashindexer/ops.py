@@ -241,9 +241,9 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
     lengths: [rows] int32 (s < lengths[r]) or [B] int32 with next_n rows per request
     (s < lengths[r // next_n] - next_n + r % next_n + 1).
     Returns out [rows, k] int32 of indices relative to the row start (s - ks[t]); a row with
-    n < k visible keys fills n slots and writes -1 into the rest. ``sorted``: best first, the
-    same bits whatever the batch; unsorted: the same set, in an order that on CUDA can change
-    with the number of rows in the call.
+    n < k visible keys fills n slots and writes -1 into the rest. ``sorted``: best first;
+    unsorted: on CUDA in ascending index order, on the CPU in an order fixed by the row. Either
+    way a row's answer is the same bits whatever the batch it comes in.
     CUDA: asynchronous on the stream, graph-capturable; range values are not checked (clamped).
     """
     rows, width = shape(logits, "topk_per_row: logits")

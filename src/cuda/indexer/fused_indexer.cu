@@ -282,11 +282,10 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
       scan.params.skip_sampled = true;
     }
     if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
-    // The candidates sit in their slots in the order the scan's atomics were served, so an
-    // unsorted answer comes in ascending index order (rows too long for that are sorted).
+    // The candidates sit in their slots in the order the scan's atomics were served; the
+    // select writes unsorted answers in ascending index order, like every top-k path.
     topk::Params select = topk::make_params(leading_rows(out, first, count),
-                                            form.ranges(first, count), width, k, true);
-    select.index_order = sorted ? 0 : 1;
+                                            form.ranges(first, count), width, k, sorted);
     select.split_capacity = shape.capacity;
     select.split_keys = arrays.candidates;
     select.split_counts = arrays.counts;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/topk/config.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"
 
@@ -33,10 +34,6 @@ struct Params {
   int k;
   int splits;  // CTAs per row; > 1 writes per-split candidates into the workspace
   int sorted;
-  // Unsorted answers in ascending index order (the merge kernel only; rows of at most
-  // kIndexOrderMaxKeys keys, longer ones are sorted best first): the fused indexer's select, whose
-  // candidates arrive in the order its atomics were served, so that the answer repeats.
-  int index_order;
   // Rank keys one split may hand the merge: kMergeCapacity / splits (>= k). A gated split's
   // survivors (~1.6-3.5 k per row, so more than k in one split when a row has 2 splits) fit.
   int split_capacity;
@@ -57,10 +54,16 @@ Params make_params(const TensorView& out, const RowRanges& ranges, int64_t width
                    bool sorted);
 
 // Rank keys per CTA selection array: k rounded up to a power of two (bitonic sort width).
-inline int selection_capacity(int k) {
+__host__ __device__ inline int selection_capacity(int k) {
   int capacity = 1;
   while (capacity < k) capacity *= 2;
   return capacity;
+}
+
+// The segment kernel's selection array, which is also its unsorted answers' bitmap: in rank keys.
+__host__ __device__ inline int selection_area(int k) {
+  const int bitmap_keys = kIndexBitmapWords / 2;
+  return selection_capacity(k) > bitmap_keys ? selection_capacity(k) : bitmap_keys;
 }
 
 cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t stream);

@@ -226,8 +226,9 @@ __device__ __forceinline__ void write_padding(const Params& p, int32_t* out, uin
   }
 }
 
-// Writes a row's answer: the indices of selection[0, count) (sorted best first when asked),
-// then -1 up to k. Columns >= k are not touched. Contains barriers when sorting.
+// Writes a row's answer: the indices of selection[0, count), which holds them in ascending index
+// order (sorted best first here when asked), then -1 up to k. Columns >= k are not touched.
+// Contains barriers when sorting.
 __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selection,
                                  uint32_t count) {
   int32_t* out = p.out + row * p.out_stride0;
@@ -243,37 +244,104 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
   write_padding(p, out, count);
 }
 
-// Writes a row's answer in ascending index order: the indices of selection[0, count) of a row of
-// row_count keys, then -1 up to k. bitmap: (row_count + 31) / 32 words of shared memory it may
-// use. One bit per key of the row and a block scan of the words' counts: a few barriers, where
-// sorting the selection (the other deterministic order) is ~66 dependent steps. Contains
-// barriers.
-__device__ inline void write_row_in_index_order(const Params& p, int64_t row,
-                                                const uint64_t* selection, uint32_t count,
-                                                int64_t row_count, uint32_t* bitmap,
-                                                uint32_t* scan_scratch) {
-  const int words = static_cast<int>((row_count + 31) / 32);
-  for (int w = threadIdx.x; w < words; w += kThreads) bitmap[w] = 0;
-  __syncthreads();
-  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-    const auto index = static_cast<uint32_t>(rank_key_index(selection[i]));
-    atomicOr(&bitmap[index / 32], 1u << (index % 32));
-  }
-  __syncthreads();
-  // Thread t owns words [t * per_thread, (t + 1) * per_thread): its indices are consecutive.
-  const int per_thread = (words + kThreads - 1) / kThreads;
-  const int first = static_cast<int>(threadIdx.x) * per_thread;
-  const int last = first + per_thread < words ? first + per_thread : words;
-  uint32_t mine = 0;
-  for (int w = first; w < last; ++w) mine += __popc(bitmap[w]);
-  uint32_t total;
-  uint32_t place = block_exclusive_scan(mine, scan_scratch, total);
-  int32_t* out = p.out + row * p.out_stride0;
-  for (int w = first; w < last; ++w) {
-    for (uint32_t bits = bitmap[w]; bits != 0; bits &= bits - 1) {
-      out[place++ * p.out_stride1] = w * 32 + __ffs(bits) - 1;
+// Writes the indices of a CTA's selected keys, all in [base, base + span), to
+// out[(offset + i) * stride], i = 0, 1, ..., in ascending index order: the order of every unsorted
+// answer, which then depends on the selected set only, not on how the row was split across CTAs
+// (so not on the batch). One bit per key in `bitmap` (bitmap_words words of shared memory, a
+// multiple of 4, 16-byte aligned; spans longer than 32 x bitmap_words keys take several windows)
+// and a block scan of the words' counts, where sorting the keys by index is ~66 dependent steps.
+// first_cleared: the caller has zeroed the first window's words (bitmap_words, or fewer for a
+// shorter span, rounded up to 4) behind an earlier barrier, which saves a barrier here.
+// mark(bitmap, first, keys), called by every thread once a window is clear, sets (atomicOr)
+// bit i - first of bitmap for each selected key with index i in [first, first + keys). Returns
+// the count written. Contains barriers.
+template <typename Mark>
+__device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t stride,
+                                                       uint32_t offset, uint32_t base,
+                                                       int64_t span, uint32_t* bitmap,
+                                                       int bitmap_words, bool first_cleared,
+                                                       uint32_t* scan_scratch, Mark&& mark) {
+  const int64_t window_keys = int64_t{bitmap_words} * 32;
+  uint4* groups = reinterpret_cast<uint4*>(bitmap);  // 4 words (128 keys) per 16-byte access
+  uint32_t written = 0;
+  for (int64_t window = 0; window < span; window += window_keys) {
+    const int64_t left = (span - window + 127) / 128;
+    const int group_count = left < bitmap_words / 4 ? static_cast<int>(left) : bitmap_words / 4;
+    if (window > 0 || !first_cleared) {
+      for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
+      __syncthreads();
     }
+    const uint32_t first_index = base + static_cast<uint32_t>(window);
+    mark(bitmap, first_index, static_cast<uint32_t>(group_count) * 128);
+    __syncthreads();
+    // Warp w owns words [w * per_warp, (w + 1) * per_warp), lane l the l-th of every 32: scalar
+    // loads without bank conflicts, and the warp's indices of a step are consecutive, so its
+    // stores are coalesced. (A thread owning 8 consecutive words, its stores scattered over ~32
+    // sectors, measured the same; so did staging the indices in shared memory.)
+    const int words = group_count * 4;
+    const int per_warp = (words + kWarps * 32 - 1) / (kWarps * 32) * 32;
+    const int lane = threadIdx.x & 31;
+    const int first = (threadIdx.x >> 5) * per_warp;
+    const int last = first + per_warp < words ? first + per_warp : words;
+    uint32_t mine = 0;
+    for (int w = first + lane; w < last; w += 32) mine += __popc(bitmap[w]);
+    mine = __reduce_add_sync(0xffffffffu, mine);
+    uint32_t total;
+    const uint32_t warp_offset = block_exclusive_scan(lane == 0 ? mine : 0u, scan_scratch, total);
+    uint32_t place = offset + written + __shfl_sync(0xffffffffu, warp_offset, 0);
+    for (int step = first; step < last; step += 32) {
+      const int w = step + lane;
+      const uint32_t word = w < last ? bitmap[w] : 0u;
+      const uint32_t count = __popc(word);
+      const uint32_t inclusive = warp_inclusive_scan(count);
+      uint32_t at = place + inclusive - count;
+      for (uint32_t bits = word; bits != 0; bits &= bits - 1) {
+        out[at++ * stride] = static_cast<int32_t>(first_index + w * 32 + __ffs(bits) - 1);
+      }
+      place += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+    written += total;
+    if (window + window_keys < span) __syncthreads();  // the words are read before the next clear
   }
+  return written;
+}
+
+// Zeroes what write_marked_in_index_order(..., first_cleared = true) expects zeroed: the first
+// window's words of a span. Needs a barrier before that call.
+__device__ __forceinline__ void clear_first_window(uint32_t* bitmap, int bitmap_words,
+                                                   int64_t span) {
+  const int64_t needed = (span + 127) / 128;
+  const int group_count = needed < bitmap_words / 4 ? static_cast<int>(needed) : bitmap_words / 4;
+  uint4* groups = reinterpret_cast<uint4*>(bitmap);
+  for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
+}
+
+// The bit of a key with index `index` in a window of `keys` keys from `first` (mark's part).
+__device__ __forceinline__ void mark_index(uint32_t* bitmap, uint32_t first, uint32_t keys,
+                                           uint32_t index) {
+  const uint32_t at = index - first;
+  if (at < keys) atomicOr(&bitmap[at / 32], 1u << (at % 32));
+}
+
+// Writes a row's answer from selection[0, count) in any order: sorted best first when asked,
+// else in ascending index order (write_marked_in_index_order over the row's row_count keys, with
+// bitmap_words words at `bitmap`), then -1 up to k. Contains barriers.
+__device__ inline void write_row_from_any_order(const Params& p, int64_t row,
+                                                uint64_t* selection, uint32_t count,
+                                                int64_t row_count, uint32_t* bitmap,
+                                                int bitmap_words, uint32_t* scan_scratch) {
+  if (p.sorted) {
+    write_row(p, row, selection, count);
+    return;
+  }
+  int32_t* out = p.out + row * p.out_stride0;
+  write_marked_in_index_order(
+      out, p.out_stride1, 0, 0, row_count, bitmap, bitmap_words, false, scan_scratch,
+      [&](uint32_t* bits, uint32_t first, uint32_t keys) {
+        for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+          mark_index(bits, first, keys, static_cast<uint32_t>(rank_key_index(selection[i])));
+        }
+      });
   write_padding(p, out, count);
 }
 

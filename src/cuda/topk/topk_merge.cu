@@ -6,11 +6,11 @@
 // up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
 // split order into shared memory, selects with the histogram select of select_core.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
-// (select_from_global). Sorted best first when asked, or in ascending index order
-// (Params::index_order). 1 CTA per SM; when the splits' slots total <= kBufferCapacity (8192:
-// the fused indexer's candidate slots at k <= 2048; split rows always bring kMergeCapacity) a
-// second instantiation with half the buffer runs 2 CTAs per SM,
-// so one CTA's serial phases (load, histogram rounds, sort) overlap the other's.
+// (select_from_global). Sorted best first when asked, else in ascending index order. 1 CTA per
+// SM; when the splits' slots total <= kBufferCapacity (8192: the fused indexer's candidate slots
+// at k <= 2048; split rows always bring kMergeCapacity) a second instantiation with half the
+// buffer runs 2 CTAs per SM, so one CTA's serial phases (load, histogram rounds, sort) overlap
+// the other's.
 //
 // The fused indexer hands its emitted candidates over the same way (one split per row, no
 // logits): a row whose candidates are incomplete is left alone, and its visible range goes to
@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
     if (p.logits == nullptr) return;  // fused indexer: its exact fallback writes the row
     const T* scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
     select_from_global(scores, row_count, row_want, 0u, selection, hs, &state);
-    write_row(p, row, selection, row_want);
+    write_row_from_any_order(p, row, selection, row_want, row_count,
+                             reinterpret_cast<uint32_t*>(buffer), kCapacity * 2, hs.scan);
     return;
   }
   // Dense copy in split order; all of a thread's loads are issued before its stores (the
@@ -115,13 +116,8 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   const uint32_t count =
       select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
   // The buffer is free once the selection is compacted: a bit per key of the row.
-  constexpr int64_t kIndexOrderMaxKeys = int64_t{kCapacity} * 64;
-  if (p.index_order && row_count <= kIndexOrderMaxKeys) {
-    write_row_in_index_order(p, row, selection, count, row_count,
-                             reinterpret_cast<uint32_t*>(buffer), hs.scan);
-  } else {
-    write_row(p, row, selection, count);
-  }
+  write_row_from_any_order(p, row, selection, count, row_count,
+                           reinterpret_cast<uint32_t*>(buffer), kCapacity * 2, hs.scan);
 }
 
 }  // namespace

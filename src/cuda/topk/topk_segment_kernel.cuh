@@ -30,7 +30,10 @@
 //          radix select on the 32-bit score keys over global memory (<= 4 reads), then one read in
 //          index order that takes every key above the k'-th score and the lowest-index keys equal
 //          to it, placed by block scans. Never a truncation.
-//   * Final rows are sorted best first when asked (a bitonic sort in registers, sort_rows.cuh).
+//   * Final rows are sorted best first when asked (a bitonic sort in registers, sort_rows.cuh),
+//     else written in ascending index order (the direct path's compaction keeps it; the others
+//     go through a bitmap of the row, write_marked_in_index_order), so that the unsorted answer is the
+//     same however the row was split, i.e. in any batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,7 +54,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     topk_segment_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                       // [kBufferCapacity] rank keys
-  uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
+  uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_area(k)] rank keys
   __shared__ HistShared hs;  // histogram select; its bins also serve the fallback radix select
   __shared__ uint32_t warp_counts[kWarps];
   __shared__ SelectState state;
@@ -99,7 +102,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   }
   bool gate_failed = false;
 
-  if (n <= kBufferCapacity && !gated) {
+  const bool direct = n <= kBufferCapacity && !gated;  // its compaction keeps index order
+  if (direct) {
     count = select_direct(scores, n, want, index_base, buffer, selection, hs);
   } else {
     // 1. Sampled threshold (over the whole row when gated, else over the segment).
@@ -112,6 +116,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
     SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(scores, n);
+    // An unsorted answer's bitmap, in the selection array's place, cleared behind the stream's
+    // first barrier.
+    if (final_answer && !p.sorted) {
+      clear_first_window(reinterpret_cast<uint32_t*>(selection), 2 * selection_area(p.k), n);
+    }
     stream_survivors<false>(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
     uint32_t survivors = 0;
@@ -141,11 +150,24 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
         cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
       }
       if (final_answer && !p.sorted) {
-        // The unsorted answer is the compaction's order: written straight to the row.
+        // Straight from the survivors' slots into the bitmap (compacting them first cost one
+        // more pass and block scan).
         int32_t* out = p.out + row * p.out_stride0;
-        count = compact_cutoff_to(candidates, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
-          out[i * p.out_stride1] = rank_key_index(key);
-        });
+        const int lane = threadIdx.x & 31;
+        const int warp = threadIdx.x >> 5;
+        count = write_marked_in_index_order(
+            out, p.out_stride1, 0, 0, n, reinterpret_cast<uint32_t*>(selection),
+            2 * selection_area(p.k), true, hs.scan,
+            [&](uint32_t* bits, uint32_t first, uint32_t keys) {
+              const uint64_t* slice = buffer + warp * kWarpSlice;
+              const uint32_t mine = warp_counts[warp];
+              for (uint32_t i = lane; i < mine; i += 32) {
+                const uint64_t key = slice[i];
+                if (key >= cutoff) {
+                  mark_index(bits, first, keys, static_cast<uint32_t>(rank_key_index(key)));
+                }
+              }
+            });
         write_padding(p, out, count);
         return;
       }
@@ -156,8 +178,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     }
   }
 
-  if (final_answer) {
+  if (final_answer && direct) {
     write_row(p, row, selection, count);
+  } else if (final_answer) {
+    // The fallback's selection (keys above the k-th score, then its ties) is not in index
+    // order: the buffer, free now, becomes the bitmap that puts it there.
+    write_row_from_any_order(p, row, selection, count, n, reinterpret_cast<uint32_t*>(buffer),
+                             kBufferCapacity * 2, hs.scan);
   } else {
     const int64_t slot = row * p.splits + split;
     uint64_t* keys = p.split_keys + slot * p.split_capacity;
@@ -174,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 template <typename T>
 cudaError_t launch_segment(const Params& params, int64_t rows, cudaStream_t stream) {
   const size_t shared =
-      (kBufferCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
+      (kBufferCapacity + static_cast<size_t>(selection_area(params.k))) * sizeof(uint64_t);
   // The largest k's footprint, set on every launch (per device, host-side only, capture-safe).
   const int most = (kBufferCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
   const cudaError_t configured = cudaFuncSetAttribute(
