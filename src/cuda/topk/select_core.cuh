@@ -380,6 +380,19 @@ struct Candidates {
   }
 };
 
+// write_marked_in_index_order's mark for candidates in per-warp slices with counts (c.counts
+// set, not the dense form): this warp's keys >= cutoff.
+__device__ __forceinline__ void mark_candidates(const Candidates& c, uint64_t cutoff,
+                                                uint32_t* bitmap, uint32_t first, uint32_t keys) {
+  const int warp = threadIdx.x >> 5;
+  const uint64_t* slice = c.buffer + warp * c.slice;
+  const uint32_t mine = c.counts[warp];
+  for (uint32_t i = threadIdx.x & 31; i < mine; i += 32) {
+    const uint64_t key = slice[i];
+    if (key >= cutoff) mark_index(bitmap, first, keys, static_cast<uint32_t>(rank_key_index(key)));
+  }
+}
+
 // Slots per warp for `valid` dense keys: every warp gets a share, a multiple of 32.
 __device__ __forceinline__ int dense_slice(uint32_t valid) {
   const int per_warp = static_cast<int>((valid + kWarps - 1) / kWarps);

@@ -302,14 +302,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t segment
   write_marked_in_index_order(
       out, p.out_stride1, offset, segment_begin, segment_keys, reinterpret_cast<uint32_t*>(sorted),
       kGatherCapacity * 2, true, hs.scan, [&](uint32_t* bits, uint32_t first, uint32_t keys) {
-        const uint64_t* slice = buffer + warp * kWarpSlice;
-        const uint32_t mine = warp_counts[warp];
-        for (uint32_t i = lane; i < mine; i += 32) {
-          const uint64_t key = slice[i];
-          if (key >= cutoff) {
-            mark_index(bits, first, keys, static_cast<uint32_t>(rank_key_index(key)));
-          }
-        }
+        mark_candidates(own, cutoff, bits, first, keys);
       });
   if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));

@@ -153,20 +153,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
         // Straight from the survivors' slots into the bitmap (compacting them first cost one
         // more pass and block scan).
         int32_t* out = p.out + row * p.out_stride0;
-        const int lane = threadIdx.x & 31;
-        const int warp = threadIdx.x >> 5;
         count = write_marked_in_index_order(
             out, p.out_stride1, 0, 0, n, reinterpret_cast<uint32_t*>(selection),
             2 * selection_area(p.k), true, hs.scan,
             [&](uint32_t* bits, uint32_t first, uint32_t keys) {
-              const uint64_t* slice = buffer + warp * kWarpSlice;
-              const uint32_t mine = warp_counts[warp];
-              for (uint32_t i = lane; i < mine; i += 32) {
-                const uint64_t key = slice[i];
-                if (key >= cutoff) {
-                  mark_index(bits, first, keys, static_cast<uint32_t>(rank_key_index(key)));
-                }
-              }
+              mark_candidates(candidates, cutoff, bits, first, keys);
             });
         write_padding(p, out, count);
         return;
