@@ -90,8 +90,8 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
 // Merges the gathered candidates of all ranks into the global top-k of every row.
 //   out:      [rows, >= k] i32 (out): global ids (relative to the row start of the full,
 //             un-sharded row), -1 padding after the min(n, k) valid ones; columns k and beyond
-//             are not touched. Sorted best first when topk_options.sorted, else in an
-//             unspecified but deterministic order.
+//             are not touched. Sorted best first when topk_options.sorted, else (CPU) in
+//             ascending id order.
 //   gathered: the N packed candidate blocks, rank-major, either
 //             [rows, N * k] i64 (rank r's candidates at columns [r k, (r + 1) k)), or
 //             [rows, N, k] i64 with any strides of its first two dimensions, e.g. strides

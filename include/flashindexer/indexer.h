@@ -1,8 +1,9 @@
 // The indexer: scoring and selection in one call, without the [rows, keys] logits in memory.
 //
 // indexer_prefill == topk_per_row(mqa_logits(...)) and indexer_decode ==
-// topk_per_row(paged_mqa_logits(...)) exactly (same set; same order when sorted), on every
-// backend: the scores are computed with the arithmetic of the backend's logits op.
+// topk_per_row(paged_mqa_logits(...)) exactly, bit for bit (best first when sorted, ascending
+// index order when not), on every backend: the scores are computed with the arithmetic of the
+// backend's logits op.
 //
 // CUDA tensors (FP8, H 32/64, D 128, as the CUDA logits ops): the rows run in batches whose
 // logits live in RunOptions::workspace, which is required (indexer_cuda_workspace_size(k) bytes

@@ -43,10 +43,10 @@ struct RowRanges {
 };
 
 struct TopKOptions {
-  // Emit the selected keys in the total order (best first). When false, CUDA emits them in
-  // ascending index order and the CPU in an order fixed by the row's scores. Either way a row's
-  // answer is the same bits on every run and in every batch composition (however many rows
-  // the call has, so however the row is split across CTAs).
+  // Emit the selected keys in the total order (best first); when false, in ascending index
+  // order. Either way a row's answer is the same bits on every backend, on every run and in
+  // every batch composition (however many rows the call has, so however the row is split
+  // across CTAs or threads).
   bool sorted = false;
 };
 

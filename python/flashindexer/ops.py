@@ -242,8 +242,8 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
     (s < lengths[r // next_n] - next_n + r % next_n + 1).
     Returns out [rows, k] int32 of indices relative to the row start (s - ks[t]); a row with
     n < k visible keys fills n slots and writes -1 into the rest. ``sorted``: best first;
-    unsorted: on CUDA in ascending index order, on the CPU in an order fixed by the row. Either
-    way a row's answer is the same bits whatever the batch it comes in.
+    unsorted: ascending index order. Either way a row's answer is the same bits on every
+    backend and whatever the batch it comes in.
     CUDA: asynchronous on the stream, graph-capturable; range values are not checked (clamped).
     """
     rows, width = shape(logits, "topk_per_row: logits")

@@ -47,10 +47,11 @@ void select_into(const RowBlock& block, const Keys& keys, int k, bool sorted, Sl
   }
 }
 
-void write_slot(const TensorView& out, int64_t first_row, int rows, Slot slot, int k) {
+void write_slot(const TensorView& out, int64_t first_row, int rows, Slot slot, int k,
+                bool sorted) {
   for (int r = 0; r < rows; ++r) {
     write_indices(element<int32_t>(out, first_row + r, 0),
-                  slot.candidates + r * streaming_topk_capacity(k), slot.sizes[r], k);
+                  slot.candidates + r * streaming_topk_capacity(k), slot.sizes[r], k, sorted);
   }
 }
 
@@ -70,7 +71,7 @@ void merge_segments(const TensorView& out, int64_t first_row, int rows, void* wo
     }
     merged.sizes[r] = keep_largest(keys, count, k, sorted);
   }
-  write_slot(out, first_row, rows, merged, k);
+  write_slot(out, first_row, rows, merged, k, sorted);
 }
 
 // One (block, segment) item: whole blocks select into the thread's slot and write their rows;
@@ -80,7 +81,7 @@ void select_item(const TensorView& out, const RowBlock& block, int64_t first_row
                  const Keys& keys, int k, bool sorted, int segments, void* workspace) {
   const Slot slot = slot_at(workspace, k, segments == 1 ? omp_get_thread_num() : item);
   select_into(block, keys, k, sorted && segments == 1, slot);
-  if (segments == 1) write_slot(out, first_row, block.count, slot, k);
+  if (segments == 1) write_slot(out, first_row, block.count, slot, k, sorted);
 }
 
 template <typename Blocks>

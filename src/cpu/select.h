@@ -34,14 +34,17 @@ inline uint64_t rank_key(float score, uint32_t index) {
 
 inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
 
-// Moves the min(n, k) largest keys to keys[0, min(n, k)), in descending order when `sorted`.
-// Returns min(n, k).
+// Moves the min(n, k) largest keys to keys[0, min(n, k)): in descending order when `sorted`,
+// else in the order they had in keys[0, n). Returns min(n, k).
 size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted);
 
 // The (rank + 1)-th largest of values[0, n) (rank < n); reorders the values.
 uint32_t largest_at_rank(uint32_t* values, size_t n, size_t rank);
 
-// Writes the indices of keys[0, count) to out[0, count) and -1 to out[count, k).
-void write_indices(int32_t* out, const uint64_t* keys, size_t count, int k);
+// Writes the indices of keys[0, count) to out[0, count), in that order when `sorted` (the keys
+// are best first), else in ascending index order: the order of every unsorted answer, on every
+// backend, so it does not depend on how the keys were split or merged on the way. Then -1 to
+// out[count, k). The keys are scratch afterwards.
+void write_indices(int32_t* out, uint64_t* keys, size_t count, int k, bool sorted);
 
 }  // namespace flashindexer::cpu

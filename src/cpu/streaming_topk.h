@@ -42,7 +42,7 @@ class StreamingTopK {
 
   // Keeps the k best (sorted best first when `sorted`) in keys()[0, size()).
   void finish(bool sorted) { count_ = keep_largest(keys_, count_, k_, sorted); }
-  const uint64_t* keys() const { return keys_; }
+  uint64_t* keys() const { return keys_; }
   size_t size() const { return count_; }
 
  private:

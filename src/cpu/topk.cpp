@@ -94,7 +94,7 @@ void select_row(int32_t* out, const Logit* row, int64_t n, int k, bool sorted, u
     stream_row(selector, row, n);
   }
   selector.finish(sorted);
-  write_indices(out, selector.keys(), selector.size(), k);
+  write_indices(out, selector.keys(), selector.size(), k, sorted);
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ void dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, in
         }
       }
       const size_t kept = cpu::keep_largest(keys, count, static_cast<size_t>(k), sorted);
-      cpu::write_indices(cpu::element<int32_t>(out, t, 0), keys, kept, k);
+      cpu::write_indices(cpu::element<int32_t>(out, t, 0), keys, kept, k, sorted);
     }
   }
 }

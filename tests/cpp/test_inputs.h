@@ -616,7 +616,8 @@ inline std::vector<int32_t> topk_row(const HostTensor& out, int64_t row, int k) 
 }
 
 // Checks one row of a top-k result against the reference row (sorted best first, -1 tail):
-// a valid prefix of the same length, then -1; the same set; the same order when `sorted`.
+// a valid prefix of the same length, then -1; the same set; the same order when `sorted`, else
+// ascending indices (the unsorted order of every backend).
 inline ::testing::AssertionResult TopKRowMatches(const std::vector<int32_t>& got,
                                                  const std::vector<int32_t>& expected,
                                                  bool sorted) {
@@ -644,6 +645,13 @@ inline ::testing::AssertionResult TopKRowMatches(const std::vector<int32_t>& got
       }
     }
     return ::testing::AssertionSuccess();
+  }
+  for (size_t i = 1; i < valid; ++i) {
+    if (got[i - 1] >= got[i]) {
+      return ::testing::AssertionFailure() << "unsorted slots " << i - 1 << " and " << i << " are "
+                                           << got[i - 1] << ", " << got[i]
+                                           << ": not in ascending index order";
+    }
   }
   std::sort(got_set.begin(), got_set.end());
   std::sort(expected_set.begin(), expected_set.end());

@@ -582,6 +582,40 @@ TEST(SelectCore, KeepLargestEqualsTheSortedPrefix) {
   }
 }
 
+// write_indices: best first as given when sorted, else ascending (a radix sort of as many 8-bit
+// digits as the largest index has: 1 to 4 passes), then -1 up to k.
+TEST(SelectCore, WriteIndicesOrdersUnsortedAnswersByIndex) {
+  FI_SEEDED_RNG(rng);
+  for (uint32_t largest : {200u, 60000u, 5000000u, 0x7fffffffu}) {
+    for (size_t count : {0, 1, 2, 255, 2048}) {
+      SCOPED_TRACE(::testing::Message() << "largest=" << largest << " count=" << count);
+      std::vector<uint64_t> keys(count);
+      std::vector<int32_t> indices(count);
+      for (size_t i = 0; i < count; ++i) {
+        // Distinct indices; the largest one always there (its digits set the passes).
+        const auto odd = static_cast<uint32_t>(rng.uniform_int(0, (largest - 1) / 2)) * 2 + 1;
+        indices[i] = static_cast<int32_t>(i == 0 ? largest : odd);
+      }
+      std::sort(indices.begin(), indices.end());
+      indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+      rng.shuffle(indices);
+      for (size_t i = 0; i < indices.size(); ++i) {
+        keys[i] = cpu::rank_key(rng.normal(), static_cast<uint32_t>(indices[i]));
+      }
+      const int k = static_cast<int>(count) + 3;
+      for (bool sorted : {false, true}) {
+        std::vector<uint64_t> scratch(keys.begin(), keys.begin() + indices.size());
+        std::vector<int32_t> out(static_cast<size_t>(k), 12345);
+        cpu::write_indices(out.data(), scratch.data(), indices.size(), k, sorted);
+        std::vector<int32_t> expected = indices;
+        if (!sorted) std::sort(expected.begin(), expected.end());
+        expected.resize(static_cast<size_t>(k), -1);
+        EXPECT_EQ(out, expected) << (sorted ? "sorted" : "unsorted");
+      }
+    }
+  }
+}
+
 // largest_at_rank (the sampled floor's order statistic) against a full sort, with duplicates.
 TEST(SelectCore, LargestAtRankEqualsTheSortedValue) {
   FI_SEEDED_RNG(rng);

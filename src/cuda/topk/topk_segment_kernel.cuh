@@ -32,8 +32,8 @@
 //          to it, placed by block scans. Never a truncation.
 //   * Final rows are sorted best first when asked (a bitonic sort in registers, sort_rows.cuh),
 //     else written in ascending index order (the direct path's compaction keeps it; the others
-//     go through a bitmap of the row, write_marked_in_index_order), so that the unsorted answer is the
-//     same however the row was split, i.e. in any batch.
+//     go through a bitmap of the row, write_marked_in_index_order), so that the unsorted answer
+//     is the same however the row was split, i.e. in any batch.
 #pragma once
 
 #include <cuda_runtime.h>
