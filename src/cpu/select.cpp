@@ -120,8 +120,8 @@ RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
     static_assert(kBins == 2048, "11-bit bins");
     uint32_t counts[kBins] = {};
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t key = keys[i];
-      if (key >= lo && key <= hi) ++counts[(key - lo) >> shift];
+      const uint64_t offset = keys[i] - lo;  // wraps for keys below lo
+      if (offset <= hi - lo) ++counts[offset >> shift];
     }
     uint32_t bin = static_cast<uint32_t>((hi - lo) >> shift);
     while (larger + counts[bin] <= rank) larger += counts[bin--];
@@ -130,10 +130,13 @@ RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
     hi = std::min(hi, lo + ((uint64_t{1} << shift) - 1));
   }
   if (in_range > kGatherMax) return {lo, larger};  // hi == lo: all of them equal
-  uint64_t gathered[kGatherMax];
+  // Branch-free: whether a key is in range is a coin flip near the cutoff, and a branch on it
+  // mispredicted often enough to double the selection's time.
+  uint64_t gathered[kGatherMax + 1];
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (keys[i] >= lo && keys[i] <= hi) gathered[count++] = keys[i];
+    gathered[count] = keys[i];
+    count += keys[i] - lo <= hi - lo ? 1 : 0;
   }
   uint64_t* const at = gathered + (rank - larger);
   std::nth_element(gathered, at, gathered + count, std::greater<uint64_t>());
@@ -170,8 +173,14 @@ size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted) {
 }
 
 void write_indices(int32_t* out, uint64_t* keys, size_t count, int k, bool sorted) {
-  for (size_t i = 0; i < count; ++i) out[i] = rank_key_index(keys[i]);
-  if (!sorted && !std::is_sorted(out, out + count)) {
+  bool ascending = true;
+  int32_t previous = -1;
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = rank_key_index(keys[i]);
+    ascending &= out[i] > previous;
+    previous = out[i];
+  }
+  if (!sorted && !ascending) {
     sort_indices(reinterpret_cast<uint32_t*>(out), count, reinterpret_cast<uint32_t*>(keys));
   }
   for (int i = static_cast<int>(count); i < k; ++i) out[i] = -1;
