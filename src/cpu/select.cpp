@@ -106,12 +106,17 @@ struct RankedKey {
 constexpr size_t kGatherMax = 256;
 
 RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
-  uint64_t lo = UINT64_MAX;
-  uint64_t hi = 0;
+  // The range from the score bits alone (32-bit minima and maxima vectorize; 64-bit ones did
+  // not); the index bits then span all of it.
+  uint32_t lowest = UINT32_MAX;
+  uint32_t highest = 0;
   for (size_t i = 0; i < n; ++i) {
-    lo = std::min(lo, keys[i]);
-    hi = std::max(hi, keys[i]);
+    const auto score = static_cast<uint32_t>(keys[i] >> 32);
+    lowest = std::min(lowest, score);
+    highest = std::max(highest, score);
   }
+  uint64_t lo = static_cast<uint64_t>(lowest) << 32;
+  uint64_t hi = static_cast<uint64_t>(highest) << 32 | 0xffffffffu;
   size_t in_range = n;  // keys in [lo, hi]
   size_t larger = 0;    // keys above hi
   while (in_range > kGatherMax && hi > lo) {
@@ -162,11 +167,15 @@ size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted) {
     // write_indices has nothing to sort.
     const RankedKey cutoff = key_at_rank(keys, n, kept - 1);
     size_t ties = kept - cutoff.larger;  // keys equal to the cutoff to keep (1 if all distinct)
-    partition_branch_free(keys, keys + n, [&](uint64_t key) {
+    // A branch-free compaction to the front (the dropped keys need not survive, so no swaps).
+    size_t out = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t key = keys[i];
       const bool tie = key == cutoff.key && ties > 0;
       ties -= tie ? 1 : 0;
-      return key > cutoff.key || tie;
-    });
+      keys[out] = key;
+      out += key > cutoff.key || tie ? 1 : 0;
+    }
   }
   if (sorted) std::sort(keys, keys + kept, std::greater<uint64_t>());
   return kept;
