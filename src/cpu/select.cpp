@@ -9,7 +9,8 @@ namespace {
 
 // Below this many keys nth_element alone is cheaper than zeroing and scanning the histogram.
 constexpr size_t kHistogramMinKeys = 512;
-constexpr uint32_t kBins = 2048;
+constexpr int kBinBits = 11;
+constexpr uint32_t kBins = 1u << kBinBits;
 
 // Moves the keys that satisfy `pred` to the front of [first, last) and returns the end of them;
 // the order on either side is unspecified but fixed by the input. Branch-free (every step
@@ -62,8 +63,8 @@ void move_largest_to_front(Key* keys, size_t n, size_t kept, Score score) {
 
 // Sorts values[0, n) ascending through scratch[0, n): an LSD radix sort on 11-bit digits, with
 // every digit's histogram from one read and only as many scatter passes as the largest value
-// has digits (2 for rows of up to 4M keys). Measured on 512 x 131072 rows, k = 2048, 2 threads:
-// 8-bit digits, a histogram read per pass, cost the CPU top-k ~3.5 ms of ~26.
+// has digits (2 for rows of up to 4M keys). Only answers that did not come out of the selection
+// in index order need it (the DCP merge's, whose candidates arrive rank by rank).
 void sort_indices(uint32_t* values, size_t n, uint32_t* scratch) {
   constexpr int kDigitBits = 11;
   constexpr uint32_t kMask = (1u << kDigitBits) - 1;
@@ -121,8 +122,7 @@ RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
   size_t larger = 0;    // keys above hi
   while (in_range > kGatherMax && hi > lo) {
     const int bits = 64 - __builtin_clzll(hi - lo);
-    const int shift = bits > 11 ? bits - 11 : 0;
-    static_assert(kBins == 2048, "11-bit bins");
+    const int shift = bits > kBinBits ? bits - kBinBits : 0;
     uint32_t counts[kBins] = {};
     for (size_t i = 0; i < n; ++i) {
       const uint64_t offset = keys[i] - lo;  // wraps for keys below lo

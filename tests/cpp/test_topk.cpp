@@ -582,8 +582,9 @@ TEST(SelectCore, KeepLargestEqualsTheSortedPrefix) {
   }
 }
 
-// write_indices: best first as given when sorted, else ascending (a radix sort of as many 8-bit
-// digits as the largest index has: 1 to 4 passes), then -1 up to k.
+// write_indices: best first as given when sorted, else ascending (a radix sort of as many 11-bit
+// digits as the largest index has: 1 to 3 passes; fewer than 64 indices by std::sort), then -1
+// up to k.
 TEST(SelectCore, WriteIndicesOrdersUnsortedAnswersByIndex) {
   FI_SEEDED_RNG(rng);
   for (uint32_t largest : {200u, 60000u, 5000000u, 0x7fffffffu}) {

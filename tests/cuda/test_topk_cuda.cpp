@@ -420,8 +420,8 @@ TEST(TopKCuda, ClusterBoundaryBinsOfEveryKind) {
   run_case({3, 300000, 512, Dist::kGapAboveK, true, false, Form::kDecode, Lengths::kFull});
 }
 
-// White-box: rows of 131072 keys are sampled in groups of 4 keys every 128 (select_core's
-// sample), and here only those keys are high, so the sample overestimates the k-th score and
+// White-box: rows of 131072 keys are sampled in groups of 4 keys every 256 (kSampleStride), and
+// here the 4 keys of every 128 are high, so the sample overestimates the k-th score and
 // far fewer than k keys pass the threshold: the exact fallbacks must run (one CTA per row, CTA 0
 // of a row's cluster, and the merge of a gated split row at k > kClusterMaxK).
 TEST(TopKCuda, ASampleThatOverestimatesTheThresholdFallsBackExactly) {
@@ -453,9 +453,9 @@ TEST(TopKCuda, LongRowsOfOneMillionKeys) {
 }
 
 // White-box: unsorted rows longer than the bitmap that puts them in index order are written in
-// windows (write_marked_in_index_order): 512K keys in the 64 KiB of the segment kernel (one CTA
-// per row from 133 rows) and of the cluster kernel (one CTA per row from 67 rows; CTA 0's gather
-// after fine ties), 1M keys in the merge's 128 KiB (k > 2048).
+// windows (write_marked_in_index_order): 128K keys in the segment kernel's 16 KiB (one CTA per
+// row from 133 rows), 512K keys in the cluster kernel's 64 KiB (one CTA per row from 67 rows;
+// CTA 0's gather after fine ties), 1M keys in the merge's 128 KiB (k > 2048).
 TEST(TopKCuda, UnsortedRowsLongerThanOneBitmapWindow) {
   SKIP_WITHOUT_GPU();
   run_case({133, 530000, 1024, Dist::kNormal, false, false, Form::kDecode, Lengths::kFewLong});

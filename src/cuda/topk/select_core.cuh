@@ -255,6 +255,17 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
 // mark(bitmap, first, keys), called by every thread once a window is clear, sets (atomicOr)
 // bit i - first of bitmap for each selected key with index i in [first, first + keys). Returns
 // the count written. Contains barriers.
+// The 16-byte groups (4 words, 128 keys) of the bitmap window that starts `left` keys before a
+// span's end: all bitmap_words / 4 of them, or fewer for the span's last window.
+__device__ __forceinline__ int window_groups(int64_t left, int bitmap_words) {
+  const int64_t needed = (left + 127) / 128;
+  return needed < bitmap_words / 4 ? static_cast<int>(needed) : bitmap_words / 4;
+}
+
+__device__ __forceinline__ void clear_groups(uint4* groups, int group_count) {
+  for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
+}
+
 template <typename Mark>
 __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t stride,
                                                        uint32_t offset, uint32_t base,
@@ -265,10 +276,9 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
   uint4* groups = reinterpret_cast<uint4*>(bitmap);  // 4 words (128 keys) per 16-byte access
   uint32_t written = 0;
   for (int64_t window = 0; window < span; window += window_keys) {
-    const int64_t left = (span - window + 127) / 128;
-    const int group_count = left < bitmap_words / 4 ? static_cast<int>(left) : bitmap_words / 4;
+    const int group_count = window_groups(span - window, bitmap_words);
     if (window > 0 || !first_cleared) {
-      for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
+      clear_groups(groups, group_count);
       __syncthreads();
     }
     const uint32_t first_index = base + static_cast<uint32_t>(window);
@@ -320,10 +330,7 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
 // window's words of a span. Needs a barrier before that call.
 __device__ __forceinline__ void clear_first_window(uint32_t* bitmap, int bitmap_words,
                                                    int64_t span) {
-  const int64_t needed = (span + 127) / 128;
-  const int group_count = needed < bitmap_words / 4 ? static_cast<int>(needed) : bitmap_words / 4;
-  uint4* groups = reinterpret_cast<uint4*>(bitmap);
-  for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
+  clear_groups(reinterpret_cast<uint4*>(bitmap), window_groups(span, bitmap_words));
 }
 
 // The bit of a key with index `index` in a window of `keys` keys from `first` (mark's part).
