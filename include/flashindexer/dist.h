@@ -90,8 +90,8 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
 // Merges the gathered candidates of all ranks into the global top-k of every row.
 //   out:      [rows, >= k] i32 (out): global ids (relative to the row start of the full,
 //             un-sharded row), -1 padding after the min(n, k) valid ones; columns k and beyond
-//             are not touched. Sorted best first when topk_options.sorted, else (CPU) in
-//             ascending id order.
+//             are not touched. Sorted best first when topk_options.sorted, else in ascending
+//             id order.
 //   gathered: the N packed candidate blocks, rank-major, either
 //             [rows, N * k] i64 (rank r's candidates at columns [r k, (r + 1) k)), or
 //             [rows, N, k] i64 with any strides of its first two dimensions, e.g. strides
@@ -100,8 +100,8 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
 // The result depends only on the candidates (not on their order, the rank or the thread count).
 // CPU: needs dcp_merge_topk_cpu_workspace_size() bytes of scratch (allocated per call when
 // options.workspace is null). CUDA: no scratch, asynchronous on options.cuda_stream, no host
-// synchronization, graph-capturable; the output is always sorted best first (so it equals the
-// CPU's bits with sorted = true, and the CPU's set with sorted = false), bit-identical run to run.
+// synchronization, graph-capturable. Either way the output is the same bits on both backends and
+// on every run.
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,
                       const TopKOptions& topk_options = {}, const RunOptions& options = {});
 

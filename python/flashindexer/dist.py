@@ -90,8 +90,7 @@ def dcp_merge_topk(gathered, k, ranks, *, sorted=False, out=None, workspace=None
     ``gathered.transpose(1, 0, 2)`` (NumPy), without a copy.
     Returns out [rows, k] int32 of global ids (relative to the row start of the un-sharded row),
     -1 after the min(n, k) valid ones; the same set as ``topk_per_row`` over the concatenated
-    keys, best first when ``sorted``, else (CPU) in ascending id order (CUDA always returns them
-    best first).
+    keys, best first when ``sorted``, else in ascending id order (the same bits on CPU and CUDA).
     """
     rows = shape(gathered, "dcp_merge_topk: gathered")[0]
     if out is None:

@@ -7,59 +7,8 @@
 namespace flashindexer::cpu {
 namespace {
 
-// Below this many keys nth_element alone is cheaper than zeroing and scanning the histogram.
-constexpr size_t kHistogramMinKeys = 512;
 constexpr int kBinBits = 11;
 constexpr uint32_t kBins = 1u << kBinBits;
-
-// Moves the keys that satisfy `pred` to the front of [first, last) and returns the end of them;
-// the order on either side is unspecified but fixed by the input. Branch-free (every step
-// swaps, and advances when pred holds): here pred is a coin flip for a branch predictor, and
-// std::partition's mispredictions cost more than the selection's other passes together.
-template <typename Key, typename Pred>
-Key* partition_branch_free(Key* first, Key* last, Pred pred) {
-  Key* out = first;
-  for (Key* it = first; it != last; ++it) {
-    const Key value = *it;
-    *it = *out;
-    *out = value;
-    out += pred(value) ? 1 : 0;
-  }
-  return out;
-}
-
-// Moves the `kept` largest of keys[0, n) to the front, in no particular order (0 < kept < n).
-// One histogram of the score bits over their occupied range finds the bin that holds the
-// kept-th largest; the keys above that bin go first, then the bin's own keys, among which
-// nth_element takes the rest. A few linear passes, where nth_element over all the keys runs
-// several partitions whose comparisons mispredict about as often as not.
-template <typename Key, typename Score>
-void move_largest_to_front(Key* keys, size_t n, size_t kept, Score score) {
-  if (n < kHistogramMinKeys) {
-    std::nth_element(keys, keys + kept - 1, keys + n, std::greater<Key>());
-    return;
-  }
-  uint32_t lowest = UINT32_MAX;
-  uint32_t highest = 0;
-  for (size_t i = 0; i < n; ++i) {
-    lowest = std::min(lowest, score(keys[i]));
-    highest = std::max(highest, score(keys[i]));
-  }
-  int shift = 0;
-  while (((highest - lowest) >> shift) >= kBins) ++shift;
-  const auto bin_of = [&](Key key) { return (score(key) - lowest) >> shift; };
-  uint32_t counts[kBins] = {};
-  for (size_t i = 0; i < n; ++i) ++counts[bin_of(keys[i])];
-  // The bins from the top until the kept-th key; all n keys are in bins <= the top one.
-  uint32_t bin = (highest - lowest) >> shift;
-  size_t above = 0;
-  while (above + counts[bin] < kept) above += counts[bin--];
-  Key* const boundary =
-      partition_branch_free(keys, keys + n, [&](Key key) { return bin_of(key) > bin; });
-  Key* const boundary_end =
-      partition_branch_free(boundary, keys + n, [&](Key key) { return bin_of(key) == bin; });
-  std::nth_element(boundary, boundary + (kept - above) - 1, boundary_end, std::greater<Key>());
-}
 
 // Sorts values[0, n) ascending through scratch[0, n): an LSD radix sort on 11-bit digits, with
 // every digit's histogram from one read and only as many scatter passes as the largest value
@@ -96,19 +45,12 @@ void sort_indices(uint32_t* values, size_t n, uint32_t* scratch) {
   if (from != values) std::copy_n(from, n, values);
 }
 
-// The key of rank `rank` (0 = the largest) among keys[0, n), and how many keys are larger;
-// reads only. A histogram of kBins bins over the occupied range [lo, hi], then the same inside
-// the bin that holds the rank, until that bin holds at most kGatherMax keys, which nth_element
-// ranks in a small array: usually two passes over the keys and a few gathered.
-struct RankedKey {
-  uint64_t key;
-  size_t larger;
+// The occupied range [lo, hi] of keys[0, n). Rank keys: from the score bits alone (32-bit minima
+// and maxima vectorize; 64-bit ones did not), the index bits then span all of it.
+struct KeyRange64 {
+  uint64_t lo, hi;
 };
-constexpr size_t kGatherMax = 256;
-
-RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
-  // The range from the score bits alone (32-bit minima and maxima vectorize; 64-bit ones did
-  // not); the index bits then span all of it.
+KeyRange64 occupied_range(const uint64_t* keys, size_t n) {
   uint32_t lowest = UINT32_MAX;
   uint32_t highest = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -116,47 +58,72 @@ RankedKey key_at_rank(const uint64_t* keys, size_t n, size_t rank) {
     lowest = std::min(lowest, score);
     highest = std::max(highest, score);
   }
-  uint64_t lo = static_cast<uint64_t>(lowest) << 32;
-  uint64_t hi = static_cast<uint64_t>(highest) << 32 | 0xffffffffu;
+  return {static_cast<uint64_t>(lowest) << 32, static_cast<uint64_t>(highest) << 32 | 0xffffffffu};
+}
+struct KeyRange32 {
+  uint32_t lo, hi;
+};
+KeyRange32 occupied_range(const uint32_t* keys, size_t n) {
+  uint32_t lowest = UINT32_MAX;
+  uint32_t highest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lowest = std::min(lowest, keys[i]);
+    highest = std::max(highest, keys[i]);
+  }
+  return {lowest, highest};
+}
+
+// The key of rank `rank` (0 = the largest) among keys[0, n) (rank < n), and how many keys are
+// larger; reads only. A histogram of kBins bins over the occupied range [lo, hi], then the same
+// inside the bin that holds the rank, until that bin holds at most kGatherMax keys, which
+// nth_element ranks in a small array: usually two passes over the keys and a few gathered.
+template <typename Key>
+struct RankedKey {
+  Key key;
+  size_t larger;
+};
+constexpr size_t kGatherMax = 256;
+
+template <typename Key>
+RankedKey<Key> key_at_rank(const Key* keys, size_t n, size_t rank) {
+  auto [lo, hi] = occupied_range(keys, n);
   size_t in_range = n;  // keys in [lo, hi]
   size_t larger = 0;    // keys above hi
   while (in_range > kGatherMax && hi > lo) {
-    const int bits = 64 - __builtin_clzll(hi - lo);
+    const int bits = 64 - __builtin_clzll(static_cast<uint64_t>(hi - lo));
     const int shift = bits > kBinBits ? bits - kBinBits : 0;
     uint32_t counts[kBins] = {};
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t offset = keys[i] - lo;  // wraps for keys below lo
-      if (offset <= hi - lo) ++counts[offset >> shift];
+      const Key offset = static_cast<Key>(keys[i] - lo);  // wraps for keys below lo
+      if (offset <= static_cast<Key>(hi - lo)) ++counts[offset >> shift];
     }
-    uint32_t bin = static_cast<uint32_t>((hi - lo) >> shift);
+    auto bin = static_cast<uint32_t>((hi - lo) >> shift);
     while (larger + counts[bin] <= rank) larger += counts[bin--];
     in_range = counts[bin];
-    lo += static_cast<uint64_t>(bin) << shift;
-    hi = std::min(hi, lo + ((uint64_t{1} << shift) - 1));
+    lo += static_cast<Key>(static_cast<Key>(bin) << shift);
+    hi = std::min<Key>(hi, lo + static_cast<Key>((Key{1} << shift) - 1));
   }
   if (in_range > kGatherMax) return {lo, larger};  // hi == lo: all of them equal
   // Branch-free: whether a key is in range is a coin flip near the cutoff, and a branch on it
-  // mispredicted often enough to double the selection's time.
-  uint64_t gathered[kGatherMax + 1];
+  // mispredicted often enough to double the selection's time. (Zeroed only because the
+  // compiler cannot see that the rank's slot, rank - larger < count, is always written.)
+  Key gathered[kGatherMax + 1] = {};
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) {
     gathered[count] = keys[i];
-    count += keys[i] - lo <= hi - lo ? 1 : 0;
+    count += static_cast<Key>(keys[i] - lo) <= static_cast<Key>(hi - lo) ? 1 : 0;
   }
-  uint64_t* const at = gathered + (rank - larger);
-  std::nth_element(gathered, at, gathered + count, std::greater<uint64_t>());
-  const uint64_t key = *at;
+  Key* const at = gathered + (rank - larger);
+  std::nth_element(gathered, at, gathered + count, std::greater<Key>());
+  const Key key = *at;
   for (size_t i = 0; i < count; ++i) larger += gathered[i] > key ? 1 : 0;
   return {key, larger};
 }
 
 }  // namespace
 
-uint32_t largest_at_rank(uint32_t* values, size_t n, size_t rank) {
-  if (rank + 1 < n) {
-    move_largest_to_front(values, n, rank + 1, [](uint32_t value) { return value; });
-  }
-  return *std::min_element(values, values + std::min(n, rank + 1));
+uint32_t largest_at_rank(const uint32_t* values, size_t n, size_t rank) {
+  return key_at_rank(values, n, rank).key;
 }
 
 size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted) {
@@ -165,7 +132,7 @@ size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted) {
   if (kept < n) {
     // The kept keys stay in their order: streamed in index order, they come out in it, and
     // write_indices has nothing to sort.
-    const RankedKey cutoff = key_at_rank(keys, n, kept - 1);
+    const RankedKey<uint64_t> cutoff = key_at_rank(keys, n, kept - 1);
     size_t ties = kept - cutoff.larger;  // keys equal to the cutoff to keep (1 if all distinct)
     // A branch-free compaction to the front (the dropped keys need not survive, so no swaps).
     size_t out = 0;

@@ -38,8 +38,8 @@ inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~stati
 // else in the order they had in keys[0, n). Returns min(n, k).
 size_t keep_largest(uint64_t* keys, size_t n, size_t k, bool sorted);
 
-// The (rank + 1)-th largest of values[0, n) (rank < n); reorders the values.
-uint32_t largest_at_rank(uint32_t* values, size_t n, size_t rank);
+// The (rank + 1)-th largest of values[0, n) (rank < n).
+uint32_t largest_at_rank(const uint32_t* values, size_t n, size_t rank);
 
 // Writes the indices of keys[0, count) to out[0, count), in that order when `sorted` (the keys
 // are best first), else in ascending index order: the order of every unsorted answer, on every

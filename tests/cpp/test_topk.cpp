@@ -620,7 +620,7 @@ TEST(SelectCore, WriteIndicesOrdersUnsortedAnswersByIndex) {
 // largest_at_rank (the sampled floor's order statistic) against a full sort, with duplicates.
 TEST(SelectCore, LargestAtRankEqualsTheSortedValue) {
   FI_SEEDED_RNG(rng);
-  for (size_t n : {1, 5, 511, 512, 2048}) {
+  for (size_t n : {1, 5, 256, 257, 511, 512, 2048, 40000}) {
     for (uint32_t distinct : {1u, 7u, 0xFFFFFFFFu}) {
       std::vector<uint32_t> values(n);
       for (uint32_t& value : values) {

@@ -34,10 +34,12 @@ HostTensor poisoned_candidates(int64_t rows, int64_t cols) {
   return t;
 }
 
-// The CPU merge of `gathered`, sorted: what every CUDA merge must reproduce bit for bit.
-HostTensor cpu_merge(const TensorView& gathered, const DcpCase& c, int64_t out_cols) {
+// The CPU merge of `gathered`: what every CUDA merge with the same order must reproduce bit for
+// bit.
+HostTensor cpu_merge(const TensorView& gathered, const DcpCase& c, int64_t out_cols, bool sorted) {
   HostTensor merged = poisoned_topk_output(c.rows, out_cols);
-  const Status status = dcp_merge_topk(merged.view(), gathered, c.k, c.ranks, TopKOptions{true});
+  const Status status =
+      dcp_merge_topk(merged.view(), gathered, c.k, c.ranks, TopKOptions{sorted});
   EXPECT_TRUE(status.ok()) << status_text(status);
   return merged;
 }
@@ -98,19 +100,19 @@ HostTensor gpu_merge(const TensorView& gathered, const DcpCase& c, bool sorted) 
   return merged;
 }
 
-// The CUDA merge result against the CPU merge (bits, with sorted) and the single-GPU top-k.
-::testing::AssertionResult MergeMatches(const HostTensor& got, const HostTensor& cpu_sorted,
-                                        const DcpSimulation& sim, const DcpCase& c) {
-  if (bytes_of(got) != bytes_of(cpu_sorted)) {
+// The CUDA merge result against the CPU merge of the same order (bits) and the single-GPU top-k.
+::testing::AssertionResult MergeMatches(const HostTensor& got, const HostTensor& cpu,
+                                        const DcpSimulation& sim, const DcpCase& c, bool sorted) {
+  if (bytes_of(got) != bytes_of(cpu)) {
     for (int64_t t = 0; t < c.rows; ++t) {
       ::testing::AssertionResult row =
-          TopKRowMatches(topk_row(got, t, c.k), topk_row(cpu_sorted, t, c.k), true);
+          TopKRowMatches(topk_row(got, t, c.k), topk_row(cpu, t, c.k), sorted);
       if (!row)
         return ::testing::AssertionFailure() << "vs CPU merge, row " << t << ": " << row.message();
     }
     return ::testing::AssertionFailure() << "differs from the CPU merge beyond column k";
   }
-  ::testing::AssertionResult same = SameTopK(got, sim.expected, c.k, true);
+  ::testing::AssertionResult same = SameTopK(got, sim.expected, c.k, sorted);
   if (!same) return ::testing::AssertionFailure() << "vs topk_per_row: " << same.message();
   return ::testing::AssertionSuccess();
 }
@@ -118,7 +120,8 @@ HostTensor gpu_merge(const TensorView& gathered, const DcpCase& c, bool sorted) 
 void check_case(Rng& rng, const DcpCase& c) {
   SCOPED_TRACE(describe(c));
   const DcpSimulation sim = simulate_dcp(rng, c);
-  const HostTensor cpu_sorted = cpu_merge(sim.gathered.view(), c, c.k + 3);
+  const HostTensor cpu_sorted = cpu_merge(sim.gathered.view(), c, c.k + 3, true);
+  const HostTensor cpu_unsorted = cpu_merge(sim.gathered.view(), c, c.k + 3, false);
   const DeviceDcp device(sim, c);
 
   // Pack: bit-identical to the CPU, columns >= k untouched.
@@ -137,14 +140,15 @@ void check_case(Rng& rng, const DcpCase& c) {
     }
   }
 
-  // Merge of the CPU-packed candidates, in both layouts; sorted or not, CUDA returns the order.
+  // Merge of the CPU-packed candidates, in both layouts and both orders.
   const DeviceTensor gathered = to_device(sim.gathered);
   DeviceTensor gathered_nccl = to_device(sim.gathered_nccl);
   for (bool sorted : {true, false}) {
-    EXPECT_TRUE(MergeMatches(gpu_merge(gathered.view, c, sorted), cpu_sorted, sim, c))
+    const HostTensor& cpu = sorted ? cpu_sorted : cpu_unsorted;
+    EXPECT_TRUE(MergeMatches(gpu_merge(gathered.view, c, sorted), cpu, sim, c, sorted))
         << "[rows, N k] sorted=" << sorted;
-    EXPECT_TRUE(MergeMatches(gpu_merge(nccl_layout_view(gathered_nccl.view), c, sorted), cpu_sorted,
-                             sim, c))
+    EXPECT_TRUE(MergeMatches(gpu_merge(nccl_layout_view(gathered_nccl.view), c, sorted), cpu, sim,
+                             c, sorted))
         << "[N, rows, k] viewed as [rows, N, k] sorted=" << sorted;
   }
 
@@ -154,7 +158,7 @@ void check_case(Rng& rng, const DcpCase& c) {
   FI_ASSERT_OK(device.pack_and_merge(c, out.view, false));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(merged, out);
-  EXPECT_TRUE(MergeMatches(merged, cpu_sorted, sim, c)) << "CUDA pack + merge";
+  EXPECT_TRUE(MergeMatches(merged, cpu_unsorted, sim, c, false)) << "CUDA pack + merge";
   const std::vector<uint8_t> first = bytes_of(merged);
   for (int repeat = 0; repeat < 2; ++repeat) {
     HostTensor again = poisoned_topk_output(c.rows, c.k + 3);
@@ -259,13 +263,16 @@ TEST(DcpCuda, NanRanksBelowMinusInfinityAndAboveEmptySlots) {
     FI_ASSERT_OK(dcp_pack_candidates(block, local_device.view, topk_device.view, TensorView{}, 6,
                                      rank, group));
   }
-  HostTensor merged = poisoned_topk_output(1, 6);
-  DeviceTensor out = to_device(merged);
-  FI_ASSERT_OK(dcp_merge_topk(out.view, gathered.view, 6, 2));
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  to_host(merged, out);
   // Global ids: rank 0 holds 0 (NaN), 2 (+inf); rank 1 holds 1 (-inf), 3 (-0.0).
-  EXPECT_EQ(topk_row(merged, 0, 6), (std::vector<int32_t>{2, 3, 1, 0, -1, -1}));
+  for (bool sorted : {true, false}) {
+    HostTensor merged = poisoned_topk_output(1, 6);
+    DeviceTensor out = to_device(merged);
+    FI_ASSERT_OK(dcp_merge_topk(out.view, gathered.view, 6, 2, TopKOptions{sorted}));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    to_host(merged, out);
+    EXPECT_EQ(topk_row(merged, 0, 6), sorted ? (std::vector<int32_t>{2, 3, 1, 0, -1, -1})
+                                             : (std::vector<int32_t>{0, 1, 2, 3, -1, -1}));
+  }
 }
 
 TEST(DcpCuda, RowsWithoutCandidatesAreAllMinusOne) {
@@ -273,11 +280,13 @@ TEST(DcpCuda, RowsWithoutCandidatesAreAllMinusOne) {
   HostTensor gathered(DType::kI64, {3, 8 * 2048});  // all zero: empty slots only
   const DeviceTensor device = to_device(gathered);
   const DcpCase c{8, 1, 2048, false, Fill::kRandom, 3};
-  const HostTensor merged = gpu_merge(device.view, c, true);
-  for (int64_t t = 0; t < 3; ++t) {
-    EXPECT_EQ(topk_row(merged, t, c.k), std::vector<int32_t>(c.k, -1)) << "row " << t;
+  for (bool sorted : {true, false}) {
+    const HostTensor merged = gpu_merge(device.view, c, sorted);
+    for (int64_t t = 0; t < 3; ++t) {
+      EXPECT_EQ(topk_row(merged, t, c.k), std::vector<int32_t>(c.k, -1)) << "row " << t;
+    }
+    EXPECT_TRUE(ColumnsBeyondKUntouched(merged, c.k));
   }
-  EXPECT_TRUE(ColumnsBeyondKUntouched(merged, c.k));
 }
 
 // Not a valid DCP input (ids repeat), but it drives the radix select through all 8 digits and
@@ -313,7 +322,7 @@ TEST(DcpCuda, DuplicateAndNearlyEqualCandidatesMatchTheCpu) {
         }
       }
       SCOPED_TRACE(describe(c));
-      const HostTensor expected = cpu_merge(gathered.view(), c, c.k + 3);
+      const HostTensor expected = cpu_merge(gathered.view(), c, c.k + 3, true);
       const DeviceTensor device = to_device(gathered);
       const HostTensor merged = gpu_merge(device.view, c, true);
       EXPECT_EQ(bytes_of(merged), bytes_of(expected));

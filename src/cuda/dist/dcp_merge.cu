@@ -14,9 +14,10 @@
 //      to it (only possible with duplicate candidates), are written densely by two block scans
 //      per tile of 2048 slots, so their positions never depend on scheduling.
 //   3. A block radix sort (descending) of the <= 2048 selected keys, then the ids are decoded;
-//      the zero keys padding the sort decode to -1, exactly the CPU's padding.
-// The output is therefore always sorted best first: bit-identical to the CPU merge with
-// sorted = true, and the same set with sorted = false.
+//      the zero keys padding the sort decode to -1, exactly the CPU's padding. Sorted output
+//      sorts the whole keys (best first); unsorted output sorts their low 32 bits, ~id, so the
+//      ids come out ascending (the zero keys still last).
+// The output is therefore the CPU merge's bits in both orders.
 //
 // Why these sizes: 512 threads x 4 keys cover kMaxDcpTopK in one blocked sort; the sort's
 // temporary storage (about 18 KiB) shares its shared memory with the 16 KiB selection buffer,
@@ -52,6 +53,7 @@ struct MergeParams {
   int64_t out_stride;
   int k;
   int ranks;
+  bool sorted;  // best first, else ascending id
 };
 
 __device__ __forceinline__ uint64_t load_candidate(const MergeParams& p, const uint64_t* row,
@@ -168,7 +170,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     __syncthreads();
   }
 
-  // 3. Sort the selected keys best first (zero keys pad the tail) and decode their ids.
+  // 3. Sort the selected keys best first, or by ~id for ascending ids (zero keys pad the tail
+  // either way), and decode their ids.
   uint64_t sorted_keys[kSortKeysPerThread];
 #pragma unroll
   for (int j = 0; j < kSortKeysPerThread; ++j) {
@@ -176,7 +179,11 @@ __global__ void __launch_bounds__(kMergeThreads)
     sorted_keys[j] = index < want ? shared.keys.selected[index] : 0;
   }
   __syncthreads();  // the selection buffer becomes the sort's storage
-  Sort(shared.keys.sort).SortDescending(sorted_keys);
+  if (p.sorted) {
+    Sort(shared.keys.sort).SortDescending(sorted_keys);
+  } else {
+    Sort(shared.keys.sort).SortDescending(sorted_keys, 0, 32);
+  }
   int32_t* out = p.out + row * p.out_stride;
 #pragma unroll
   for (int j = 0; j < kSortKeysPerThread; ++j) {
@@ -189,7 +196,7 @@ __global__ void __launch_bounds__(kMergeThreads)
 }  // namespace
 
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,
-                      void* stream) {
+                      bool sorted, void* stream) {
   MergeParams p{};
   p.gathered = gathered.ptr<uint64_t>();
   p.row_stride = gathered.stride[0];
@@ -198,6 +205,7 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   p.out_stride = out.stride[0];
   p.k = k;
   p.ranks = ranks;
+  p.sorted = sorted;
   const int64_t rows = out.shape[0];
   if (rows == 0) return Status::Ok();
   if (rows > INT32_MAX) {
