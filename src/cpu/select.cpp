@@ -27,7 +27,8 @@ void sort_indices(uint32_t* values, size_t n, uint32_t* scratch) {
   for (size_t i = 0; i < n; ++i) {
     const uint32_t value = values[i];
     largest = std::max(largest, value);
-    for (int pass = 0; pass < kPasses; ++pass) ++counts[pass][(value >> (pass * kDigitBits)) & kMask];
+    for (int pass = 0; pass < kPasses; ++pass)
+      ++counts[pass][(value >> (pass * kDigitBits)) & kMask];
   }
   uint32_t* from = values;
   uint32_t* to = scratch;

@@ -32,7 +32,9 @@ inline uint64_t rank_key(float score, uint32_t index) {
   return rank_key_of_bits(ordered_score_bits(score), index);
 }
 
-inline int32_t rank_key_index(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
+inline int32_t rank_key_index(uint64_t key) {
+  return static_cast<int32_t>(~static_cast<uint32_t>(key));
+}
 
 // Moves the min(n, k) largest keys to keys[0, min(n, k)): in descending order when `sorted`,
 // else in the order they had in keys[0, n). Returns min(n, k).

@@ -117,8 +117,7 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   if (!check.ok()) return check.status();
   if (gathered.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
-    return cuda::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted,
-                                options.cuda_stream);
+    return cuda::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted, options.cuda_stream);
 #else
     return not_on_cuda(check.op());
 #endif

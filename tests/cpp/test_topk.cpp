@@ -1,8 +1,8 @@
 // Selection on CPU tensors (topk.h): topk_per_row against reference::topk_per_row.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 

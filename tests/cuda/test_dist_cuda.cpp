@@ -38,8 +38,7 @@ HostTensor poisoned_candidates(int64_t rows, int64_t cols) {
 // bit.
 HostTensor cpu_merge(const TensorView& gathered, const DcpCase& c, int64_t out_cols, bool sorted) {
   HostTensor merged = poisoned_topk_output(c.rows, out_cols);
-  const Status status =
-      dcp_merge_topk(merged.view(), gathered, c.k, c.ranks, TopKOptions{sorted});
+  const Status status = dcp_merge_topk(merged.view(), gathered, c.k, c.ranks, TopKOptions{sorted});
   EXPECT_TRUE(status.ok()) << status_text(status);
   return merged;
 }
