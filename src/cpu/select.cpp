@@ -46,32 +46,31 @@ void sort_indices(uint32_t* values, size_t n, uint32_t* scratch) {
   if (from != values) std::copy_n(from, n, values);
 }
 
-// The occupied range [lo, hi] of keys[0, n). Rank keys: from the score bits alone (32-bit minima
-// and maxima vectorize; 64-bit ones did not), the index bits then span all of it.
-struct KeyRange64 {
-  uint64_t lo, hi;
+// The score bits of a key: the key itself, or the upper half of a rank key.
+inline uint32_t score_bits(uint32_t key) { return key; }
+inline uint32_t score_bits(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
+
+// The occupied range [lo, hi] of keys[0, n), from the score bits alone (32-bit minima and maxima
+// vectorize; 64-bit ones did not); a rank key's index bits then span all of it.
+template <typename Key>
+struct KeyRange {
+  Key lo, hi;
 };
-KeyRange64 occupied_range(const uint64_t* keys, size_t n) {
+template <typename Key>
+KeyRange<Key> occupied_range(const Key* keys, size_t n) {
   uint32_t lowest = UINT32_MAX;
   uint32_t highest = 0;
   for (size_t i = 0; i < n; ++i) {
-    const auto score = static_cast<uint32_t>(keys[i] >> 32);
+    const uint32_t score = score_bits(keys[i]);
     lowest = std::min(lowest, score);
     highest = std::max(highest, score);
   }
-  return {static_cast<uint64_t>(lowest) << 32, static_cast<uint64_t>(highest) << 32 | 0xffffffffu};
-}
-struct KeyRange32 {
-  uint32_t lo, hi;
-};
-KeyRange32 occupied_range(const uint32_t* keys, size_t n) {
-  uint32_t lowest = UINT32_MAX;
-  uint32_t highest = 0;
-  for (size_t i = 0; i < n; ++i) {
-    lowest = std::min(lowest, keys[i]);
-    highest = std::max(highest, keys[i]);
+  if constexpr (sizeof(Key) == sizeof(uint64_t)) {
+    return {static_cast<uint64_t>(lowest) << 32,
+            static_cast<uint64_t>(highest) << 32 | 0xffffffffu};
+  } else {
+    return {lowest, highest};
   }
-  return {lowest, highest};
 }
 
 // The key of rank `rank` (0 = the largest) among keys[0, n) (rank < n), and how many keys are
