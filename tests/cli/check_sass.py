@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""SASS guards over the built CUDA kernels (no GPU needed): cuobjdump -sass on the object files.
+
+  * Top-k kernels (src/cuda/topk/): no YIELD. ptxas once put one into every loop of the segment
+    kernel (after an unrelated change added a second inlined row_range), and its streaming loop
+    ran at half speed with otherwise the same instructions (docs/benchmarks.md).
+  * Top-k kernels: no local memory except the fp32 segment kernel's known spill (at most
+    kFloatSegmentStores spill stores; docs/benchmarks.md), so a new spill does not land unseen.
+  * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma).
+
+usage: check_sass.py BUILD_DIR [CUOBJDUMP]
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+FLOAT_SEGMENT = "topk_segment_kernelIfE"
+FLOAT_SEGMENT_STORES = 4
+
+
+def find_cuobjdump(explicit):
+    candidates = [explicit, os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump")]
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    candidates.append(os.path.join(os.path.dirname(nvcc), "cuobjdump"))
+    # The PyPI package nvidia-cuda-cuobjdump (make test installs it into the project's venv).
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates += glob.glob(os.path.join(here, "..", "..", ".venv", "lib", "python*",
+                                         "site-packages", "nvidia", "cu*", "bin", "cuobjdump"))
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def kernels(cuobjdump, path):
+    """{function name: list of SASS instruction lines} of one object file."""
+    sass = subprocess.run([cuobjdump, "-sass", path], check=True, capture_output=True,
+                          text=True).stdout
+    functions = {}
+    current = None
+    for line in sass.splitlines():
+        match = re.search(r"Function : (\S+)", line)
+        if match:
+            current = functions.setdefault(match.group(1), [])
+        elif current is not None and re.match(r"\s*/\*[0-9a-f]{4,}\*/", line):
+            current.append(line)
+    return functions
+
+
+def count(lines, opcode):
+    return sum(1 for line in lines if re.search(r"\b" + opcode + r"\b", line))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    objects = os.path.join(sys.argv[1], "CMakeFiles", "flashindexer.dir", "src", "cuda")
+    topk = sorted(glob.glob(os.path.join(objects, "topk", "*.cu.o")))
+    scoring = sorted(glob.glob(os.path.join(objects, "scoring", "*.cu.o")))
+    if not topk or not scoring:
+        sys.exit(f"no CUDA object files under {objects} (was the CUDA backend built?)")
+    cuobjdump = find_cuobjdump(sys.argv[2] if len(sys.argv) > 2 else None)
+    if cuobjdump is None:
+        sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP")
+    failures = []
+    checked = 0
+    for path in topk:
+        for name, lines in kernels(cuobjdump, path).items():
+            checked += 1
+            yields = count(lines, "YIELD")
+            stores = count(lines, "STL(?:\\.\\w+)*")
+            allowed = FLOAT_SEGMENT_STORES if FLOAT_SEGMENT in name else 0
+            if yields:
+                failures.append(f"{name}: {yields} YIELD instructions (expected none)")
+            if stores > allowed:
+                failures.append(f"{name}: {stores} local stores (at most {allowed})")
+    score_kernels = 0
+    for path in scoring:
+        for name, lines in kernels(cuobjdump, path).items():
+            if "score_kernel" not in name:
+                continue
+            score_kernels += 1
+            if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
+                failures.append(f"{name}: no QGMMA")
+    if score_kernels == 0:
+        failures.append("no score_kernel instantiation found")
+    for failure in failures:
+        print("FAIL", failure)
+    print(f"checked {checked} top-k kernels and {score_kernels} scoring kernels with {cuobjdump}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
