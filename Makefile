@@ -43,11 +43,11 @@ demo: build
 
 # C++ tests, then the Python package: built as a wheel by scikit-build-core (library + module
 # only, CUDA kernels included when nvcc is found), installed into $(VENV), tested with pytest.
-# With nvcc, the venv also gets cuobjdump for the SASS guards among the C++ tests.
+# With nvcc, the venv also gets cuobjdump and nvdisasm for the SASS guards among the C++ tests.
 test: build
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES) \
-	  $(if $(NVCC),nvidia-cuda-cuobjdump)
+	  $(if $(NVCC),nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .

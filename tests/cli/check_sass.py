@@ -25,7 +25,8 @@ def find_cuobjdump(explicit):
     candidates = [explicit, os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump")]
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     candidates.append(os.path.join(os.path.dirname(nvcc), "cuobjdump"))
-    # The PyPI package nvidia-cuda-cuobjdump (make test installs it into the project's venv).
+    # The PyPI packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (make test installs them
+    # into the project's venv).
     here = os.path.dirname(os.path.abspath(__file__))
     candidates += glob.glob(os.path.join(here, "..", "..", ".venv", "lib", "python*",
                                          "site-packages", "nvidia", "cu*", "bin", "cuobjdump"))
@@ -37,8 +38,13 @@ def find_cuobjdump(explicit):
 
 def kernels(cuobjdump, path):
     """{function name: list of SASS instruction lines} of one object file."""
-    sass = subprocess.run([cuobjdump, "-sass", path], check=True, capture_output=True,
-                          text=True).stdout
+    # cuobjdump -sass runs nvdisasm, from PATH: the wheels put both in one folder.
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(cuobjdump) + os.pathsep + env.get("PATH", "")
+    result = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        sys.exit(f"{cuobjdump} -sass {path} failed: {result.stderr.strip()}")
+    sass = result.stdout
     functions = {}
     current = None
     for line in sass.splitlines():
@@ -64,7 +70,8 @@ def main():
         sys.exit(f"no CUDA object files under {objects} (was the CUDA backend built?)")
     cuobjdump = find_cuobjdump(sys.argv[2] if len(sys.argv) > 2 else None)
     if cuobjdump is None:
-        sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP")
+        sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or "
+                 "set CUOBJDUMP")
     failures = []
     checked = 0
     for path in topk:
