@@ -5,7 +5,7 @@
     kernel (after an unrelated change added a second inlined row_range), and its streaming loop
     ran at half speed with otherwise the same instructions (docs/benchmarks.md).
   * Top-k kernels: no local memory except the fp32 segment kernel's known spill (at most
-    kFloatSegmentStores spill stores; docs/benchmarks.md), so a new spill does not land unseen.
+    FLOAT_SEGMENT_STORES spill stores; docs/benchmarks.md), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma).
 
 usage: check_sass.py BUILD_DIR [CUOBJDUMP]
