@@ -244,17 +244,6 @@ __device__ inline void write_row(const Params& p, int64_t row, uint64_t* selecti
   write_padding(p, out, count);
 }
 
-// Writes the indices of a CTA's selected keys, all in [base, base + span), to
-// out[(offset + i) * stride], i = 0, 1, ..., in ascending index order: the order of every unsorted
-// answer, which then depends on the selected set only, not on how the row was split across CTAs
-// (so not on the batch). One bit per key in `bitmap` (bitmap_words words of shared memory, a
-// multiple of 4, 16-byte aligned; spans longer than 32 x bitmap_words keys take several windows)
-// and a block scan of the words' counts, where sorting the keys by index is ~66 dependent steps.
-// first_cleared: the caller has zeroed the first window's words (bitmap_words, or fewer for a
-// shorter span, rounded up to 4) behind an earlier barrier, which saves a barrier here.
-// mark(bitmap, first, keys), called by every thread once a window is clear, sets (atomicOr)
-// bit i - first of bitmap for each selected key with index i in [first, first + keys). Returns
-// the count written. Contains barriers.
 // The 16-byte groups (4 words, 128 keys) of the bitmap window that starts `left` keys before a
 // span's end: all bitmap_words / 4 of them, or fewer for the span's last window.
 __device__ __forceinline__ int window_groups(int64_t left, int bitmap_words) {
@@ -266,12 +255,23 @@ __device__ __forceinline__ void clear_groups(uint4* groups, int group_count) {
   for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
 }
 
+// Writes the indices of a CTA's selected keys, all in [base, base + span), to
+// out[(offset + i) * stride], i = 0, 1, ..., in ascending index order: the order of every unsorted
+// answer, which then depends on the selected set only, not on how the row was split across CTAs
+// (so not on the batch). One bit per key in `bitmap` (bitmap_words words of shared memory, a
+// multiple of 4, 16-byte aligned; spans longer than 32 x bitmap_words keys take several windows)
+// and a block scan of the words' counts, where sorting the keys by index is ~66 dependent steps.
+// first_cleared: the caller has zeroed the first window's words (bitmap_words, or fewer for a
+// shorter span, rounded up to 4) behind an earlier barrier, which saves a barrier here.
+// mark(bitmap, first, keys), called by every thread once a window is clear, sets (atomicOr)
+// bit i - first of bitmap for each selected key with index i in [first, first + keys). Returns
+// the count written. Contains barriers.
 template <typename Mark>
 __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t stride,
-                                                       uint32_t offset, uint32_t base,
-                                                       int64_t span, uint32_t* bitmap,
-                                                       int bitmap_words, bool first_cleared,
-                                                       uint32_t* scan_scratch, Mark&& mark) {
+                                                       uint32_t offset, uint32_t base, int64_t span,
+                                                       uint32_t* bitmap, int bitmap_words,
+                                                       bool first_cleared, uint32_t* scan_scratch,
+                                                       Mark&& mark) {
   const int64_t window_keys = int64_t{bitmap_words} * 32;
   uint4* groups = reinterpret_cast<uint4*>(bitmap);  // 4 words (128 keys) per 16-byte access
   uint32_t written = 0;
@@ -343,22 +343,21 @@ __device__ __forceinline__ void mark_index(uint32_t* bitmap, uint32_t first, uin
 // Writes a row's answer from selection[0, count) in any order: sorted best first when asked,
 // else in ascending index order (write_marked_in_index_order over the row's row_count keys, with
 // bitmap_words words at `bitmap`), then -1 up to k. Contains barriers.
-__device__ inline void write_row_from_any_order(const Params& p, int64_t row,
-                                                uint64_t* selection, uint32_t count,
-                                                int64_t row_count, uint32_t* bitmap,
+__device__ inline void write_row_from_any_order(const Params& p, int64_t row, uint64_t* selection,
+                                                uint32_t count, int64_t row_count, uint32_t* bitmap,
                                                 int bitmap_words, uint32_t* scan_scratch) {
   if (p.sorted) {
     write_row(p, row, selection, count);
     return;
   }
   int32_t* out = p.out + row * p.out_stride0;
-  write_marked_in_index_order(
-      out, p.out_stride1, 0, 0, row_count, bitmap, bitmap_words, false, scan_scratch,
-      [&](uint32_t* bits, uint32_t first, uint32_t keys) {
-        for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-          mark_index(bits, first, keys, static_cast<uint32_t>(rank_key_index(selection[i])));
-        }
-      });
+  write_marked_in_index_order(out, p.out_stride1, 0, 0, row_count, bitmap, bitmap_words, false,
+                              scan_scratch, [&](uint32_t* bits, uint32_t first, uint32_t keys) {
+                                for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+                                  mark_index(bits, first, keys,
+                                             static_cast<uint32_t>(rank_key_index(selection[i])));
+                                }
+                              });
   write_padding(p, out, count);
 }
 
@@ -563,12 +562,11 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
   }
 }
 
-// Hands the candidates with key >= cutoff to place(i, key) with i = 0 .. count - 1 in slot
-// order (warp by warp, 32 slots at a time, placed by ballots and a block scan of the warps'
-// counts: deterministic); returns count.
-template <typename Place>
-__device__ inline uint32_t compact_cutoff_to(const Candidates& c, uint64_t cutoff,
-                                             uint32_t* scan_scratch, Place&& place) {
+// Compacts the candidates with key >= cutoff into selection[0, count) in slot order (warp by
+// warp, 32 slots at a time, placed by ballots and a block scan of the warps' counts:
+// deterministic); returns count.
+__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
+                                          uint32_t* scan_scratch) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -589,18 +587,11 @@ __device__ inline uint32_t compact_cutoff_to(const Candidates& c, uint64_t cutof
     const uint64_t key = i < mine ? slice[i] : 0;
     const bool take = i < mine && key >= cutoff;
     const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-    if (take) place(position + __popc(ballot & lower_lanes), key);
+    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
     position += __popc(ballot);
   }
   __syncthreads();
   return total;
-}
-
-// compact_cutoff_to into selection[0, count).
-__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
-                                          uint32_t* scan_scratch) {
-  return compact_cutoff_to(c, cutoff, scan_scratch,
-                           [&](uint32_t i, uint64_t key) { selection[i] = key; });
 }
 
 // Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into
