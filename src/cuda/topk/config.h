@@ -47,12 +47,6 @@ constexpr int kMaxSampleGroups = kBufferCapacity * 2 / kSampleGroupKeys;  // 32-
 constexpr float kSampleSigmas = 4.0f;
 constexpr float kRankSlack = 8.0f;
 
-// Unsorted answers are written in index order from a bitmap of the row (select_core.cuh,
-// write_marked_in_index_order). The segment kernel's comes after its candidate buffer, in the
-// selection array's place, which is made at least this big: 4096 words (16 KiB) cover rows of
-// 128K keys in one window; longer rows take several.
-constexpr int kIndexBitmapWords = 4096;
-
 // Radix select: 8-bit digits, 256 bins; one warp finds the boundary bin (8 bins per lane).
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;

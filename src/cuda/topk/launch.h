@@ -60,12 +60,6 @@ __host__ __device__ inline int selection_capacity(int k) {
   return capacity;
 }
 
-// The segment kernel's selection array, which is also its unsorted answers' bitmap: in rank keys.
-__host__ __device__ inline int selection_area(int k) {
-  const int bitmap_keys = kIndexBitmapWords / 2;
-  return selection_capacity(k) > bitmap_keys ? selection_capacity(k) : bitmap_keys;
-}
-
 cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t stream);
 cudaError_t launch_segment_bf16(const Params& params, int64_t rows, cudaStream_t stream);
 cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);

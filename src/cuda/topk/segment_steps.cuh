@@ -143,34 +143,56 @@ __device__ __forceinline__ int survivor_histogram_shift(uint32_t threshold, uint
 // caller may issue before it knows the threshold (the cluster kernel does, so their latency
 // overlaps the sample's selection). kVectorsPerStep 16-byte loads per thread and step; two steps
 // are in flight while streaming.
-template <typename T, int kVectorsPerStep>
+// kIndexOrder: the survivors reach the warps' slices in ascending index order, slice after slice,
+// so a selection compacted from them is the unsorted answer's order without sorting or marking.
+// Warp w streams the w-th of kWarps contiguous ranges of the vectors (each a whole number of warp
+// steps of 32 x kVectorsPerStep vectors); in a step, lane l reads pair g of the step's 32-byte
+// pairs of vectors at g x 64 + 2 l (a sector per lane and load pair: runs of more vectors per
+// lane, which would need no reordering, made the loads of a warp touch twice the lines and
+// streamed slower). stream_survivors then places pair g's survivors after every lane's pairs
+// before g. Otherwise a step is the CTA's kThreads x kVectorsPerStep consecutive vectors, vector
+// u of thread t at u x kThreads + t.
+template <typename T, int kVectorsPerStep, bool kIndexOrder>
 struct SegmentStream {
   using S = Scores<T>;
+  static_assert(!kIndexOrder || kVectorsPerStep == 2 || kVectorsPerStep == 4,
+                "one or two pairs of vectors per lane and step");
+  static constexpr int kStep = kIndexOrder ? 32 * kVectorsPerStep : kThreads * kVectorsPerStep;
+  // Vector u of a thread's step, from the thread's first.
+  __host__ __device__ static constexpr int vector_offset(int u) {
+    return kIndexOrder ? (u / 2) * 64 + u % 2 : u * kThreads;
+  }
   const T* scores;
   int64_t n;
   int head;  // keys before the first 16-byte boundary (at most 7), read one by one
   int64_t tail_begin;
   const uint4* vector_base;
-  int vector_count;
+  int first;  // this warp's vectors: [first, end)
+  int end;
   uint4 next[kVectorsPerStep];
 
-  // Out-of-range lanes read as NaN, which never passes the comparison. A step wholly in range
-  // (all but the last) loads without per-vector tests and NaN fills: they were a sixth of the
-  // streaming loop's instructions.
+  // A thread's first vector of a step, from the step's first.
+  __device__ __forceinline__ static int thread_offset() {
+    return kIndexOrder ? static_cast<int>(threadIdx.x & 31) * 2 : static_cast<int>(threadIdx.x);
+  }
+
+  // Loads the step from vector `base`. Out-of-range lanes read as NaN, which never passes the
+  // comparison. A step wholly in range (all but the last) loads without per-vector tests and NaN
+  // fills: they were a sixth of the streaming loop's instructions.
   __device__ __forceinline__ void load_step(int base, uint4 (&loaded)[kVectorsPerStep]) const {
-    const int first = base + static_cast<int>(threadIdx.x);
-    if (base + kThreads * kVectorsPerStep <= vector_count) {
+    const int mine = base + thread_offset();
+    if (base + kStep <= end) {
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
-        loaded[u] = __ldcs(vector_base + first + u * kThreads);
+        loaded[u] = __ldcs(vector_base + mine + vector_offset(u));
       }
       return;
     }
 #pragma unroll
     for (int u = 0; u < kVectorsPerStep; ++u) {
-      const int v = first + u * kThreads;
-      loaded[u] = v < vector_count ? __ldcs(vector_base + v)
-                                   : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+      const int v = mine + vector_offset(u);
+      loaded[u] = v < end ? __ldcs(vector_base + v)
+                          : make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
     }
   }
 
@@ -183,8 +205,16 @@ struct SegmentStream {
     const int64_t vectors = (n - head) / S::kPerVector;
     tail_begin = head + vectors * S::kPerVector;
     vector_base = reinterpret_cast<const uint4*>(scores + head);
-    vector_count = static_cast<int>(vectors);
-    load_step(0, next);
+    const int vector_count = static_cast<int>(vectors);
+    first = 0;
+    end = vector_count;
+    if constexpr (kIndexOrder) {
+      const int range = (vector_count + kWarps * kStep - 1) / (kWarps * kStep) * kStep;
+      const int warp = static_cast<int>(threadIdx.x >> 5);
+      first = warp * range < vector_count ? warp * range : vector_count;
+      end = first + range < vector_count ? first + range : vector_count;
+    }
+    load_step(first, next);
   }
 };
 
@@ -197,11 +227,10 @@ struct SegmentStream {
 // registers: the cluster kernel (1 CTA per SM, up to 128 registers) gains 0.1-0.4 us of ~26 at
 // decode 64 x 131072 (H200, alternated runs); the segment kernel (64 registers) spills
 // with it and keeps the shuffle scan.
-template <bool kBallotScan, typename T, int kVectorsPerStep>
-__device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerStep>& stream,
-                                                 uint32_t index_base, uint32_t threshold,
-                                                 uint32_t sample_max, uint64_t* buffer,
-                                                 HistShared& hs, uint32_t* warp_counts) {
+template <bool kBallotScan, typename T, int kVectorsPerStep, bool kIndexOrder>
+__device__ __forceinline__ void stream_survivors(
+    SegmentStream<T, kVectorsPerStep, kIndexOrder>& stream, uint32_t index_base, uint32_t threshold,
+    uint32_t sample_max, uint64_t* buffer, HistShared& hs, uint32_t* warp_counts) {
   using S = Scores<T>;
   constexpr int kPerVector = S::kPerVector;
   const T* scores = stream.scores;
@@ -223,37 +252,44 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
   uint64_t* slice = buffer + warp * kWarpSlice;
   const uint32_t slice_address = ptx::smem_address(slice);
   uint32_t warp_count = 0;  // warp-uniform
-  const int head = stream.head;
-  const int64_t tail_begin = stream.tail_begin;
-  if (warp == 0) {
-    // Unaligned head (lanes 0..7) and tail (lanes 16..23): at most 7 keys each.
-    int64_t i = -1;
-    if (lane < head) i = lane;
-    if (lane >= 16 && tail_begin + (lane - 16) < n) i = tail_begin + (lane - 16);
-    const uint32_t key = i >= 0 ? S::key(scores, i) : 0u;
-    const bool keep = i >= 0 && key >= threshold;
+  // Keys outside the vectors, at most 7 of them (lane l takes keys_at[l], index first_index + l,
+  // for l < keys), appended to this warp's slice: the unaligned head by warp 0 before its range,
+  // the tail by the last warp after its range, so that the slices stay in index order.
+  auto take_loose_keys = [&](const T* keys_at, uint32_t first_index, int keys) {
+    const bool in_range = lane < keys;
+    const uint32_t key = in_range ? S::key(keys_at, lane) : 0u;
+    const bool keep = in_range && key >= threshold;
     const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-    const uint32_t position = __popc(ballot & ((1u << lane) - 1));
+    const uint32_t position = warp_count + __popc(ballot & ((1u << lane) - 1));
     if (keep) {
-      const uint64_t ranked = rank_key(key, index_base + static_cast<uint32_t>(i));
+      const uint64_t ranked = rank_key(key, first_index + static_cast<uint32_t>(lane));
       if (position < kWarpSlice) slice[position] = ranked;
       atomicAdd(&hs.bins[survivor_bin(key)], 1u);
     }
-    warp_count = __popc(ballot);
-  }
+    warp_count += __popc(ballot);
+  };
+  if (warp == 0) take_loose_keys(scores, index_base, stream.head);
+  const int tail_keys = static_cast<int>(n - stream.tail_begin);
   // The hot loop compares floats (key_threshold); a threshold of 0 sends the segment to the
   // fallback.
   const float threshold_value = key_threshold(threshold);
-  const int vector_count = stream.vector_count;
-  constexpr int kStep = kThreads * kVectorsPerStep;
+  using Stream = SegmentStream<T, kVectorsPerStep, kIndexOrder>;
+  constexpr int kStep = Stream::kStep;
+  const int end = stream.end;
   static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
   constexpr int kStepCountBits = 6;  // a lane's survivors in a step: 0..32
+  // Index order with two pairs of vectors per lane: the pairs' counts in 16-bit fields of one
+  // word, scanned together.
+  constexpr bool kTwoPairs = kIndexOrder && kVectorsPerStep == 4;
+  constexpr int kPairKeys = 2 * kPerVector;
+  static_assert(!(kTwoPairs && kBallotScan), "the ballot scan takes one count");
   // One step: one compare per key, into a bit per key (vector u's keys at bits u * kPerVector +
   // e); the count is a popc, and one loop over the set bits places the survivors. A running
   // count, then the compares again for the survivors' vectors, made the step a chain of ~100
   // dependent instructions; a survivors' loop per vector ran each of them at almost every step
   // (at k = 2048 of 128K a warp's step has ~13 survivors, so some lane nearly always has one in
   // each vector): one loop over all bits runs ~2 times instead of ~4.
+  const uint32_t vectors_index = index_base + static_cast<uint32_t>(stream.head);
   auto consume = [&](const uint4(&values)[kVectorsPerStep], int base) {
     uint32_t passing_bits = 0;
 #pragma unroll
@@ -264,33 +300,49 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
                         << (u * kPerVector + e);
       }
     }
-    const uint32_t mine = __popc(passing_bits);
     uint32_t step_total;
-    uint32_t before;
-    if constexpr (kBallotScan) {
-      before = warp_exclusive_count_scan<kStepCountBits>(mine, step_total);
+    // Survivor j (in bit order) of this lane goes to slot position + j, plus, with two pairs,
+    // the 16-bit field of its pair in pair_skip: the survivors of the other lanes' pairs that
+    // come before it, less this lane's own of pair 0.
+    uint32_t position;
+    uint32_t pair_skip = 0;
+    if constexpr (kTwoPairs) {
+      const uint32_t first_pair = __popc(passing_bits & ((1u << kPairKeys) - 1));
+      const uint32_t counts = first_pair | (__popc(passing_bits >> kPairKeys) << 16);
+      const uint32_t inclusive = warp_inclusive_scan(counts);
+      const uint32_t totals = __shfl_sync(0xffffffffu, inclusive, 31);
+      const uint32_t first_pair_total = totals & 0xffffu;
+      step_total = first_pair_total + (totals >> 16);
+      pair_skip = inclusive - counts + ((first_pair_total - first_pair) << 16);
+      position = warp_count;
     } else {
-      const uint32_t inclusive = warp_inclusive_scan(mine);
-      step_total = __shfl_sync(0xffffffffu, inclusive, 31);
-      before = inclusive - mine;
+      const uint32_t mine = __popc(passing_bits);
+      uint32_t before;
+      if constexpr (kBallotScan) {
+        before = warp_exclusive_count_scan<kStepCountBits>(mine, step_total);
+      } else {
+        const uint32_t inclusive = warp_inclusive_scan(mine);
+        step_total = __shfl_sync(0xffffffffu, inclusive, 31);
+        before = inclusive - mine;
+      }
+      position = warp_count + before;
     }
     if (step_total == 0) return;
-    uint32_t position = warp_count + before;
     const uint32_t first_index =
-        index_base +
-        static_cast<uint32_t>(head + (base + static_cast<int>(threadIdx.x)) * kPerVector);
+        vectors_index + static_cast<uint32_t>(base + Stream::thread_offset()) * kPerVector;
     while (passing_bits != 0) {
       const uint32_t b = __ffs(passing_bits) - 1;
       passing_bits &= passing_bits - 1;
-      const uint32_t key =
-          number_key(S::vector_bits(step_vector(values, b / kPerVector), b % kPerVector));
-      const uint32_t index =
-          first_index + (b / kPerVector) * (kThreads * kPerVector) + b % kPerVector;
+      const uint32_t u = b / kPerVector;
+      const uint32_t key = number_key(S::vector_bits(step_vector(values, u), b % kPerVector));
+      uint32_t slot = position;
+      if constexpr (kTwoPairs) slot += (pair_skip >> (b / kPairKeys * 16)) & 0xffffu;
       // A predicated store: a branch around it (its reconvergence and the address arithmetic
       // in it) cost ~2 % of prefill against a branch-free store; keys past the slice's end are
       // counted, not stored.
-      ptx::store_shared_if(position < kWarpSlice, slice_address + position * 8,
-                           rank_key(key, index));
+      ptx::store_shared_if(
+          slot < kWarpSlice, slice_address + slot * 8,
+          rank_key(key, first_index + Stream::vector_offset(u) * kPerVector + b % kPerVector));
       atomicAdd(&hs.bins[survivor_bin(key)], 1u);
       ++position;
     }
@@ -300,13 +352,17 @@ __device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerSte
   // by two so that the two register buffers alternate instead of being copied.
   uint4(&even)[kVectorsPerStep] = stream.next;
   uint4 odd[kVectorsPerStep];
-  const int first_base = threshold == 0 ? vector_count : 0;
-  for (int base = first_base; base < vector_count; base += 2 * kStep) {
+  const int first_base = threshold == 0 ? end : stream.first;
+  for (int base = first_base; base < end; base += 2 * kStep) {
     stream.load_step(base + kStep, odd);
     consume(even, base);
-    if (base + kStep >= vector_count) break;
+    if (base + kStep >= end) break;
     stream.load_step(base + 2 * kStep, even);
     consume(odd, base + kStep);
+  }
+  if (warp == kWarps - 1) {
+    take_loose_keys(scores + stream.tail_begin,
+                    index_base + static_cast<uint32_t>(stream.tail_begin), tail_keys);
   }
   if (lane == 0) warp_counts[warp] = warp_count;
   __syncthreads();

@@ -562,11 +562,12 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
   }
 }
 
-// Compacts the candidates with key >= cutoff into selection[0, count) in slot order (warp by
-// warp, 32 slots at a time, placed by ballots and a block scan of the warps' counts:
-// deterministic); returns count.
-__device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, uint64_t* selection,
-                                          uint32_t* scan_scratch) {
+// Places the candidates with key >= cutoff at positions 0, 1, ... in slot order (warp by warp,
+// 32 slots at a time, by ballots and a block scan of the warps' counts: deterministic), calling
+// place(position, key) for each; returns their count. Contains barriers.
+template <typename Place>
+__device__ inline uint32_t compact_cutoff_with(const Candidates& c, uint64_t cutoff,
+                                               uint32_t* scan_scratch, Place place) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -587,11 +588,18 @@ __device__ inline uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff, 
     const uint64_t key = i < mine ? slice[i] : 0;
     const bool take = i < mine && key >= cutoff;
     const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-    if (take) selection[position + __popc(ballot & lower_lanes)] = key;
+    if (take) place(position + __popc(ballot & lower_lanes), key);
     position += __popc(ballot);
   }
   __syncthreads();
   return total;
+}
+
+// compact_cutoff_with into selection[0, count).
+__device__ __forceinline__ uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff,
+                                                   uint64_t* selection, uint32_t* scan_scratch) {
+  return compact_cutoff_with(c, cutoff, scan_scratch,
+                             [&](uint32_t position, uint64_t key) { selection[position] = key; });
 }
 
 // Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into

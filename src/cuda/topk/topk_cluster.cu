@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The segment's first loads go out before the sample's selection, which then hides their
     // latency. (Asking the whole segment into L2 first, with prefetch.global.L2, made the sample
     // slower: 64 x 131072 30.4 -> 33.4 us.)
-    SegmentStream<T, Scores<T>::kClusterVectorsPerStep> stream;
+    SegmentStream<T, Scores<T>::kClusterVectorsPerStep, false> stream;
     stream.begin(row_scores + begin, n);
     // The bitmap of an unsorted answer (select_in_cluster), behind the sample's barriers.
     if (!p.sorted) clear_first_window(reinterpret_cast<uint32_t*>(gather), kGatherCapacity * 2, n);

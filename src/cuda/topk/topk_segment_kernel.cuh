@@ -19,10 +19,11 @@
 //          from two 11-bit histogram rounds (T is that key with its low 10 bits cleared), so
 //          about 1.6-3.5 k keys of the segment are >= T (~2 k at k = 2048).
 //       2. Stream the segment once with 16-byte evict-first loads (the next step's loads are
-//          issued before the current step is processed); the hot test is a float compare
-//          against the value of T; each warp appends its keys >= T to its own 512-entry slice
-//          of the shared buffer at positions from a warp scan (deterministic, no atomics), and
-//          counts it in a 2048-bin histogram over [T, sample max] (the first select round).
+//          issued before the current step is processed), each warp over its own contiguous
+//          range; the hot test is a float compare against the value of T; each warp appends its
+//          keys >= T to its own 512-entry slice of the shared buffer at positions from a warp
+//          scan (deterministic, no atomics), so the slices hold the survivors in index order,
+//          and counts them in a 2048-bin histogram over [T, sample max] (the first select round).
 //       3. If >= k' keys survived and no slice overflowed, the survivors contain the top-k':
 //          the boundary bin of that histogram is resolved in shared memory (brute force when
 //          <= 128 keys, else more 11-bit rounds inside it), then compaction. Otherwise (a > 4 sigma
@@ -31,9 +32,10 @@
 //          index order that takes every key above the k'-th score and the lowest-index keys equal
 //          to it, placed by block scans. Never a truncation.
 //   * Final rows are sorted best first when asked (a bitonic sort in registers, sort_rows.cuh),
-//     else written in ascending index order (the direct path's compaction keeps it; the others
-//     go through a bitmap of the row, write_marked_in_index_order), so that the unsorted answer
-//     is the same however the row was split, i.e. in any batch.
+//     else written in ascending index order (the compaction of the direct path and of the
+//     survivors keeps it; the fallback's selection goes through a bitmap of the row,
+//     write_marked_in_index_order), so that the unsorted answer is the same however the row
+//     was split, i.e. in any batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     topk_segment_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                       // [kBufferCapacity] rank keys
-  uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_area(k)] rank keys
+  uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
   __shared__ HistShared hs;  // histogram select; its bins also serve the fallback radix select
   __shared__ uint32_t warp_counts[kWarps];
   __shared__ SelectState state;
@@ -114,13 +116,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     uint32_t sample_max;
     sampled_threshold(sampled_scores, sampled_n, sampled_want, false,
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
-    SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
+    SegmentStream<T, Scores<T>::kVectorsPerStep, true> stream;
     stream.begin(scores, n);
-    // An unsorted answer's bitmap, in the selection array's place, cleared behind the stream's
-    // first barrier.
-    if (final_answer && !p.sorted) {
-      clear_first_window(reinterpret_cast<uint32_t*>(selection), 2 * selection_area(p.k), n);
-    }
     stream_survivors<false>(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
     uint32_t survivors = 0;
@@ -150,15 +147,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
         cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
       }
       if (final_answer && !p.sorted) {
-        // Straight from the survivors' slots into the bitmap (compacting them first cost one
-        // more pass and block scan).
+        // The slices hold the survivors in index order: compacted straight into the answer.
         int32_t* out = p.out + row * p.out_stride0;
-        count = write_marked_in_index_order(
-            out, p.out_stride1, 0, 0, n, reinterpret_cast<uint32_t*>(selection),
-            2 * selection_area(p.k), true, hs.scan,
-            [&](uint32_t* bits, uint32_t first, uint32_t keys) {
-              mark_candidates(candidates, cutoff, bits, first, keys);
-            });
+        count = compact_cutoff_with(candidates, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+          out[i * p.out_stride1] = rank_key_index(key);
+        });
         write_padding(p, out, count);
         return;
       }
@@ -192,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 template <typename T>
 cudaError_t launch_segment(const Params& params, int64_t rows, cudaStream_t stream) {
   const size_t shared =
-      (kBufferCapacity + static_cast<size_t>(selection_area(params.k))) * sizeof(uint64_t);
+      (kBufferCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
   // The largest k's footprint, set on every launch (per device, host-side only, capture-safe).
   const int most = (kBufferCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
   const cudaError_t configured = cudaFuncSetAttribute(
