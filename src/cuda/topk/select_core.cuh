@@ -433,6 +433,7 @@ struct HistShared {
   uint32_t gathered;
   uint64_t cutoff;
   uint64_t gather[kBruteForceMax + 8];  // + 8: the unrolled scan reads past m
+  uint8_t gathered_warp[kBruteForceMax];  // the warp whose slice held gather[i]
 };
 
 // The highest of the kHistBinsPerThread bins thread t owns: 2047 - 4t (down to 2044 - 4t).
@@ -517,9 +518,13 @@ __device__ __forceinline__ uint32_t reduce_warp_min(const HistShared& hs) {
 
 // The cutoff K of the `want` largest candidates inside [lo, hi] (every candidate above hi counts
 // as taken by the caller): 1 <= want <= candidates in [lo, hi]. hist_ready: hs.bins already
-// holds this round's histogram for (lo, shift) (built while streaming). Contains barriers.
+// holds this round's histogram for (lo, shift) (built while streaming). warp_taken (optional,
+// kWarps words of shared memory): gets each warp's candidates >= K, counted in the pass that
+// gathers the boundary bin, which saves compact_cutoff's counting pass (place_taken). Contains
+// barriers.
 __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uint64_t lo,
-                                         uint64_t hi, int shift, bool hist_ready, HistShared& hs) {
+                                         uint64_t hi, int shift, bool hist_ready, HistShared& hs,
+                                         uint32_t* warp_taken = nullptr) {
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
@@ -548,12 +553,30 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
       bin_hi = bin_lo + ((uint64_t{1} << shift) - 1);
     }
     if (in_bin <= kBruteForceMax) {
+      uint32_t above = 0;
       for (uint32_t i = lane; i < mine; i += 32) {
         const uint64_t key = slice[i];
-        if (key >= bin_lo && key <= bin_hi) hs.gather[atomicAdd(&hs.gathered, 1u)] = key;
+        if (key >= bin_lo && key <= bin_hi) {
+          const uint32_t at = atomicAdd(&hs.gathered, 1u);
+          hs.gather[at] = key;
+          hs.gathered_warp[at] = static_cast<uint8_t>(warp);
+        }
+        above += key > bin_hi ? 1u : 0u;
+      }
+      if (warp_taken != nullptr) {
+        above = __reduce_add_sync(0xffffffffu, above);
+        if (lane == 0) warp_taken[warp] = above;
       }
       __syncthreads();
-      return brute_force_cutoff(hs, hs.gathered, remaining);
+      const uint32_t gathered = hs.gathered;
+      const uint64_t cutoff = brute_force_cutoff(hs, gathered, remaining);
+      if (warp_taken != nullptr) {
+        for (uint32_t i = threadIdx.x; i < gathered; i += kThreads) {
+          if (hs.gather[i] >= cutoff) atomicAdd(&warp_taken[hs.gathered_warp[i]], 1u);
+        }
+        __syncthreads();
+      }
+      return cutoff;
     }
     lo = bin_lo;
     hi = bin_hi;
@@ -562,9 +585,29 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
   }
 }
 
+// Calls place(offset + i, key) for this warp's candidates with key >= cutoff, i = 0, 1, ... in
+// slot order, 32 slots at a time (placed by ballots).
+template <typename Place>
+__device__ __forceinline__ void place_warp_cutoff(const Candidates& c, uint64_t cutoff,
+                                                  uint32_t offset, Place& place) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
+  const uint32_t mine = c.count(warp);
+  const uint32_t lower_lanes = (1u << lane) - 1;
+  for (uint32_t j = 0; j < mine; j += 32) {
+    const uint32_t i = j + lane;
+    const uint64_t key = i < mine ? slice[i] : 0;
+    const bool take = i < mine && key >= cutoff;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+    if (take) place(offset + __popc(ballot & lower_lanes), key);
+    offset += __popc(ballot);
+  }
+}
+
 // Places the candidates with key >= cutoff at positions 0, 1, ... in slot order (warp by warp,
-// 32 slots at a time, by ballots and a block scan of the warps' counts: deterministic), calling
-// place(position, key) for each; returns their count. Contains barriers.
+// by ballots and a block scan of the warps' counts: deterministic), calling place(position, key)
+// for each; returns their count. Contains barriers.
 template <typename Place>
 __device__ inline uint32_t compact_cutoff_with(const Candidates& c, uint64_t cutoff,
                                                uint32_t* scan_scratch, Place place) {
@@ -572,7 +615,6 @@ __device__ inline uint32_t compact_cutoff_with(const Candidates& c, uint64_t cut
   const int lane = threadIdx.x & 31;
   const uint64_t* slice = c.buffer + static_cast<int64_t>(warp) * c.slice;
   const uint32_t mine = c.count(warp);
-  const uint32_t lower_lanes = (1u << lane) - 1;
   uint32_t warp_total = 0;
   for (uint32_t j = 0; j < mine; j += 32) {
     const uint32_t i = j + lane;
@@ -582,17 +624,22 @@ __device__ inline uint32_t compact_cutoff_with(const Candidates& c, uint64_t cut
   uint32_t total;
   const uint32_t warp_offset =
       block_exclusive_scan(lane == 0 ? warp_total : 0u, scan_scratch, total);
-  uint32_t position = __shfl_sync(0xffffffffu, warp_offset, 0);
-  for (uint32_t j = 0; j < mine; j += 32) {
-    const uint32_t i = j + lane;
-    const uint64_t key = i < mine ? slice[i] : 0;
-    const bool take = i < mine && key >= cutoff;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-    if (take) place(position + __popc(ballot & lower_lanes), key);
-    position += __popc(ballot);
-  }
+  place_warp_cutoff(c, cutoff, __shfl_sync(0xffffffffu, warp_offset, 0), place);
   __syncthreads();
   return total;
+}
+
+// compact_cutoff_with when each warp's count is known (warp_taken, from select_cutoff): no
+// counting pass, no block scan. Returns the count. No barrier: for places outside shared memory.
+template <typename Place>
+__device__ inline uint32_t place_taken(const Candidates& c, uint64_t cutoff,
+                                       const uint32_t* warp_taken, Place place) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const uint32_t count = lane < kWarps ? warp_taken[lane] : 0u;
+  const uint32_t before = __reduce_add_sync(0xffffffffu, lane < warp ? count : 0u);
+  place_warp_cutoff(c, cutoff, before, place);
+  return __reduce_add_sync(0xffffffffu, count);
 }
 
 // compact_cutoff_with into selection[0, count).

@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   uint64_t* selection = shared_keys + kBufferCapacity;  // [selection_capacity(k)] rank keys
   __shared__ HistShared hs;  // histogram select; its bins also serve the fallback radix select
   __shared__ uint32_t warp_counts[kWarps];
+  __shared__ uint32_t warp_taken[kWarps];  // per warp: its survivors in the unsorted answer
   __shared__ SelectState state;
   ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
 
@@ -140,16 +141,20 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       // 3. Exact selection among the survivors: the streamed histogram, then (rarely) more
       // rounds inside the boundary bin.
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
+      const bool unsorted_answer = final_answer && !p.sorted;
       uint64_t cutoff = 0;  // all survivors wanted
+      const uint32_t* taken = warp_counts;  // per warp: its survivors >= cutoff
       if (want < survivors) {
         const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
         const int first_shift = survivor_histogram_shift(threshold, sample_max);
-        cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs);
+        cutoff = select_cutoff(candidates, want, lo, ~uint64_t{0}, first_shift, true, hs,
+                               unsorted_answer ? warp_taken : nullptr);
+        taken = warp_taken;
       }
-      if (final_answer && !p.sorted) {
-        // The slices hold the survivors in index order: compacted straight into the answer.
+      if (unsorted_answer) {
+        // The slices hold the survivors in index order: placed straight into the answer.
         int32_t* out = p.out + row * p.out_stride0;
-        count = compact_cutoff_with(candidates, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+        count = place_taken(candidates, cutoff, taken, [&](uint32_t i, uint64_t key) {
           out[i * p.out_stride1] = rank_key_index(key);
         });
         write_padding(p, out, count);
