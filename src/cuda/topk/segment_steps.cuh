@@ -141,26 +141,27 @@ __device__ __forceinline__ int survivor_histogram_shift(uint32_t threshold, uint
 
 // The streaming read of one segment: its geometry and the loads of its first step, which a
 // caller may issue before it knows the threshold (the cluster kernel does, so their latency
-// overlaps the sample's selection). kVectorsPerStep 16-byte loads per thread and step; two steps
-// are in flight while streaming.
-// kIndexOrder: the survivors reach the warps' slices in ascending index order, slice after slice,
-// so a selection compacted from them is the unsorted answer's order without sorting or marking.
+// overlaps the sample's selection). kVectorsPerStep (2 or 4) 16-byte loads per thread and step;
+// two steps are in flight while streaming.
+// The survivors reach the warps' slices in ascending index order, slice after slice, so a
+// selection compacted from them is already in the unsorted answer's order (no sort, no bitmap).
 // Warp w streams the w-th of kWarps contiguous ranges of the vectors (each a whole number of warp
 // steps of 32 x kVectorsPerStep vectors); in a step, lane l reads pair g of the step's 32-byte
-// pairs of vectors at g x 64 + 2 l (a sector per lane and load pair: runs of more vectors per
-// lane, which would need no reordering, made the loads of a warp touch twice the lines and
-// streamed slower). stream_survivors then places pair g's survivors after every lane's pairs
-// before g. Otherwise a step is the CTA's kThreads x kVectorsPerStep consecutive vectors, vector
-// u of thread t at u x kThreads + t.
-template <typename T, int kVectorsPerStep, bool kIndexOrder>
+// pairs of vectors at g x 64 + 2 l: a sector per lane and pair of loads. All of a lane's vectors
+// side by side (64 bytes for fp32) would need no reordering, but its loads each touched twice the
+// sectors and streamed slower (H200, 4096 x 131072 fp32: 0.620 against 0.606 ms; 8 vectors per
+// lane in the cluster kernel: 64 x 131072 29.3 against 26.1 us); stream_survivors places pair
+// g's survivors after every lane's of the pairs before g instead.
+template <typename T, int kVectorsPerStep>
 struct SegmentStream {
   using S = Scores<T>;
-  static_assert(!kIndexOrder || kVectorsPerStep == 2 || kVectorsPerStep == 4,
-                "one or two pairs of vectors per lane and step");
-  static constexpr int kStep = kIndexOrder ? 32 * kVectorsPerStep : kThreads * kVectorsPerStep;
-  // Vector u of a thread's step, from the thread's first.
-  __host__ __device__ static constexpr int vector_offset(int u) {
-    return kIndexOrder ? (u / 2) * 64 + u % 2 : u * kThreads;
+  static_assert(kVectorsPerStep == 2 || kVectorsPerStep == 4, "one or two pairs per lane");
+  static constexpr int kStep = 32 * kVectorsPerStep;  // a warp's vectors per step
+  // Vector u of a lane's step, from the lane's first.
+  __host__ __device__ static constexpr int vector_offset(int u) { return (u / 2) * 64 + u % 2; }
+  // A lane's first vector of a step, from the step's first.
+  __device__ __forceinline__ static int lane_offset() {
+    return static_cast<int>(threadIdx.x & 31) * 2;
   }
   const T* scores;
   int64_t n;
@@ -171,16 +172,11 @@ struct SegmentStream {
   int end;
   uint4 next[kVectorsPerStep];
 
-  // A thread's first vector of a step, from the step's first.
-  __device__ __forceinline__ static int thread_offset() {
-    return kIndexOrder ? static_cast<int>(threadIdx.x & 31) * 2 : static_cast<int>(threadIdx.x);
-  }
-
   // Loads the step from vector `base`. Out-of-range lanes read as NaN, which never passes the
   // comparison. A step wholly in range (all but the last) loads without per-vector tests and NaN
   // fills: they were a sixth of the streaming loop's instructions.
   __device__ __forceinline__ void load_step(int base, uint4 (&loaded)[kVectorsPerStep]) const {
-    const int mine = base + thread_offset();
+    const int mine = base + lane_offset();
     if (base + kStep <= end) {
 #pragma unroll
       for (int u = 0; u < kVectorsPerStep; ++u) {
@@ -206,14 +202,10 @@ struct SegmentStream {
     tail_begin = head + vectors * S::kPerVector;
     vector_base = reinterpret_cast<const uint4*>(scores + head);
     const int vector_count = static_cast<int>(vectors);
-    first = 0;
-    end = vector_count;
-    if constexpr (kIndexOrder) {
-      const int range = (vector_count + kWarps * kStep - 1) / (kWarps * kStep) * kStep;
-      const int warp = static_cast<int>(threadIdx.x >> 5);
-      first = warp * range < vector_count ? warp * range : vector_count;
-      end = first + range < vector_count ? first + range : vector_count;
-    }
+    const int range = (vector_count + kWarps * kStep - 1) / (kWarps * kStep) * kStep;
+    const int warp = static_cast<int>(threadIdx.x >> 5);
+    first = warp * range < vector_count ? warp * range : vector_count;
+    end = first + range < vector_count ? first + range : vector_count;
     load_step(first, next);
   }
 };
@@ -222,15 +214,11 @@ struct SegmentStream {
 // rank key with index index_base + i, to this warp's slice of `buffer` (kWarpSlice slots; counts
 // beyond mark an overflow), counted in warp_counts[warp] and in the first histogram round of the
 // survivors (hs.bins over [threshold, sample_max], bins of survivor_histogram_shift).
-// kBallotScan: a step's survivor counts are scanned over the warp with ballots
-// (warp_exclusive_count_scan), which shortens the step's dependency chain but needs more live
-// registers: the cluster kernel (1 CTA per SM, up to 128 registers) gains 0.1-0.4 us of ~26 at
-// decode 64 x 131072 (H200, alternated runs); the segment kernel (64 registers) spills
-// with it and keeps the shuffle scan.
-template <bool kBallotScan, typename T, int kVectorsPerStep, bool kIndexOrder>
-__device__ __forceinline__ void stream_survivors(
-    SegmentStream<T, kVectorsPerStep, kIndexOrder>& stream, uint32_t index_base, uint32_t threshold,
-    uint32_t sample_max, uint64_t* buffer, HistShared& hs, uint32_t* warp_counts) {
+template <typename T, int kVectorsPerStep>
+__device__ __forceinline__ void stream_survivors(SegmentStream<T, kVectorsPerStep>& stream,
+                                                 uint32_t index_base, uint32_t threshold,
+                                                 uint32_t sample_max, uint64_t* buffer,
+                                                 HistShared& hs, uint32_t* warp_counts) {
   using S = Scores<T>;
   constexpr int kPerVector = S::kPerVector;
   const T* scores = stream.scores;
@@ -273,16 +261,14 @@ __device__ __forceinline__ void stream_survivors(
   // The hot loop compares floats (key_threshold); a threshold of 0 sends the segment to the
   // fallback.
   const float threshold_value = key_threshold(threshold);
-  using Stream = SegmentStream<T, kVectorsPerStep, kIndexOrder>;
+  using Stream = SegmentStream<T, kVectorsPerStep>;
   constexpr int kStep = Stream::kStep;
   const int end = stream.end;
   static_assert(kVectorsPerStep * kPerVector <= 32, "a step's keys are bits of one word");
-  constexpr int kStepCountBits = 6;  // a lane's survivors in a step: 0..32
-  // Index order with two pairs of vectors per lane: the pairs' counts in 16-bit fields of one
-  // word, scanned together.
-  constexpr bool kTwoPairs = kIndexOrder && kVectorsPerStep == 4;
+  // Two pairs of vectors per lane: the pairs' counts in 16-bit fields of one word, scanned
+  // together.
+  constexpr bool kTwoPairs = kVectorsPerStep == 4;
   constexpr int kPairKeys = 2 * kPerVector;
-  static_assert(!(kTwoPairs && kBallotScan), "the ballot scan takes one count");
   // One step: one compare per key, into a bit per key (vector u's keys at bits u * kPerVector +
   // e); the count is a popc, and one loop over the set bits places the survivors. A running
   // count, then the compares again for the survivors' vectors, made the step a chain of ~100
@@ -317,19 +303,13 @@ __device__ __forceinline__ void stream_survivors(
       position = warp_count;
     } else {
       const uint32_t mine = __popc(passing_bits);
-      uint32_t before;
-      if constexpr (kBallotScan) {
-        before = warp_exclusive_count_scan<kStepCountBits>(mine, step_total);
-      } else {
-        const uint32_t inclusive = warp_inclusive_scan(mine);
-        step_total = __shfl_sync(0xffffffffu, inclusive, 31);
-        before = inclusive - mine;
-      }
-      position = warp_count + before;
+      const uint32_t inclusive = warp_inclusive_scan(mine);
+      step_total = __shfl_sync(0xffffffffu, inclusive, 31);
+      position = warp_count + inclusive - mine;
     }
     if (step_total == 0) return;
     const uint32_t first_index =
-        vectors_index + static_cast<uint32_t>(base + Stream::thread_offset()) * kPerVector;
+        vectors_index + static_cast<uint32_t>(base + Stream::lane_offset()) * kPerVector;
     while (passing_bits != 0) {
       const uint32_t b = __ffs(passing_bits) - 1;
       passing_bits &= passing_bits - 1;

@@ -45,7 +45,6 @@ template <>
 struct Scores<float> {
   static constexpr int kPerVector = 4;
   static constexpr int kVectorsPerStep = kFloatVectorsPerStep;
-  static constexpr int kClusterVectorsPerStep = kClusterFloatVectorsPerStep;
   __device__ __forceinline__ static uint32_t key(const float* row, int64_t i) {
     return score_key(__float_as_uint(__ldg(row + i)));
   }
@@ -68,7 +67,6 @@ template <>
 struct Scores<uint16_t> {
   static constexpr int kPerVector = 8;
   static constexpr int kVectorsPerStep = kBf16VectorsPerStep;
-  static constexpr int kClusterVectorsPerStep = kClusterBf16VectorsPerStep;
   __device__ __forceinline__ static uint32_t key(const uint16_t* row, int64_t i) {
     return score_key(static_cast<uint32_t>(__ldg(row + i)) << 16);
   }
@@ -91,22 +89,6 @@ struct Scores<uint16_t> {
     keys[3] = score_key(half_bits(g.y, 1));
   }
 };
-
-// The sum of `value` over the lanes below this one, and over the warp (total), for values below
-// 2^kBits: one ballot per bit, all independent, where warp_inclusive_scan is a chain of five
-// shuffles.
-template <int kBits>
-__device__ __forceinline__ uint32_t warp_exclusive_count_scan(uint32_t value, uint32_t& total) {
-  const uint32_t lanes_below = (1u << (threadIdx.x & 31)) - 1;
-  uint32_t below = 0;
-#pragma unroll
-  for (int b = 0; b < kBits; ++b) {
-    const uint32_t ballot = __ballot_sync(0xffffffffu, (value >> b) & 1u);
-    below += static_cast<uint32_t>(__popc(ballot & lanes_below)) << b;
-  }
-  total = __reduce_add_sync(0xffffffffu, value);
-  return below;
-}
 
 __device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t value) {
   const int lane = threadIdx.x & 31;
@@ -255,33 +237,27 @@ __device__ __forceinline__ void clear_groups(uint4* groups, int group_count) {
   for (int g = threadIdx.x; g < group_count; g += kThreads) groups[g] = make_uint4(0, 0, 0, 0);
 }
 
-// Writes the indices of a CTA's selected keys, all in [base, base + span), to
-// out[(offset + i) * stride], i = 0, 1, ..., in ascending index order: the order of every unsorted
-// answer, which then depends on the selected set only, not on how the row was split across CTAs
-// (so not on the batch). One bit per key in `bitmap` (bitmap_words words of shared memory, a
-// multiple of 4, 16-byte aligned; spans longer than 32 x bitmap_words keys take several windows)
-// and a block scan of the words' counts, where sorting the keys by index is ~66 dependent steps.
-// first_cleared: the caller has zeroed the first window's words (bitmap_words, or fewer for a
-// shorter span, rounded up to 4) behind an earlier barrier, which saves a barrier here.
-// mark(bitmap, first, keys), called by every thread once a window is clear, sets (atomicOr)
-// bit i - first of bitmap for each selected key with index i in [first, first + keys). Returns
-// the count written. Contains barriers.
+// Writes the indices of a CTA's selected keys, all in [0, span), to out[i * stride],
+// i = 0, 1, ..., in ascending index order (the order of every unsorted answer), when they are held
+// in another order: the exact fallback's selection. (The fast paths' survivors are in index order
+// already, segment_steps.cuh.) One bit per key in `bitmap` (bitmap_words words of shared memory,
+// a multiple of 4, 16-byte aligned; spans longer than 32 x bitmap_words keys take several
+// windows) and a block scan of the words' counts, where sorting the keys by index is ~66
+// dependent steps. mark(bitmap, first, keys), called by every thread once a window is clear, sets
+// (atomicOr) bit i - first of bitmap for each selected key with index i in [first, first + keys).
+// Returns the count written. Contains barriers.
 template <typename Mark>
-__device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t stride,
-                                                       uint32_t offset, uint32_t base, int64_t span,
+__device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t stride, int64_t span,
                                                        uint32_t* bitmap, int bitmap_words,
-                                                       bool first_cleared, uint32_t* scan_scratch,
-                                                       Mark&& mark) {
+                                                       uint32_t* scan_scratch, Mark&& mark) {
   const int64_t window_keys = int64_t{bitmap_words} * 32;
   uint4* groups = reinterpret_cast<uint4*>(bitmap);  // 4 words (128 keys) per 16-byte access
   uint32_t written = 0;
   for (int64_t window = 0; window < span; window += window_keys) {
     const int group_count = window_groups(span - window, bitmap_words);
-    if (window > 0 || !first_cleared) {
-      clear_groups(groups, group_count);
-      __syncthreads();
-    }
-    const uint32_t first_index = base + static_cast<uint32_t>(window);
+    clear_groups(groups, group_count);
+    __syncthreads();
+    const uint32_t first_index = static_cast<uint32_t>(window);
     mark(bitmap, first_index, static_cast<uint32_t>(group_count) * 128);
     __syncthreads();
     // Warp w owns groups [w * per_warp, (w + 1) * per_warp), lane l the l-th of every 32 (16-byte
@@ -302,7 +278,7 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
     mine = __reduce_add_sync(0xffffffffu, mine);
     uint32_t total;
     const uint32_t warp_offset = block_exclusive_scan(lane == 0 ? mine : 0u, scan_scratch, total);
-    uint32_t place = offset + written + __shfl_sync(0xffffffffu, warp_offset, 0);
+    uint32_t place = written + __shfl_sync(0xffffffffu, warp_offset, 0);
     for (int step = first; step < last; step += 32) {
       const int g = step + lane;
       const uint4 words = g < last ? groups[g] : make_uint4(0, 0, 0, 0);
@@ -326,13 +302,6 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
   return written;
 }
 
-// Zeroes what write_marked_in_index_order(..., first_cleared = true) expects zeroed: the first
-// window's words of a span. Needs a barrier before that call.
-__device__ __forceinline__ void clear_first_window(uint32_t* bitmap, int bitmap_words,
-                                                   int64_t span) {
-  clear_groups(reinterpret_cast<uint4*>(bitmap), window_groups(span, bitmap_words));
-}
-
 // The bit of a key with index `index` in a window of `keys` keys from `first` (mark's part).
 __device__ __forceinline__ void mark_index(uint32_t* bitmap, uint32_t first, uint32_t keys,
                                            uint32_t index) {
@@ -351,8 +320,8 @@ __device__ inline void write_row_from_any_order(const Params& p, int64_t row, ui
     return;
   }
   int32_t* out = p.out + row * p.out_stride0;
-  write_marked_in_index_order(out, p.out_stride1, 0, 0, row_count, bitmap, bitmap_words, false,
-                              scan_scratch, [&](uint32_t* bits, uint32_t first, uint32_t keys) {
+  write_marked_in_index_order(out, p.out_stride1, row_count, bitmap, bitmap_words, scan_scratch,
+                              [&](uint32_t* bits, uint32_t first, uint32_t keys) {
                                 for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
                                   mark_index(bits, first, keys,
                                              static_cast<uint32_t>(rank_key_index(selection[i])));
@@ -385,19 +354,6 @@ struct Candidates {
                      : (left > slice ? static_cast<uint32_t>(slice) : static_cast<uint32_t>(left));
   }
 };
-
-// write_marked_in_index_order's mark for candidates in per-warp slices with counts (c.counts
-// set, not the dense form): this warp's keys >= cutoff.
-__device__ __forceinline__ void mark_candidates(const Candidates& c, uint64_t cutoff,
-                                                uint32_t* bitmap, uint32_t first, uint32_t keys) {
-  const int warp = threadIdx.x >> 5;
-  const uint64_t* slice = c.buffer + warp * c.slice;
-  const uint32_t mine = c.counts[warp];
-  for (uint32_t i = threadIdx.x & 31; i < mine; i += 32) {
-    const uint64_t key = slice[i];
-    if (key >= cutoff) mark_index(bitmap, first, keys, static_cast<uint32_t>(rank_key_index(key)));
-  }
-}
 
 // Slots per warp for `valid` dense keys: every warp gets a share, a multiple of 32.
 __device__ __forceinline__ int dense_slice(uint32_t valid) {
@@ -432,7 +388,7 @@ struct HistShared {
   uint32_t in_bin;  // keys in the boundary bin
   uint32_t gathered;
   uint64_t cutoff;
-  uint64_t gather[kBruteForceMax + 8];  // + 8: the unrolled scan reads past m
+  uint64_t gather[kBruteForceMax + 8];    // + 8: the unrolled scan reads past m
   uint8_t gathered_warp[kBruteForceMax];  // the warp whose slice held gather[i]
 };
 

@@ -212,12 +212,11 @@ __device__ void write_sorted_in_cluster(const Params& p, int64_t row, uint32_t r
 // histograms) holds <= kBruteForceMax keys or is taken whole, the common case: no CTA gathers
 // the survivors. Each CTA counts its survivors above the boundary bin and keeps those in it;
 // after one cluster barrier every CTA reads the boundary keys of all, finds the same cutoff and
-// writes its own survivors >= cutoff (its segment: segment_keys keys from segment_begin) to its
-// place in the row's answer, after the CTAs before it, in ascending index order. Sorted answers:
+// writes its own survivors >= cutoff to its place in the row's answer, after the CTAs before it,
+// in ascending index order (its slices' order). Sorted answers:
 // write_sorted_in_cluster, or, in small clusters, pushed into CTA 0's selection, which sorts and
 // writes them. Contains cluster barriers: call from every thread of every CTA.
-__device__ void select_in_cluster(const Params& p, int64_t row, uint32_t segment_begin,
-                                  int64_t segment_keys, uint32_t threshold,
+__device__ void select_in_cluster(const Params& p, int64_t row, uint32_t threshold,
                                   uint32_t sample_max, uint32_t row_want, uint64_t* buffer,
                                   const uint32_t* warp_counts, uint64_t* selection,
                                   uint64_t* sorted, HistShared& hs, ClusterShare& share,
@@ -295,15 +294,12 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t segment
   }
   // This CTA's reads of the others' shared memory are done: they may exit once all have arrived.
   cg::cluster_group::arrival_token arrived = cluster.barrier_arrive();
-  // Its selected keys, straight from its slices into a bitmap of its segment (in `sorted`, free
-  // in an unsorted call and cleared before the stream), written in ascending index order after
-  // the CTAs before it.
+  // Its selected keys, straight from its slices (in index order) to its place in the answer,
+  // after the CTAs before it.
   int32_t* out = p.out + row * p.out_stride0;
-  write_marked_in_index_order(
-      out, p.out_stride1, offset, segment_begin, segment_keys, reinterpret_cast<uint32_t*>(sorted),
-      kGatherCapacity * 2, true, hs.scan, [&](uint32_t* bits, uint32_t first, uint32_t keys) {
-        mark_candidates(own, cutoff, bits, first, keys);
-      });
+  compact_cutoff_with(own, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+    out[(offset + i) * p.out_stride1] = rank_key_index(key);
+  });
   if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));
 }
@@ -355,14 +351,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The segment's first loads go out before the sample's selection, which then hides their
     // latency. (Asking the whole segment into L2 first, with prefetch.global.L2, made the sample
     // slower: 64 x 131072 30.4 -> 33.4 us.)
-    SegmentStream<T, Scores<T>::kClusterVectorsPerStep, false> stream;
+    SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(row_scores + begin, n);
-    // The bitmap of an unsorted answer (select_in_cluster), behind the sample's barriers.
-    if (!p.sorted) clear_first_window(reinterpret_cast<uint32_t*>(gather), kGatherCapacity * 2, n);
     sampled_threshold(row_scores, row_count, row_want, ranks >= kMinRanksForCoarseThreshold,
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
-    stream_survivors<true>(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
-                           warp_counts);
+    stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
+                     warp_counts);
     if (threadIdx.x == 0) {
       bool overflow = false;
       for (int w = 0; w < kWarps; ++w) overflow |= warp_counts[w] > kWarpSlice;
@@ -385,8 +379,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool in_cluster =
         find_cluster_boundary(coarse, failed, row_want, hs, any_failed, cluster);
     if (in_cluster) {
-      select_in_cluster(p, row, static_cast<uint32_t>(begin), n, threshold, sample_max, row_want,
-                        buffer, warp_counts, selection, gather, hs, share, cluster);
+      select_in_cluster(p, row, threshold, sample_max, row_want, buffer, warp_counts, selection,
+                        gather, hs, share, cluster);
       return;
     }
     // Slice s = (rank r, warp w): its count, read remotely, then offsets by a block scan.
@@ -448,6 +442,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const Candidates candidates{gather, dense_slice(total), nullptr, total};
     count =
         select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
+  }
+  if (!gather_failed) {  // the gathered slices, and so the selection, are in index order
+    write_row(p, row, selection, count);
+    return;
   }
   // The buffer (CTA 0's slices, gathered) is free: the bitmap of the unsorted answer.
   write_row_from_any_order(p, row, selection, count, row_count,

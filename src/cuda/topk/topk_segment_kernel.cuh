@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     uint32_t sample_max;
     sampled_threshold(sampled_scores, sampled_n, sampled_want, false,
                       reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
-    SegmentStream<T, Scores<T>::kVectorsPerStep, true> stream;
+    SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(scores, n);
-    stream_survivors<false>(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
+    stream_survivors(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
 
     uint32_t survivors = 0;
     bool overflow = false;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       // rounds inside the boundary bin.
       const Candidates candidates{buffer, kWarpSlice, warp_counts, survivors};
       const bool unsorted_answer = final_answer && !p.sorted;
-      uint64_t cutoff = 0;  // all survivors wanted
+      uint64_t cutoff = 0;                  // all survivors wanted
       const uint32_t* taken = warp_counts;  // per warp: its survivors >= cutoff
       if (want < survivors) {
         const uint64_t lo = static_cast<uint64_t>(threshold) << 32;
