@@ -119,6 +119,8 @@ struct ClusterShare {
   uint32_t rank_in_bin[kMaxClusterRanks];  // per rank: its `count` (bin not taken whole)
   uint32_t rank_ties[kMaxClusterRanks];    // per rank: its boundary-bin keys >= the cutoff
   uint8_t gathered_rank[kBruteForceMax];   // the rank of hs.gather[i]
+  uint8_t key_warp[kBruteForceMax];        // the warp whose slice held keys[i]
+  uint32_t warp_taken[kWarps];             // per warp of this CTA: its survivors >= the cutoff
 };
 
 // Clusters of at least this many CTAs take the sample's coarse threshold (sample_threshold,
@@ -239,17 +241,28 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   const uint64_t* slice = buffer + warp * kWarpSlice;
   const uint32_t mine = warp_counts[warp];
   uint32_t above = 0;
+  uint32_t in_boundary = 0;
   for (uint32_t i = lane; i < mine; i += 32) {
     const uint64_t key = slice[i];
     const uint32_t bin = hist_bin(key, lo, shift);
     above += bin > boundary ? 1u : 0u;
     if (bin == boundary) {
+      ++in_boundary;
       const uint32_t at = atomicAdd(&share.count, 1u);
-      if (!whole_bin) share.keys[at] = key;
+      if (!whole_bin) {
+        share.keys[at] = key;
+        share.key_warp[at] = static_cast<uint8_t>(warp);
+      }
     }
   }
   above = __reduce_add_sync(0xffffffffu, above);
-  if (lane == 0 && above > 0) atomicAdd(&share.above, above);
+  in_boundary = __reduce_add_sync(0xffffffffu, in_boundary);
+  if (lane == 0) {
+    if (above > 0) atomicAdd(&share.above, above);
+    // Per warp, what the unsorted answer takes: the keys above the boundary bin, and its keys in
+    // it when it is taken whole (else those >= the cutoff are added once it is known).
+    share.warp_taken[warp] = above + (whole_bin ? in_boundary : 0u);
+  }
   cluster.sync();  // every CTA's share is final
 
   if (static_cast<int>(threadIdx.x) < ranks) {
@@ -276,6 +289,9 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     for (uint32_t i = threadIdx.x; i < in_bin; i += kThreads) {
       if (hs.gather[i] >= cutoff) atomicAdd(&share.rank_ties[share.gathered_rank[i]], 1u);
     }
+    for (uint32_t i = threadIdx.x; i < share.count; i += kThreads) {
+      if (share.keys[i] >= cutoff) atomicAdd(&share.warp_taken[share.key_warp[i]], 1u);
+    }
     __syncthreads();
   }
   const Candidates own{buffer, kWarpSlice, warp_counts, 0};
@@ -297,7 +313,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   // Its selected keys, straight from its slices (in index order) to its place in the answer,
   // after the CTAs before it.
   int32_t* out = p.out + row * p.out_stride0;
-  compact_cutoff_with(own, cutoff, hs.scan, [&](uint32_t i, uint64_t key) {
+  place_taken(own, cutoff, share.warp_taken, [&](uint32_t i, uint64_t key) {
     out[(offset + i) * p.out_stride1] = rank_key_index(key);
   });
   if (rank == 0) write_padding(p, out, row_want);
