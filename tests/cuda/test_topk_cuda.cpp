@@ -452,10 +452,11 @@ TEST(TopKCuda, LongRowsOfOneMillionKeys) {
   run_case({2, 1 << 20, 4096, Dist::kNormal, true, false, Form::kDecode, Lengths::kFull});
 }
 
-// White-box: unsorted rows longer than the bitmap that puts them in index order are written in
-// windows (write_marked_in_index_order): 128K keys in the segment kernel's 16 KiB (one CTA per
-// row from 133 rows), 512K keys in the cluster kernel's 64 KiB (one CTA per row from 67 rows;
-// CTA 0's gather after fine ties), 1M keys in the merge's 128 KiB (k > 2048).
+// White-box: long unsorted rows on every path. One CTA per row (133 rows), clusters (67 rows;
+// CTA 0's gather after fine ties) place their survivors in index order straight from their
+// slices; the merge (k > 2048), whose candidates are not in index order, marks them in a bitmap
+// of the row written in windows (write_marked_in_index_order): 1.1M keys take two of its 128 KiB
+// (1M keys) windows.
 TEST(TopKCuda, UnsortedRowsLongerThanOneBitmapWindow) {
   SKIP_WITHOUT_GPU();
   run_case({133, 530000, 1024, Dist::kNormal, false, false, Form::kDecode, Lengths::kFewLong});

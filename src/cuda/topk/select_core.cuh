@@ -598,6 +598,16 @@ __device__ inline uint32_t place_taken(const Candidates& c, uint64_t cutoff,
   return __reduce_add_sync(0xffffffffu, count);
 }
 
+// place_taken of the candidates' indices to out[(offset + i) * stride]: candidates in index
+// order give an unsorted answer (or its part after `offset` earlier keys).
+__device__ __forceinline__ uint32_t place_taken_indices(const Candidates& c, uint64_t cutoff,
+                                                        const uint32_t* warp_taken, int32_t* out,
+                                                        int64_t stride, uint32_t offset) {
+  return place_taken(c, cutoff, warp_taken, [&](uint32_t i, uint64_t key) {
+    out[(offset + i) * stride] = rank_key_index(key);
+  });
+}
+
 // compact_cutoff_with into selection[0, count).
 __device__ __forceinline__ uint32_t compact_cutoff(const Candidates& c, uint64_t cutoff,
                                                    uint64_t* selection, uint32_t* scan_scratch) {

@@ -313,9 +313,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   // Its selected keys, straight from its slices (in index order) to its place in the answer,
   // after the CTAs before it.
   int32_t* out = p.out + row * p.out_stride0;
-  place_taken(own, cutoff, share.warp_taken, [&](uint32_t i, uint64_t key) {
-    out[(offset + i) * p.out_stride1] = rank_key_index(key);
-  });
+  place_taken_indices(own, cutoff, share.warp_taken, out, p.out_stride1, offset);
   if (rank == 0) write_padding(p, out, row_want);
   cluster.barrier_wait(std::move(arrived));
 }

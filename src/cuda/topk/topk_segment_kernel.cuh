@@ -154,10 +154,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
       if (unsorted_answer) {
         // The slices hold the survivors in index order: placed straight into the answer.
         int32_t* out = p.out + row * p.out_stride0;
-        count = place_taken(candidates, cutoff, taken, [&](uint32_t i, uint64_t key) {
-          out[i * p.out_stride1] = rank_key_index(key);
-        });
-        write_padding(p, out, count);
+        write_padding(p, out,
+                      place_taken_indices(candidates, cutoff, taken, out, p.out_stride1, 0));
         return;
       }
       count = compact_cutoff(candidates, cutoff, selection, hs.scan);
