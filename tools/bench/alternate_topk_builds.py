@@ -22,6 +22,7 @@ CASES = [  # rows, width, k, dtype
     (4096, 32768, 512, torch.float32),
     (264, 131072, 2048, torch.float32),
     (64, 131072, 2048, torch.float32),
+    (128, 131072, 2048, torch.float32),
     (1, 131072, 2048, torch.float32),
 ]
 

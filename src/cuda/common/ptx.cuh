@@ -1,7 +1,7 @@
 // Thin wrappers over the Hopper (sm_90a) instructions the scoring and top-k kernels use: a
-// predicated shared store, mbarriers, TMA bulk tensor copies, wgmma fences and shared-memory matrix
-// descriptors, setmaxnreg, and the programmatic-dependent-launch controls every kernel launched by
-// launch.h uses.
+// predicated shared store, mbarriers, TMA bulk tensor copies and L2 prefetches, wgmma fences and
+// shared-memory matrix descriptors, setmaxnreg, and the programmatic-dependent-launch controls
+// every kernel launched by launch.h uses.
 //
 // Each wrapper is one PTX instruction (or a try-wait loop around one); the semantics are the
 // PTX ISA's. Shared-memory addresses are 32-bit `shared::cta` addresses (`smem_address`).
@@ -69,6 +69,13 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity
 }
 
 // ---- TMA ------------------------------------------------------------------------------------
+
+// Asks L2 for `bytes` (a multiple of 16) of global memory from `global` (16-byte aligned): one
+// bulk request, no destination, no completion to wait for.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* global, uint32_t bytes) {
+  const uint64_t address = reinterpret_cast<uint64_t>(global);
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(address), "r"(bytes) : "memory");
+}
 
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

@@ -23,6 +23,16 @@ constexpr int kMinCtasPerSm = 2;
 constexpr int kFloatVectorsPerStep = 4;
 constexpr int kBf16VectorsPerStep = 2;
 
+// Steps of each warp (after its first, loaded before the sample) that the cluster kernel asks
+// into L2 while it selects the sample's threshold, when the memory system is otherwise idle.
+// Measured (H200, k = 2048, 131072 keys, L2 flushed, builds alternated, six runs): 64 rows
+// 24.3-24.9 -> 23.7-24.3 us, 128 rows 34.8-35.6 -> 34.2-35.1 us, 1 row within 0.2 us. 2 to 4
+// steps gain alike; the whole segment (7 steps at 64 rows) gained nothing, and 15 steps at 128
+// rows lost 4 us; asked together with the sample's loads, or after the selection, the requests
+// delayed the loads that are waited on. The segment kernel does not ask: the same request there
+// made ptxas spill in its streaming loop.
+constexpr int kClusterPrefetchSteps = 4;
+
 // Candidate buffer of the segment kernel, in 64-bit rank keys (score key << 32 | ~index):
 // 8192 x 8 B = 64 KiB. It holds (a) a whole segment of <= 8192 keys (direct path), or (b) the
 // survivors of the sampled threshold, which is sized to expect ~1.6-3.5 k survivors (~2 k at

@@ -62,11 +62,13 @@ __device__ __forceinline__ int64_t keys_before_alignment(const T* scores, uintpt
 
 // Step 1: a threshold expected to let ~1.6-3.5 `want` of the n keys at scores[0, n) through (up
 // to twice that with coarse_ok, see sample_threshold), from a sample of them (written to
-// `sample`, 64 KiB); also the sample's largest key.
-template <typename T>
+// `sample`, 64 KiB); also the sample's largest key. after_loads() runs once the sample has
+// arrived, before its selection (which leaves the memory system idle).
+template <typename T, typename AfterLoads>
 __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, uint32_t want,
                                                   bool coarse_ok, uint32_t* sample, HistShared& hs,
-                                                  uint32_t& threshold, uint32_t& sample_max) {
+                                                  uint32_t& threshold, uint32_t& sample_max,
+                                                  AfterLoads after_loads) {
   using S = Scores<T>;
   int64_t groups = n / kSampleStride;
   groups = groups < kMinSampleGroups ? kMinSampleGroups
@@ -109,6 +111,7 @@ __device__ __forceinline__ void sampled_threshold(const T* scores, int64_t n, ui
     }
   }
   __syncthreads();
+  after_loads();
   const float expected_rank = static_cast<float>(sampled) * want / static_cast<float>(n);
   float rank = ceilf(expected_rank + kSampleSigmas * sqrtf(expected_rank) + kRankSlack);
   rank = rank > sampled ? sampled : rank;
@@ -207,6 +210,16 @@ struct SegmentStream {
     first = warp * range < vector_count ? warp * range : vector_count;
     end = first + range < vector_count ? first + range : vector_count;
     load_step(first, next);
+  }
+
+  // Asks L2 for up to `steps` of this warp's steps after the first (one bulk request by lane 0).
+  __device__ __forceinline__ void prefetch_to_l2(int steps) const {
+    const int from = first + kStep;
+    const int until = from + steps * kStep < end ? from + steps * kStep : end;
+    if ((threadIdx.x & 31) == 0 && from < until) {
+      ptx::prefetch_l2_bulk(vector_base + from,
+                            static_cast<uint32_t>((until - from) * sizeof(uint4)));
+    }
   }
 };
 

@@ -362,13 +362,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     begin = rank * segment;
     n = row_count - begin;
     n = n < 0 ? 0 : (n > segment ? segment : n);
-    // The segment's first loads go out before the sample's selection, which then hides their
-    // latency. (Asking the whole segment into L2 first, with prefetch.global.L2, made the sample
-    // slower: 64 x 131072 30.4 -> 33.4 us.)
+    // The segment's first loads go out before the sample's, and its next steps are asked into
+    // L2 once the sample has arrived: the memory system is otherwise idle while the sample is
+    // selected (kClusterPrefetchSteps). Asking the whole segment into L2 before the sample, with
+    // prefetch.global.L2, made the sample slower (64 x 131072 30.4 -> 33.4 us).
     SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(row_scores + begin, n);
     sampled_threshold(row_scores, row_count, row_want, ranks >= kMinRanksForCoarseThreshold,
-                      reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
+                      reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max,
+                      [&] { stream.prefetch_to_l2(kClusterPrefetchSteps); });
     stream_survivors(stream, static_cast<uint32_t>(begin), threshold, sample_max, buffer, hs,
                      warp_counts);
     if (threadIdx.x == 0) {

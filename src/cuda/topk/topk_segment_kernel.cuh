@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     uint32_t threshold;
     uint32_t sample_max;
     sampled_threshold(sampled_scores, sampled_n, sampled_want, false,
-                      reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max);
+                      reinterpret_cast<uint32_t*>(buffer), hs, threshold, sample_max, [] {});
     SegmentStream<T, Scores<T>::kVectorsPerStep> stream;
     stream.begin(scores, n);
     stream_survivors(stream, index_base, threshold, sample_max, buffer, hs, warp_counts);
