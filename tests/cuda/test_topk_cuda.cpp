@@ -430,6 +430,11 @@ TEST(TopKCuda, ASampleThatOverestimatesTheThresholdFallsBackExactly) {
   run_case({1, 131072, 2048, Dist::kSampleTrap, false, true, Form::kDecode, Lengths::kFull});
   run_case({3, 131072, 512, Dist::kSampleTrap, true, false, Form::kDecode, Lengths::kFull});
   run_case({3, 131072, 4096, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFull});
+  // Rows of 1M keys (their 4096 sample groups also fall on the high columns): the fallback's
+  // answer is put in index order through a bitmap of the row in two 512K-key windows, by CTA 0
+  // of a cluster (1 row) and by the segment kernel (133 rows; every 32nd sees all keys).
+  run_case({1, 1 << 20, 2048, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFull});
+  run_case({133, 1 << 20, 2048, Dist::kSampleTrap, false, false, Form::kDecode, Lengths::kFewLong});
 }
 
 TEST(TopKCuda, ShortAndEmptyRowsArePaddedWithMinusOne) {
