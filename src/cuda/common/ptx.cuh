@@ -1,7 +1,7 @@
 // Thin wrappers over the Hopper (sm_90a) instructions the scoring and top-k kernels use: a
 // predicated shared store, mbarriers, TMA bulk tensor copies and L2 prefetches, wgmma fences and
-// shared-memory matrix descriptors, setmaxnreg, and the programmatic-dependent-launch controls
-// every kernel launched by launch.h uses.
+// shared-memory matrix descriptors, a relaxed cluster barrier, setmaxnreg, and the
+// programmatic-dependent-launch controls every kernel launched by launch.h uses.
 //
 // Each wrapper is one PTX instruction (or a try-wait loop around one); the semantics are the
 // PTX ISA's. Shared-memory addresses are 32-bit `shared::cta` addresses (`smem_address`).
@@ -150,6 +150,19 @@ __device__ __forceinline__ uint64_t smem_descriptor_k128_swizzle128(const void* 
 // loop of the scoring kernel issues 16 descriptors per key tile.
 __device__ __forceinline__ uint64_t smem_descriptor_advance(uint64_t descriptor, uint32_t bytes) {
   return (uint64_t{kDescriptorHighWord} << 32) | (static_cast<uint32_t>(descriptor) + (bytes >> 4));
+}
+
+// ---- cluster barrier ------------------------------------------------------------------------
+
+// Arrives at the cluster barrier without ordering this thread's earlier memory accesses: no
+// release fence (the default arrive's MEMBAR.ALL.GPU). Only for an arrival that tells the other
+// CTAs they may exit, once every value this CTA read from their shared memory has been used.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait;" ::: "memory");
 }
 
 // ---- registers ------------------------------------------------------------------------------

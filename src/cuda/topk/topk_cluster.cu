@@ -308,14 +308,16 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
     if (rank == 0) write_row(p, row, selection, row_want);
     return;
   }
-  // This CTA's reads of the others' shared memory are done: they may exit once all have arrived.
-  cg::cluster_group::arrival_token arrived = cluster.barrier_arrive();
+  // This CTA's reads of the others' shared memory are done (each value was stored into its own
+  // before the barriers above): they may exit once all have arrived. Nothing is published, so
+  // the arrival needs no release fence.
+  ptx::cluster_arrive_relaxed();
   // Its selected keys, straight from its slices (in index order) to its place in the answer,
   // after the CTAs before it.
   int32_t* out = p.out + row * p.out_stride0;
   place_taken_indices(own, cutoff, share.warp_taken, out, p.out_stride1, offset);
   if (rank == 0) write_padding(p, out, row_want);
-  cluster.barrier_wait(std::move(arrived));
+  ptx::cluster_wait();
 }
 
 template <typename T>
