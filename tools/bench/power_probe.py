@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""SM clock and board power under sustained load: the FP8 GEMM ceiling against our kernels.
+
+Samples nvidia-smi every 50 ms while it runs, each for a few seconds, torch._scaled_mm FP8
+8192^3 (the ceiling of bench_logits.py), our mqa_logits on two prefill shapes and our
+paged_mqa_logits on one decode shape, and prints for each the rate it reached and the mean SM
+clock, memory clock, board power and temperature over the last two thirds of its samples (the
+first third is the ramp). It shows whether a kernel is held by the board power limit (on an
+H200, 700 W) and at what clock, which decides what a "same-run ceiling" means.
+
+  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so
+"""
+import argparse
+import datetime
+import subprocess
+import time
+
+import torch
+
+import bench_logits as bl
+from cuda_timing import event_median_ms
+
+QUERY = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu"
+
+
+def parse_samples(text):
+    samples = []
+    for line in text.strip().splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            stamp = datetime.datetime.strptime(fields[0], "%Y/%m/%d %H:%M:%S.%f")
+            samples.append((stamp, *(float(f) for f in fields[1:5])))
+        except (ValueError, IndexError):
+            continue  # a header or a field the driver could not read
+    return samples
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
+    args = parser.parse_args()
+    lib = bl.load_shim(args.shim)
+    sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}",
+                                "--format=csv,noheader,nounits", "-lms", "50"],
+                               stdout=subprocess.PIPE, text=True)
+    phases = []
+
+    def phase(name, run):
+        torch.cuda.synchronize()
+        start = datetime.datetime.now()
+        result = run()
+        torch.cuda.synchronize()
+        phases.append((name, start, datetime.datetime.now(), result))
+
+    time.sleep(1)
+    n = 8192
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    mm = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    gemm = lambda calls: f"{2 * n ** 3 / event_median_ms(mm, calls) / 1e9:.0f} TFLOP/s"
+    prefill = {c[0]: c for c in bl.PREFILL}
+    decode = {c[0]: c for c in bl.DECODE}
+    ceil = bl.Ceilings(10, 0)
+    phase("scaled_mm, 10 calls (burst)", lambda: gemm(10))
+    phase("scaled_mm, 4000 calls", lambda: gemm(4000))
+    # bench_* return a table row; keep its time column.
+    ms_of = lambda row: row.split("|")[3].strip() + " ms"
+    us_of = lambda row: row.split("|")[2].strip() + " us"
+    phase("mqa_logits H64 4096x131072", lambda: ms_of(
+        bl.bench_prefill(lib, prefill["H64 4096x131072"], ceil, 150, 0, 3, 1, False)))
+    phase("mqa_logits H32 4096x131072", lambda: ms_of(
+        bl.bench_prefill(lib, prefill["H32 4096x131072"], ceil, 250, 0, 3, 1, False)))
+    phase("scaled_mm, 4000 calls, again", lambda: gemm(4000))
+    phase("paged_mqa_logits H64 b64 131072", lambda: us_of(
+        bl.bench_decode(lib, decode["H64 b64 131072"], ceil, 1000, 0, 10, 1, False)))
+    time.sleep(0.5)
+    sampler.terminate()
+    samples = parse_samples(sampler.communicate()[0])
+    print("| run | seconds | SM MHz (min) | memory MHz | board W | deg C | result |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, start, end, result in phases:
+        inside = [s for s in samples if start <= s[0] <= end]
+        steady = inside[len(inside) // 3:]
+        if not steady:
+            print(f"| {name} | {(end - start).total_seconds():.1f} | - | - | - | - | {result} |")
+            continue
+        mean = lambda i: sum(s[i] for s in steady) / len(steady)
+        print(f"| {name} | {(end - start).total_seconds():.1f} | {mean(1):.0f} "
+              f"({min(s[1] for s in steady):.0f}) | {mean(2):.0f} | {mean(3):.0f} | {mean(4):.0f} "
+              f"| {result} |")
+
+
+if __name__ == "__main__":
+    main()
