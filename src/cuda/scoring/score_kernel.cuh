@@ -3,8 +3,8 @@
 //
 // Organisation (one persistent CTA per SM, 384 threads):
 //  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
-//    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (rows_per_group x
-//    H x 128 bytes) and weights; the four warps stream the item's keys by TMA in 64-key tiles
+//    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (kN x 128 bytes)
+//    and weights; the four warps stream the item's keys by TMA in 64-key tiles
 //    (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages, one half per
 //    consumer warpgroup, two producer warps per half): the per-tile work (block-table lookup,
 //    barrier wait, copies) is what limits decode.
@@ -12,15 +12,16 @@
 //    N <= 128). For one tile: wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs
 //    are B, 4 k-steps; for N = 256 two 128-column groups, so the first group's sums overlap the
 //    second's wgmma), then in registers: relu as x + |x| (one FADD, the 1/2 goes into the key
-//    scale), times the weight, summed over the thread's heads, a quad reduce-scatter for the
-//    rest, times kscale / 2, stored.
+//    scale), times the weight, summed over the thread's heads, times kscale / 2, stored. With 4
+//    or 8 rows per tile the Q tile is loaded permuted so that each lane holds every head of its
+//    rows (TileColumn); with fewer, a quad reduce-scatter adds the other lanes' heads.
 //
 // The same kernel samples and emits candidates for the fused indexer (ScoreParams::tile_stride,
 // ::gate): the scores it compares are the very values it would store.
 //
-// Determinism: each (row, key) is computed by one thread in one fixed order (the wgmma over D,
-// then heads in ascending n-block order, then the quad reduce-scatter), whatever the schedule,
-// tile or CTA.
+// Determinism: each (row, key) is computed in one fixed order (the wgmma over D, then heads in
+// ascending n-block order into four chains combined as (s0 + s2) + (s1 + s3), or into one sum per
+// lane followed by the quad reduce-scatter), whatever the schedule, tile or CTA.
 #pragma once
 
 #include <cuda.h>
@@ -254,7 +255,18 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
     info.tile_begin = tile_begin;
     info.tile_end = tile_end;
     ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes);
-    ptx::tma_load_3d(smem + L::kQ + buffer * L::kQBytes, q_map, &q_full[buffer], 0, 0, row0);
+    uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
+    if constexpr (kLaneOwnedRows<kHeads, kN>) {
+      // Four rows per copy, in the permuted order of TileColumn: the map's dimensions are (byte,
+      // head % 2, row, head / 2), so smem row 8 (head / 2) + 2 (row % 4) + head % 2.
+#pragma unroll
+      for (int i = 0; i < kN / kHeads / 4; ++i) {
+        ptx::tma_load_4d(q_tile + i * 4 * kHeads * kHeadDim, q_map, &q_full[buffer], 0, 0,
+                         row0 + 4 * i, 0);
+      }
+    } else {
+      ptx::tma_load_3d(q_tile, q_map, &q_full[buffer], 0, 0, row0);
+    }
     ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, &q_full[buffer], 0, row0);
   }
 }
@@ -275,7 +287,11 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
 
   TileLoader<kPaged> loader{p, key_map, scale_map};
   const int64_t total_items = p.groups * p.chunks;
-  const uint32_t q_bytes = static_cast<uint32_t>(p.rows_per_group) * kHeads * (kHeadDim + 4);
+  // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
+  // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
+  const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
+  const uint32_t q_bytes =
+      (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
   uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
   int step_tiles = 0;       // tiles in the current step so far
   uint32_t consumer_tiles[kConsumerGroups] = {};  // tiles each consumer warpgroup has been given
@@ -347,26 +363,6 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
 
 // ---- consumers ------------------------------------------------------------------------------
 
-// Per-thread weights of one Q tile: n-block j (8 columns) holds row j / (kHeads / 8), heads
-// 8 (j % (kHeads / 8)) + 2 (lane % 4) + {0, 1}.
-template <int kN>
-struct TileWeights {
-  float w[kN / 4];
-};
-
-template <int kHeads, int kN>
-__device__ __forceinline__ void load_weights(TileWeights<kN>& weights, const float* tile_w,
-                                             int lane) {
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int row = j / (kHeads / 8);
-    const int head = 8 * (j % (kHeads / 8)) + 2 * (lane % 4);
-    const float2 pair = *reinterpret_cast<const float2*>(tile_w + row * kHeads + head);
-    weights.w[2 * j] = pair.x;
-    weights.w[2 * j + 1] = pair.y;
-  }
-}
-
 // Rows of one Q tile, and how many of them each lane of a quad ends up owning.
 template <int kHeads, int kN>
 struct TileRows {
@@ -375,38 +371,110 @@ struct TileRows {
   static constexpr int kPerLane = kPadded / 4;  // lane c owns rows 4 i + c
 };
 
-// The wgmma of one tile is issued in kParts column parts of kN / kParts (whole Q rows each), so
-// that the head sums of the first part run while the tensor cores compute the next one.
+// Which (row, head) pair of the Q tile column 8 j + 2 c + e of the wgmma holds; lane c of each quad
+// holds the columns 8 j + 2 c + {0, 1} of its accumulators.
+//  * Lane-owned rows (kLaneOwnedRows: 4 or 8 rows per tile, the Q tile loaded permuted): with
+//    t = 2 j + e, row c + 4 (t / H), head t % H. Each lane holds every head of its own rows, so a
+//    head sum never leaves its thread.
+//  * Otherwise (1-3 rows: decode next_n 1-3 at H = 64, 1-2 at H = 32): row j / (H / 8), head
+//    8 (j % (H / 8)) + 2 c + e; each row is spread over the quad and reduced across it.
+template <int kHeads, int kN>
+struct TileColumn {
+  static constexpr bool kLaneRows = kLaneOwnedRows<kHeads, kN>;
+  // The tile row of n-block j, element e, for lane c (c matters only for lane-owned rows).
+  __device__ __forceinline__ static int row(int j, int e, int c) {
+    return kLaneRows ? c + 4 * ((2 * j + e) / kHeads) : j / (kHeads / 8);
+  }
+  __device__ __forceinline__ static int head(int j, int e, int c) {
+    return kLaneRows ? (2 * j + e) % kHeads : 8 * (j % (kHeads / 8)) + 2 * c + e;
+  }
+};
+
+// Per-thread weights of one Q tile: w[2 j + e] is the weight of column 8 j + 2 (lane % 4) + e.
+template <int kN>
+struct TileWeights {
+  float w[kN / 4];
+};
+
+template <int kHeads, int kN>
+__device__ __forceinline__ void load_weights(TileWeights<kN>& weights, const float* tile_w,
+                                             int lane) {
+  using C = TileColumn<kHeads, kN>;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int row = C::row(j, 0, lane % 4);
+    const int head = C::head(j, 0, lane % 4);  // even: the pair is heads head, head + 1
+    const float2 pair = *reinterpret_cast<const float2*>(tile_w + row * kHeads + head);
+    weights.w[2 * j] = pair.x;
+    weights.w[2 * j + 1] = pair.y;
+  }
+}
+
+// A thread's head sums over one tile, for its two key rows (16 warp + lane / 4, and + 8), times 2
+// (relu taken as x + |x|). Lane-owned rows: four interleaved chains per (owned row, key row),
+// n-block j feeding chain j % 4, so that eight independent FFMA chains hide their latency; they
+// are combined as (s_0 + s_2) + (s_1 + s_3). Otherwise: one sum per (tile row, key row) of the
+// thread's heads, reduced across the quad.
+template <int kHeads, int kN>
+struct HeadSums {
+  using R = TileRows<kHeads, kN>;
+  static constexpr bool kLaneRows = kLaneOwnedRows<kHeads, kN>;
+  static constexpr int kChains = 4;
+  float v[kLaneRows ? R::kPerLane * 2 * kChains : R::kPadded * 2];
+  // Lane-owned rows: chain k of owned row i, key row r. Otherwise: tile row q, key row r.
+  __device__ __forceinline__ float& chain(int i, int r, int k) {
+    return v[(i * 2 + r) * kChains + k];
+  }
+  __device__ __forceinline__ float& row_sum(int q, int r) { return v[q * 2 + r]; }
+};
+
+// The wgmma of one tile is issued in kParts column parts of kN / kParts, so that the head sums of
+// the first part run while the tensor cores compute the next one.
 template <int kN>
 inline constexpr int kPartsFor = kN == 256 ? 2 : 1;
 
-// Head sums of the Q rows in one column part, for the thread's two key rows (16 warp + lane / 4,
-// and + 8), times 2 (relu taken as x + |x|): each thread adds its own heads in ascending column
-// order. `acc` holds the part's accumulators; its first n-block is block kFirstBlock of the tile.
+// Adds one column part's accumulators to the head sums, heads in ascending column order. `acc`
+// holds the part's accumulators; its first n-block is block kFirstBlock of the tile.
 template <int kHeads, int kN, int kPartN, int kFirstBlock>
 __device__ __forceinline__ void add_head_sums(const float (&acc)[kPartN / 2],
                                               const TileWeights<kN>& weights,
-                                              float (&sums)[TileRows<kHeads, kN>::kPadded][2]) {
-  constexpr int kBlocksPerRow = kHeads / 8;
-  constexpr int kFirstRow = kFirstBlock / kBlocksPerRow;
+                                              HeadSums<kHeads, kN>& sums) {
+  if constexpr (HeadSums<kHeads, kN>::kLaneRows) {
 #pragma unroll
-  for (int q = kFirstRow; q < kFirstRow + kPartN / kHeads; ++q) {
-    float s0 = 0.0f;
-    float s1 = 0.0f;
-#pragma unroll
-    for (int b = 0; b < kBlocksPerRow; ++b) {
-      const int j = q * kBlocksPerRow + b;  // n-block in the tile
-      const int local = j - kFirstBlock;    // n-block in the part
+    for (int local = 0; local < kPartN / 8; ++local) {
+      const int j = kFirstBlock + local;  // n-block in the tile
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
+        const int i = (2 * j + e) / kHeads;  // owned row (TileColumn::row is c + 4 i)
+        const int k = j % HeadSums<kHeads, kN>::kChains;
         const float x0 = acc[4 * local + e];
         const float x1 = acc[4 * local + 2 + e];
-        s0 = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), s0);
-        s1 = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), s1);
+        sums.chain(i, 0, k) = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), sums.chain(i, 0, k));
+        sums.chain(i, 1, k) = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), sums.chain(i, 1, k));
       }
     }
-    sums[q][0] = s0;
-    sums[q][1] = s1;
+  } else {
+    constexpr int kBlocksPerRow = kHeads / 8;
+    constexpr int kFirstRow = kFirstBlock / kBlocksPerRow;
+#pragma unroll
+    for (int q = kFirstRow; q < kFirstRow + kPartN / kHeads; ++q) {
+      float s0 = 0.0f;
+      float s1 = 0.0f;
+#pragma unroll
+      for (int b = 0; b < kBlocksPerRow; ++b) {
+        const int j = q * kBlocksPerRow + b;  // n-block in the tile
+        const int local = j - kFirstBlock;    // n-block in the part
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x0 = acc[4 * local + e];
+          const float x1 = acc[4 * local + 2 + e];
+          s0 = __fmaf_rn(weights.w[2 * j + e], x0 + fabsf(x0), s0);
+          s1 = __fmaf_rn(weights.w[2 * j + e], x1 + fabsf(x1), s1);
+        }
+      }
+      sums.row_sum(q, 0) = s0;
+      sums.row_sum(q, 1) = s1;
+    }
   }
 }
 
@@ -416,8 +484,7 @@ __device__ __forceinline__ void add_head_sums(const float (&acc)[kPartN / 2],
 // (padding to a multiple of 4) must be zero.
 template <int kHeads, int kN>
 __device__ __forceinline__ void reduce_scatter_rows(
-    const float (&sums)[TileRows<kHeads, kN>::kPadded][2], int lane,
-    float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
+    HeadSums<kHeads, kN>& sums, int lane, float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
   using R = TileRows<kHeads, kN>;
   // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
   const bool high = (lane & 2) != 0;
@@ -428,8 +495,8 @@ __device__ __forceinline__ void reduce_scatter_rows(
     for (int low = 0; low < 2; ++low) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float a = sums[4 * i + low][r];
-        const float b = sums[4 * i + 2 + low][r];
+        const float a = sums.row_sum(4 * i + low, r);
+        const float b = sums.row_sum(4 * i + 2 + low, r);
         const float keep = high ? b : a;
         const float send = high ? a : b;
         half[2 * i + low][r] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
@@ -451,12 +518,31 @@ __device__ __forceinline__ void reduce_scatter_rows(
   }
 }
 
+// The finished head sums of the rows this lane owns (rows 4 i + lane % 4): owned[i][r] for key
+// row r. The order of every addition is fixed by the row alone.
+template <int kHeads, int kN>
+__device__ __forceinline__ void owned_row_sums(HeadSums<kHeads, kN>& sums, int lane,
+                                               float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
+  if constexpr (HeadSums<kHeads, kN>::kLaneRows) {
+#pragma unroll
+    for (int i = 0; i < TileRows<kHeads, kN>::kPerLane; ++i) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        owned[i][r] = (sums.chain(i, r, 0) + sums.chain(i, r, 2)) +
+                      (sums.chain(i, r, 1) + sums.chain(i, r, 3));
+      }
+    }
+  } else {
+    reduce_scatter_rows<kHeads, kN>(sums, lane, owned);
+  }
+}
+
 // Waits for part kPart's wgmma (committed one group per part) and adds its head sums, for
 // every part but the last.
 template <int kHeads, int kN, int kParts, int kPart>
-__device__ __forceinline__ void sum_parts_while_mma_runs(
-    float (&acc)[kParts][kN / kParts / 2], const TileWeights<kN>& weights,
-    float (&sums)[TileRows<kHeads, kN>::kPadded][2]) {
+__device__ __forceinline__ void sum_parts_while_mma_runs(float (&acc)[kParts][kN / kParts / 2],
+                                                         const TileWeights<kN>& weights,
+                                                         HeadSums<kHeads, kN>& sums) {
   constexpr int kPartN = kN / kParts;
   if constexpr (kPart < kParts - 1) {
     ptx::wgmma_wait_group<kParts - 1 - kPart>();
@@ -688,7 +774,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         }
       }
       if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
-      float sums[kTilesPerStep][R::kPadded][2] = {};
+      HeadSums<kHeads, kN> sums[kTilesPerStep] = {};
       // The head sums of each part but the last overlap the wgmma of the parts after it.
       sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);
       ptx::wgmma_wait_group<0>();
@@ -713,7 +799,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         add_head_sums<kHeads, kN, kPartN, (kParts - 1) * kPartN / 8>(acc[u][kParts - 1], weights,
                                                                      sums[u]);
         float owned[R::kPerLane][2];
-        reduce_scatter_rows<kHeads, kN>(sums[u], lane, owned);
+        owned_row_sums<kHeads, kN>(sums[u], lane, owned);
         const int32_t key0 = tile_of[u] * kTileKeys + key_row;
         const int32_t key1 = key0 + 8;
 #pragma unroll

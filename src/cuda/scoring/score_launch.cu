@@ -51,9 +51,9 @@ struct MapSpec {
   CUtensorMapDataType type;
   int rank;
   const void* base;
-  cuuint64_t dims[3];
-  cuuint64_t strides[2];
-  cuuint32_t box[3];
+  cuuint64_t dims[4];
+  cuuint64_t strides[3];
+  cuuint32_t box[4];
   bool swizzle128;
 };
 
@@ -62,7 +62,7 @@ Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
   if (encode_fn == nullptr) {
     return Status::DeviceError(concat(op, ": the CUDA driver has no cuTensorMapEncodeTiled"));
   }
-  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult result =
       encode_fn(&map, spec.type, spec.rank, const_cast<void*>(spec.base), spec.dims, spec.strides,
                 spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -101,27 +101,42 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
   return check.status();
 }
 
-// Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32.
+// Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32. With lane-owned rows
+// (kLaneOwnedRows) the Q map copies four rows per box in the order (byte, head % 2, row, head / 2)
+// that the kernel's TileColumn reads; otherwise (byte, head, row), rows_per_group rows per box.
 Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
                       int64_t token_stride, int heads, const TensorView& weights,
-                      int rows_per_group) {
-  const MapSpec q_spec{
-      "q",
-      CU_TENSOR_MAP_DATA_TYPE_UINT8,
-      3,
-      q.data,
-      {kHeadDim, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens)},
-      {static_cast<cuuint64_t>(q.stride[q.rank - 2]), static_cast<cuuint64_t>(token_stride)},
-      {kHeadDim, static_cast<cuuint32_t>(heads), static_cast<cuuint32_t>(rows_per_group)},
-      true};
+                      int rows_per_group, bool lane_owned_rows) {
+  const auto head_stride = static_cast<cuuint64_t>(q.stride[q.rank - 2]);
+  const auto row_stride = static_cast<cuuint64_t>(token_stride);
+  const auto rows = static_cast<cuuint64_t>(tokens);
+  const auto h = static_cast<cuuint32_t>(heads);
+  const MapSpec q_spec =
+      lane_owned_rows
+          ? MapSpec{"q",
+                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                    4,
+                    q.data,
+                    {kHeadDim, 2, rows, h / 2},
+                    {head_stride, row_stride, 2 * head_stride},
+                    {kHeadDim, 2, 4, h / 2},
+                    true}
+          : MapSpec{"q",
+                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                    3,
+                    q.data,
+                    {kHeadDim, h, rows},
+                    {head_stride, row_stride},
+                    {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
+                    true};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
   const MapSpec w_spec{"weights",
                        CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                        2,
                        weights.data,
-                       {static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens), 1},
+                       {h, rows, 1},
                        {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
-                       {static_cast<cuuint32_t>(heads), static_cast<cuuint32_t>(rows_per_group), 1},
+                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
                        false};
   return encode(maps.w, w_spec, op);
 }
@@ -134,28 +149,37 @@ int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, in
   return std::clamp(chunk, lower, upper);
 }
 
-template <bool kEmit>
-Launcher prefill_launcher(int heads) {
-  return heads == 64 ? &scoring::launch_score<64, 256, false, kEmit>
-                     : &scoring::launch_score<32, 256, false, kEmit>;
+// An instantiation of the scoring kernel: its two launchers and the Q layout it reads.
+struct KernelChoice {
+  Launcher launcher;
+  Launcher emit_launcher;
+  bool lane_owned_rows;
+};
+
+template <int kHeads, int kN, bool kPaged>
+KernelChoice kernels() {
+  return {&scoring::launch_score<kHeads, kN, kPaged, false>,
+          &scoring::launch_score<kHeads, kN, kPaged, true>, scoring::kLaneOwnedRows<kHeads, kN>};
 }
 
-template <bool kEmit>
-Launcher paged_launcher(int heads, int next_n) {
+KernelChoice prefill_kernels(int heads) {
+  return heads == 64 ? kernels<64, 256, false>() : kernels<32, 256, false>();
+}
+
+KernelChoice paged_kernels(int heads, int next_n) {
   if (heads == 64) {
     switch (next_n) {
       case 1:
-        return &scoring::launch_score<64, 64, true, kEmit>;
+        return kernels<64, 64, true>();
       case 2:
-        return &scoring::launch_score<64, 128, true, kEmit>;
+        return kernels<64, 128, true>();
       case 3:
-        return &scoring::launch_score<64, 192, true, kEmit>;
+        return kernels<64, 192, true>();
       default:
-        return &scoring::launch_score<64, 256, true, kEmit>;
+        return kernels<64, 256, true>();
     }
   }
-  return next_n <= 2 ? &scoring::launch_score<32, 64, true, kEmit>
-                     : &scoring::launch_score<32, 128, true, kEmit>;
+  return next_n <= 2 ? kernels<32, 64, true>() : kernels<32, 128, true>();
 }
 
 }  // namespace
@@ -214,10 +238,11 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   params.chunk_keys = plan_chunk_keys(params.groups, key_span, sms, 512, 4096);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
+  const KernelChoice kernel = prefill_kernels(heads);
   ScoreMaps maps{};
   if (rows > 0 && num_keys > 0) {
     if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
-                                       params.rows_per_group);
+                                       params.rows_per_group, kernel.lane_owned_rows);
         !status.ok()) {
       return status;
     }
@@ -242,8 +267,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  *call = ScoringCall{maps, params, prefill_launcher<false>(heads), prefill_launcher<true>(heads),
-                      sms, false};
+  *call = ScoringCall{maps, params, kernel.launcher, kernel.emit_launcher, sms, false};
   return Status::Ok();
 }
 
@@ -307,10 +331,11 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   params.chunk_keys = plan_chunk_keys(batch, key_span, sms, 256, 2048);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
+  const KernelChoice kernel = paged_kernels(heads, next_n);
   ScoreMaps maps{};
   if (params.rows > 0 && cache.num_pages > 0 && params.table_pages > 0) {
     if (Status status = encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
-                                       weights, next_n);
+                                       weights, next_n, kernel.lane_owned_rows);
         !status.ok()) {
       return status;
     }
@@ -339,12 +364,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   } else {
     params.chunks = 0;
   }
-  *call = ScoringCall{maps,
-                      params,
-                      paged_launcher<false>(heads, next_n),
-                      paged_launcher<true>(heads, next_n),
-                      sms,
-                      true};
+  *call = ScoringCall{maps, params, kernel.launcher, kernel.emit_launcher, sms, true};
   return Status::Ok();
 }
 

@@ -12,6 +12,13 @@ constexpr int kConsumerGroups = 2;  // math warpgroups; they take alternate key 
 constexpr int kThreads = 128 * (1 + kConsumerGroups);
 constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
 
+// The Q-tile layout (score_kernel.cuh, TileColumn): with 4 or 8 query rows per tile (prefill at
+// H = 32 and 64; decode next_n 4 at H = 64, 3-4 at H = 32) the tile is loaded permuted so that
+// each lane holds every head of its own rows; with fewer rows, each row is spread over a quad of
+// lanes. The host encodes the Q map to match (score_launch.cu).
+template <int kHeads, int kColumns>
+inline constexpr bool kLaneOwnedRows = (kColumns / kHeads) % 4 == 0;
+
 // A work item is (group, chunk): `rows_per_group` consecutive query rows (a prefill q-block, or
 // the next_n rows of one decode request) against the keys of one chunk of `chunk_keys`.
 // Items run chunk-major, so the CTAs working at the same time read the same keys (from L2).
