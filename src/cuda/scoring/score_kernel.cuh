@@ -486,6 +486,16 @@ template <int kHeads, int kN>
 __device__ __forceinline__ void reduce_scatter_rows(
     HeadSums<kHeads, kN>& sums, int lane, float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
   using R = TileRows<kHeads, kN>;
+  if constexpr (R::kRows == 1) {
+    // One row (decode, H = 64, next_n 1): the same sum on lane 0 in two butterfly steps, without
+    // the three rows of padding; lanes 1-3 own padding rows, which nothing stores.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float pair = sums.row_sum(0, r) + __shfl_xor_sync(0xffffffffu, sums.row_sum(0, r), 2);
+      owned[0][r] = pair + __shfl_xor_sync(0xffffffffu, pair, 1);
+    }
+    return;
+  }
   // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
   const bool high = (lane & 2) != 0;
   float half[R::kPadded / 2][2];
