@@ -3,7 +3,7 @@
 //
 // Organisation (one persistent CTA per SM, 384 threads):
 //  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
-//    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (kN x 128 bytes)
+//    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (up to kN x 128 B)
 //    and weights; the four warps stream the item's keys by TMA in 64-key tiles
 //    (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages, one half per
 //    consumer warpgroup, two producer warps per half): the per-tile work (block-table lookup,
