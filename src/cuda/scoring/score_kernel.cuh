@@ -418,9 +418,8 @@ __device__ __forceinline__ void load_weights(TileWeights<kN>& weights, const flo
 template <int kHeads, int kN>
 struct HeadSums {
   using R = TileRows<kHeads, kN>;
-  static constexpr bool kLaneRows = kLaneOwnedRows<kHeads, kN>;
   static constexpr int kChains = 4;
-  float v[kLaneRows ? R::kPerLane * 2 * kChains : R::kPadded * 2];
+  float v[kLaneOwnedRows<kHeads, kN> ? R::kPerLane * 2 * kChains : R::kPadded * 2];
   // Lane-owned rows: chain k of owned row i, key row r. Otherwise: tile row q, key row r.
   __device__ __forceinline__ float& chain(int i, int r, int k) {
     return v[(i * 2 + r) * kChains + k];
@@ -439,7 +438,7 @@ template <int kHeads, int kN, int kPartN, int kFirstBlock>
 __device__ __forceinline__ void add_head_sums(const float (&acc)[kPartN / 2],
                                               const TileWeights<kN>& weights,
                                               HeadSums<kHeads, kN>& sums) {
-  if constexpr (HeadSums<kHeads, kN>::kLaneRows) {
+  if constexpr (kLaneOwnedRows<kHeads, kN>) {
 #pragma unroll
     for (int local = 0; local < kPartN / 8; ++local) {
       const int j = kFirstBlock + local;  // n-block in the tile
@@ -533,7 +532,7 @@ __device__ __forceinline__ void reduce_scatter_rows(
 template <int kHeads, int kN>
 __device__ __forceinline__ void owned_row_sums(HeadSums<kHeads, kN>& sums, int lane,
                                                float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
-  if constexpr (HeadSums<kHeads, kN>::kLaneRows) {
+  if constexpr (kLaneOwnedRows<kHeads, kN>) {
 #pragma unroll
     for (int i = 0; i < TileRows<kHeads, kN>::kPerLane; ++i) {
 #pragma unroll
