@@ -195,8 +195,9 @@ struct TileLoader {
   __device__ __forceinline__ void load(int64_t group, int32_t tile, uint8_t* keys, float* scales,
                                        uint64_t* full, int lane) {
     if constexpr (kPaged) {
+      // Page sizes are 32, 64 or 128: one copy per tile, two for pages of 32 keys.
       const int rows_per_copy = min(kTileKeys, p.page_size);
-      const int copies = kTileKeys / rows_per_copy;
+      const int copies = p.page_shift < 6 ? 2 : 1;
       // 32-bit shifts, not 64-bit divisions: the per-tile producer work limits decode.
       const int32_t first_key = tile * kTileKeys;
       const int32_t first_page = first_key >> p.page_shift;
@@ -292,9 +293,26 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
   const uint32_t q_bytes =
       (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
+  constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
+  // Warp 2 c + (place % 2) loads consumer c's tiles, so each warp's tiles of a half ring are two
+  // places apart: the empty barrier it waits on is then never two phases behind (its parity would
+  // pass a wait one pass early). Taking turns over all tiles did that: with uneven steps a warp
+  // could go many places without a tile of one half, run ahead on the other half, and load into
+  // a stage whose previous tile had not been consumed yet.
+  const int consumer = warp / 2;
   uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
-  int step_tiles = 0;       // tiles in the current step so far
-  uint32_t consumer_tiles[kConsumerGroups] = {};  // tiles each consumer warpgroup has been given
+  uint32_t place = 0;       // tiles given to this warp's consumer so far
+  // Loads the tile at `place` if it is this warp's, and moves to the next place.
+  auto take_place = [&](int64_t group, int32_t tile) {
+    if (static_cast<int>(place & 1) == warp % 2) {
+      const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
+      ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
+      loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
+                  reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
+                  &full[stage], lane);
+    }
+    ++place;
+  };
   uint32_t item_count = 0;
   for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
     const int64_t group = item % p.groups;
@@ -323,31 +341,30 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                       static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo,
                                       hi, q_bytes, lane);
-    for (TileWalk walk(p, tile_begin); walk.tile < tile_end;) {
-      const int32_t tile = walk.tile;
-      walk.next(p);
-      // The consumer warpgroup of this tile's step, and the tile's place in that warpgroup's
-      // half of the ring: a stage is only ever read by one warpgroup, which reads its tiles in
-      // order, so a barrier's parity never stands for two phases. (With one shared ring, a
-      // warpgroup running a whole ring ahead of the other -- easy once candidate emission
-      // makes epilogues uneven -- would take a stale phase for a fresh one.)
-      const int consumer = static_cast<int>(step_count % kConsumerGroups);
-      const uint32_t place = consumer_tiles[consumer]++;
-      if (++step_tiles == kTilesPerStepFor<kN> || walk.tile >= tile_end) {
-        step_tiles = 0;
-        ++step_count;
+    if (p.tile_stride == 1) {
+      // Every tile: steps of kTilesPerStep from tile_begin, alternating between the consumers,
+      // so this warp visits only its consumer's steps (every other one).
+      const uint32_t steps = (tile_end - tile_begin + kTilesPerStep - 1) / kTilesPerStep;
+      for (uint32_t s = (consumer - step_count) & 1; s < steps; s += kConsumerGroups) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          const int32_t tile = tile_begin + static_cast<int32_t>(s) * kTilesPerStep + u;
+          if (tile < tile_end) take_place(group, tile);
+        }
       }
-      // Warp 2 c + (place % 2) loads consumer c's tiles, so each warp's tiles of a half ring are
-      // two places apart: the empty barrier it waits on is then never two phases behind (its
-      // parity would pass a wait one pass early). Taking turns over all tiles did that: with
-      // uneven steps a warp could go many places without a tile of one half, run ahead on the
-      // other half, and load into a stage whose previous tile had not been consumed yet.
-      if (2 * consumer + static_cast<int>(place & 1) != warp) continue;
-      const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
-      ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
-      loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
-                  reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
-                  &full[stage], lane);
+      step_count += steps;
+    } else {
+      int step_tiles = 0;  // tiles in the current step so far
+      for (TileWalk walk(p, tile_begin); walk.tile < tile_end;) {
+        const int32_t tile = walk.tile;
+        walk.next(p);
+        const bool mine = static_cast<int>(step_count % kConsumerGroups) == consumer;
+        if (++step_tiles == kTilesPerStep || walk.tile >= tile_end) {
+          step_tiles = 0;
+          ++step_count;
+        }
+        if (mine) take_place(group, tile);
+      }
     }
     ++item_count;
   }
@@ -802,19 +819,24 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       for (int u = 0; u < kTilesPerStep; ++u) {
         if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
       }
+      // Every tile's sums first, without a branch between them, so that the compiler interleaves
+      // the tiles' FFMA chains; a step's missing second tile is summed and never stored.
+      float owned[kTilesPerStep][R::kPerLane][2];
+#pragma unroll
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        add_head_sums<kHeads, kN, kPartN, (kParts - 1) * kPartN / 8>(acc[u][kParts - 1], weights,
+                                                                     sums[u]);
+        owned_row_sums<kHeads, kN>(sums[u], lane, owned[u]);
+      }
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
         if (u >= tiles) break;
-        add_head_sums<kHeads, kN, kPartN, (kParts - 1) * kPartN / 8>(acc[u][kParts - 1], weights,
-                                                                     sums[u]);
-        float owned[R::kPerLane][2];
-        owned_row_sums<kHeads, kN>(sums[u], lane, owned);
         const int32_t key0 = tile_of[u] * kTileKeys + key_row;
         const int32_t key1 = key0 + 8;
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
-          const float score0 = owned[i][0] * half_scale[u][0];
-          const float score1 = owned[i][1] * half_scale[u][1];
+          const float score0 = owned[u][i][0] * half_scale[u][0];
+          const float score1 = owned[u][i][1] * half_scale[u][1];
           if (emit) {
             if (queue.size > kQueueEntries - kRowEntries) {
               reserve_queue<kN, R::kRows>(p, queue, row0, lane);
