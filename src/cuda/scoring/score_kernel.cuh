@@ -893,11 +893,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Broadcast from lane 0, the compiler knows the warpgroup is warp-uniform: the consumers' stage
   // arithmetic and wgmma descriptors then live in uniform registers (H64 prefill: 44 -> 13 R2UR
   // moves, none left in the step loop; 441 -> 406 SASS instructions per step; 4096 x 131072
-  // 8.88 -> 8.40 ms in alternation). Not for the two-tile steps of decode, which it made slower
-  // (H64 b64 x 131072: 3315-3385 -> 3094-3114 GB/s in the same alternation).
-  const int warpgroup = kTilesPerStepFor<kN> == 1
-                            ? __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)
-                            : static_cast<int>(threadIdx.x / 128);
+  // 8.88 -> 8.40 ms in alternation; decode H64 b64 x 131072 298-299 -> 288-290 us once the
+  // producer kept up with the consumers, though 7 % slower before that).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
