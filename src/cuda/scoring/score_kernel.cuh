@@ -154,6 +154,13 @@ __device__ __forceinline__ int take_step(TileWalk& walk, const ScoreParams& p, i
     walk.next(p);
     return 1;
   } else {
+    if (p.tile_stride == 1) {  // every tile: the step is the next kTilesPerStep, no walk
+      const int tiles = min(kTilesPerStep, tile_end - walk.tile);
+#pragma unroll
+      for (int u = 0; u < kTilesPerStep; ++u) tile_of[u] = walk.tile + u;
+      walk.tile += tiles;
+      return tiles;
+    }
     int tiles = 0;
 #pragma unroll
     for (int u = 0; u < kTilesPerStep; ++u) {
