@@ -451,22 +451,17 @@ __global__ void __launch_bounds__(kThreads, 1)
               select_direct(row_scores, row_count, row_want, 0u, buffer, selection, hs));
     return;
   }
-  uint32_t count;
-  if (gather_failed) {
-    select_from_global(row_scores, row_count, row_want, 0u, selection, hs, &state);
-    count = row_want;
-  } else {
+  if (!gather_failed) {  // the gathered slices, and so the selection, are in index order
     const uint32_t total = slice_offsets[ranks * kWarps];
     const Candidates candidates{gather, dense_slice(total), nullptr, total};
-    count =
-        select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
-  }
-  if (!gather_failed) {  // the gathered slices, and so the selection, are in index order
-    write_row(p, row, selection, count);
+    write_row(p, row, selection,
+              select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs),
+                           selection, hs));
     return;
   }
+  select_from_global(row_scores, row_count, row_want, 0u, selection, hs, &state);
   // The buffer (CTA 0's slices, gathered) is free: the bitmap of the unsorted answer.
-  write_row_from_any_order(p, row, selection, count, row_count,
+  write_row_from_any_order(p, row, selection, row_want, row_count,
                            reinterpret_cast<uint32_t*>(buffer), kBufferCapacity * 2, hs.scan);
 }
 
