@@ -146,7 +146,8 @@ inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
 // item; returns how many. Callers hold walk.tile < tile_end. With one tile per step, that tile is
 // taken unconditionally, so that the compiler sees the step's epilogue run without divergence
 // checks (prefill 456 -> 441 SASS instructions per step); the two-tile steps of decode keep the
-// counted form, which measured faster for them (H64 b64 x 131072: 315 against 350 us).
+// counted form, which measured faster for them (H64 b64 x 131072: 315 against 350 us), and
+// with every tile taken (tile_stride 1) count without walking.
 template <int kTilesPerStep>
 __device__ __forceinline__ int take_step(TileWalk& walk, const ScoreParams& p, int32_t tile_end,
                                          int32_t (&tile_of)[kTilesPerStep]) {
@@ -206,7 +207,7 @@ struct TileLoader {
       // Page sizes are 32, 64 or 128: one copy per tile, two for pages of 32 keys.
       const int rows_per_copy = min(kTileKeys, p.page_size);
       const int copies = p.page_shift < 6 ? 2 : 1;
-      // 32-bit shifts, not 64-bit divisions: the per-tile producer work limits decode.
+      // 32-bit shifts, not 64-bit divisions: per-tile producer work once held decode back.
       const int32_t first_key = tile * kTileKeys;
       const int32_t first_page = first_key >> p.page_shift;
       const int32_t row_in_page = first_key & (p.page_size - 1);
@@ -302,11 +303,15 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   const uint32_t q_bytes =
       (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
   constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
-  // Warp 2 c + (place % 2) loads consumer c's tiles, so each warp's tiles of a half ring are two
-  // places apart: the empty barrier it waits on is then never two phases behind (its parity would
-  // pass a wait one pass early). Taking turns over all tiles did that: with uneven steps a warp
-  // could go many places without a tile of one half, run ahead on the other half, and load into
-  // a stage whose previous tile had not been consumed yet.
+  // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
+  // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
+  // parity never stands for two phases. (With one shared ring, a warpgroup running a whole ring
+  // ahead of the other -- easy once candidate emission makes epilogues uneven -- would take a
+  // stale phase for a fresh one.) Warp 2 c + (place % 2) loads consumer c's tiles, so each
+  // warp's tiles of a half ring are two places apart: the empty barrier it waits on is then never
+  // two phases behind (its parity would pass a wait one pass early). Taking turns over all tiles
+  // did that: with uneven steps a warp could go many places without a tile of one half, run
+  // ahead on the other half, and load into a stage whose previous tile had not been consumed.
   const int consumer = warp / 2;
   uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
   uint32_t place = 0;       // tiles given to this warp's consumer so far
@@ -353,7 +358,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       // Every tile: steps of kTilesPerStep from tile_begin, alternating between the consumers,
       // so this warp visits only its consumer's steps (every other one).
       const uint32_t steps = (tile_end - tile_begin + kTilesPerStep - 1) / kTilesPerStep;
-      for (uint32_t s = (consumer - step_count) & 1; s < steps; s += kConsumerGroups) {
+      const uint32_t first = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
+                             kConsumerGroups;  // this consumer's first step of the item
+      for (uint32_t s = first; s < steps; s += kConsumerGroups) {
 #pragma unroll
         for (int u = 0; u < kTilesPerStep; ++u) {
           const int32_t tile = tile_begin + static_cast<int32_t>(s) * kTilesPerStep + u;
