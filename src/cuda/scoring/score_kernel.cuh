@@ -134,6 +134,19 @@ struct TileWalk {
       ++tile;
     }
   }
+  // The walk's tile m places after `from` (a tile of the walk). Skipping the sampled tiles, m is
+  // at most tile_stride - 2 (the stride is 32 or more), so one sampled tile at most lies between.
+  __device__ __forceinline__ static int32_t advance(const ScoreParams& p, int32_t from, int32_t m) {
+    if (!p.skip_sampled) return from + (m << p.tile_shift);
+    const int32_t to = from + m;
+    return to + ((to >> p.tile_shift) - (from >> p.tile_shift));
+  }
+  // The number of tiles of the walk in [begin, end), begin <= end.
+  __device__ __forceinline__ static int32_t count(const ScoreParams& p, int32_t begin,
+                                                  int32_t end) {
+    const int32_t sampled = ((end - 1) >> p.tile_shift) - ((begin - 1) >> p.tile_shift);
+    return p.skip_sampled ? end - begin - sampled : sampled;
+  }
 };
 
 // A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
@@ -348,39 +361,30 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     if (first >= last) continue;
     const int32_t tile_begin = first / kTileKeys;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
-    if (TileWalk(p, tile_begin).tile >= tile_end) continue;  // no tile of the walk
+    const int32_t walk_begin = TileWalk(p, tile_begin).tile;
+    if (walk_begin >= tile_end) continue;  // no tile of the walk
 
     if (warp == 0)
       publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                       static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo,
                                       hi, q_bytes, lane);
-    if (p.tile_stride == 1) {
-      // Every tile: steps of kTilesPerStep from tile_begin, alternating between the consumers,
-      // so this warp visits only its consumer's steps (every other one).
-      const uint32_t steps = (tile_end - tile_begin + kTilesPerStep - 1) / kTilesPerStep;
-      const uint32_t first = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
-                             kConsumerGroups;  // this consumer's first step of the item
-      for (uint32_t s = first; s < steps; s += kConsumerGroups) {
+    // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
+    // consumers: this warp visits only its consumer's steps, found by arithmetic on the walk.
+    const int32_t tiles = TileWalk::count(p, tile_begin, tile_end);
+    const uint32_t steps = (tiles + kTilesPerStep - 1) / kTilesPerStep;
+    const uint32_t first_step = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
+                                kConsumerGroups;  // this consumer's first step of the item
+    int32_t step_tile = TileWalk::advance(p, walk_begin, first_step * kTilesPerStep);
+    for (uint32_t s = first_step; s < steps; s += kConsumerGroups) {
 #pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          const int32_t tile = tile_begin + static_cast<int32_t>(s) * kTilesPerStep + u;
-          if (tile < tile_end) take_place(group, tile);
+      for (int u = 0; u < kTilesPerStep; ++u) {
+        if (s * kTilesPerStep + u < static_cast<uint32_t>(tiles)) {
+          take_place(group, TileWalk::advance(p, step_tile, u));
         }
       }
-      step_count += steps;
-    } else {
-      int step_tiles = 0;  // tiles in the current step so far
-      for (TileWalk walk(p, tile_begin); walk.tile < tile_end;) {
-        const int32_t tile = walk.tile;
-        walk.next(p);
-        const bool mine = static_cast<int>(step_count % kConsumerGroups) == consumer;
-        if (++step_tiles == kTilesPerStep || walk.tile >= tile_end) {
-          step_tiles = 0;
-          ++step_count;
-        }
-        if (mine) take_place(group, tile);
-      }
+      step_tile = TileWalk::advance(p, step_tile, kConsumerGroups * kTilesPerStep);
     }
+    step_count += steps;
     ++item_count;
   }
   if (warp == 0) {
