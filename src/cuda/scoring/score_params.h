@@ -54,7 +54,7 @@ struct ScoreParams {
   // Sampling (the fused indexer's gate): only key tiles t with t % tile_stride == 0 are scored,
   // and tile t's scores land in logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every
   // tile, at its own columns. With skip_sampled, the other way round: every tile but those
-  // (whose keys the gate has already handled); only with tile_stride > 1.
+  // (whose keys the gate has already handled); only with tile_stride >= 32 (TileWalk::advance).
   int32_t tile_stride = 1;  // a power of two
   int32_t tile_shift = 0;   // log2(tile_stride)
   bool skip_sampled = false;
