@@ -224,6 +224,53 @@ TEST(PagedMqaLogitsCuda, LongSingleRequestMatchesTheCpuBackend) {
   }
 }
 
+// More requests than CTAs and than a warp's batch of 32, ragged, with a run of empty requests and
+// a few long ones: each CTA's equal share of all key tiles starts and ends inside requests and
+// spans several (decode_share.cuh).
+TEST(PagedMqaLogitsCuda, ManyRaggedRequestsMatchTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  struct Case {
+    int heads;
+    int next_n;
+    bool two_dim;
+  };
+  for (const Case c : {Case{64, 1, false}, Case{64, 2, true}, Case{32, 3, true}}) {
+    DecodeConfig config;
+    config.heads = c.heads;
+    config.batch = 300;
+    config.next_n = c.next_n;
+    config.two_dim_lens = c.two_dim;
+    const int per_request = c.two_dim ? c.next_n : 1;
+    std::vector<int32_t> lens(static_cast<size_t>(config.batch * per_request));
+    for (size_t i = 0; i < lens.size(); ++i) {
+      const auto request = static_cast<int>(i) / per_request;
+      lens[i] = request >= 40 && request < 80 ? 0
+                : request % 97 == 5           ? static_cast<int32_t>(rng.uniform_int(15000, 20000))
+                                              : static_cast<int32_t>(rng.uniform_int(0, 3000));
+    }
+    config.max_len = 20000;
+    SCOPED_TRACE(describe(config));
+    DecodeProblem p = make_decode_problem(rng, config, lens);
+    HostTensor expected = poisoned_logits(p.rows(), p.width);
+    FI_ASSERT_OK(paged_mqa_logits(expected.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                  p.context_lens.view(), p.block_table.view(),
+                                  LogitsOptions{true}));
+    const DevicePaged device(p);
+    HostTensor got = run_on_gpu(device, p.rows(), p.width, p.width, true);
+    const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
+    EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
+    for (int64_t r = 0; r < p.rows(); ++r) {
+      for (int64_t s = p.ends[r]; s < p.width; ++s) {
+        ASSERT_EQ(got.at<float>({r, s}), -kInf) << "row " << r << " column " << s;
+      }
+      for (int64_t s = 0; s < p.ends[r]; ++s) {
+        ASSERT_TRUE(std::isfinite(got.at<float>({r, s}))) << "row " << r << " column " << s;
+      }
+    }
+  }
+}
+
 TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);

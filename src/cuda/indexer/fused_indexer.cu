@@ -204,8 +204,8 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
         !status.ok()) {
       return status;
     }
-    // One work item per group: a row that fell back is rare, and the items of the empty rows
-    // then cost one range check each.
+    // A row that fell back is rare: one prefill work item per group (the empty rows' items cost
+    // one range check each), no more decode CTAs than requests (the shares skip empty ones).
     call.params.chunk_keys *= call.params.chunks;
     call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;

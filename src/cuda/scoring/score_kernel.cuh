@@ -2,7 +2,8 @@
 // relu(q[row, h, :] . k[key, :]), for prefill (packed keys) and paged decode.
 //
 // Organisation (one persistent CTA per SM, 384 threads):
-//  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams); warp 0
+//  * Warpgroup 0: the producer. Its warps walk the CTA's work items (ScoreParams: (group,
+//    chunk) items in turn for prefill, the CTA's equal share of all key tiles for decode); warp 0
 //    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (up to kN x 128 B)
 //    and weights; the four warps stream the item's keys by TMA in 64-key tiles
 //    (8 KiB + 256 B of scales) through a ring of stages (SharedLayout::kStages, one half per
@@ -33,6 +34,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/rank_key.cuh"
 #include "cuda/common/wgmma_e4m3.cuh"
+#include "cuda/scoring/decode_share.cuh"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/scoring/score_params.h"
 
@@ -309,7 +311,6 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
   TileLoader<kPaged> loader{p, key_map, scale_map};
-  const int64_t total_items = p.groups * p.chunks;
   // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
@@ -340,29 +341,27 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     ++place;
   };
   uint32_t item_count = 0;
-  for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
-    const int64_t group = item % p.groups;
-    const int64_t chunk = item / p.groups;
+  // One work item: group's keys in [key_begin, key_end).
+  auto run_item = [&](int64_t group, int64_t key_begin, int64_t key_end) {
     const int64_t row0 = group * p.rows_per_group;
     const int rows = static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
     int32_t lo = 0;
     int32_t hi = 0;
     if (lane < rows) row_range<kPaged>(p, row0 + lane, lo, hi);
-    // The group's keys within this chunk; rows with nothing visible do not widen it.
-    const int64_t chunk_lo = chunk * p.chunk_keys;
-    int32_t first = lo < hi ? max(lo, static_cast<int32_t>(chunk_lo)) : INT32_MAX;
-    int32_t last =
-        lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), chunk_lo + p.chunk_keys)) : 0;
+    // The group's keys within the item's; rows with nothing visible do not widen them.
+    int32_t first = lo < hi ? static_cast<int32_t>(max(static_cast<int64_t>(lo), key_begin))
+                            : INT32_MAX;
+    int32_t last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), key_end)) : 0;
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
       first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
       last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
     }
-    if (first >= last) continue;
+    if (first >= last) return;
     const int32_t tile_begin = first / kTileKeys;
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
     const int32_t walk_begin = TileWalk(p, tile_begin).tile;
-    if (walk_begin >= tile_end) continue;  // no tile of the walk
+    if (walk_begin >= tile_end) return;  // no tile of the walk
 
     if (warp == 0)
       publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
@@ -386,6 +385,21 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     }
     step_count += steps;
     ++item_count;
+  };
+  if constexpr (kPaged) {
+    // Decode: this CTA's equal share of all requests' key tiles (decode_share.cuh).
+    for_each_share_piece(p, lane, [&](int64_t group, int32_t tile_begin, int32_t tile_end) {
+      run_item(group, static_cast<int64_t>(tile_begin) * kTileKeys,
+               static_cast<int64_t>(tile_end) * kTileKeys);
+    });
+  } else {
+    // Prefill: items (group, chunk) in turn, chunk-major, so the CTAs working at the same time
+    // read the same keys (from L2).
+    const int64_t total_items = p.groups * p.chunks;
+    for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
+      const int64_t chunk = item / p.groups;
+      run_item(item % p.groups, chunk * p.chunk_keys, (chunk + 1) * p.chunk_keys);
+    }
   }
   if (warp == 0) {
     const int buffer = item_count & 1;

@@ -19,9 +19,11 @@ constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H f
 template <int kHeads, int kColumns>
 inline constexpr bool kLaneOwnedRows = (kColumns / kHeads) % 4 == 0;
 
-// A work item is (group, chunk): `rows_per_group` consecutive query rows (a prefill q-block, or
-// the next_n rows of one decode request) against the keys of one chunk of `chunk_keys`.
-// Items run chunk-major, so the CTAs working at the same time read the same keys (from L2).
+// A group is `rows_per_group` consecutive query rows: a prefill q-block, or the next_n rows of one
+// decode request. Prefill work items are (group, chunk): a group against the keys of one chunk
+// of `chunk_keys`, run chunk-major, so the CTAs working at the same time read the same keys
+// (from L2). Decode CTAs each take an equal share of all requests' key tiles (decode_share.cuh);
+// there `chunk_keys` and `chunks` only size the grid (groups x chunks CTAs at most).
 struct ScoreParams {
   int64_t rows = 0;    // query rows: M (prefill) or B * next_n (decode)
   int64_t groups = 0;  // ceil(M / rows_per_group) or B
