@@ -6,6 +6,11 @@
     ran at half speed with otherwise the same instructions (docs/benchmarks.md).
   * Top-k kernels: no local stores (none spills), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma).
+  * Scoring kernels: no barrier arrival (SYNCS.ARRIVE...A1T0, a consumer releasing a stage or a
+    Q buffer that TMA refills) follows a shared-memory load without a proxy fence
+    (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
+    the fence TMA refilled stages under loads still in flight (wrong H32 prefill scores on the
+    H200; docs/benchmarks.md). Straight-line order, regions reset at EXIT and USETMAXREG.
 
 usage: check_sass.py BUILD_DIR [CUOBJDUMP]
 """
@@ -56,6 +61,21 @@ def count(lines, opcode):
     return sum(1 for line in lines if re.search(r"\b" + opcode + r"\b", line))
 
 
+def arrivals_after_unfenced_loads(lines):
+    """Arrivals (SYNCS.ARRIVE.TRANS64.A1T0) with a shared-memory load (LDS) before them and no
+    FENCE.VIEW.ASYNC.S in between, in straight-line order."""
+    bad = 0
+    loaded = False
+    for line in lines:
+        if re.search(r"\b(EXIT|USETMAXREG)\b", line) or "FENCE.VIEW.ASYNC.S" in line:
+            loaded = False
+        elif re.search(r"\bLDS(?:\.\w+)*\b", line):
+            loaded = True
+        elif "SYNCS.ARRIVE.TRANS64.A1T0" in line and loaded:
+            bad += 1
+    return bad
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -87,6 +107,10 @@ def main():
             score_kernels += 1
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
                 failures.append(f"{name}: no QGMMA")
+            unfenced = arrivals_after_unfenced_loads(lines)
+            if unfenced:
+                failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "
+                                "a proxy fence")
     if score_kernels == 0:
         failures.append("no score_kernel instantiation found")
     for failure in failures:

@@ -47,6 +47,13 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
                : "memory");
 }
 
+// Orders this thread's earlier shared-memory accesses through the generic proxy (ld.shared) before
+// the async-proxy accesses (TMA writes) that synchronise with its later barrier arrivals: without
+// it a stage released right after an ld.shared may be refilled by TMA before the load has read it.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Arrives and announces `bytes` of TMA transactions that must land before the phase completes.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(

@@ -847,7 +847,12 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         half_scale[u][0] = 0.5f * scales[key_row];
         half_scale[u][1] = 0.5f * scales[key_row + 8];
       }
-      // Every thread arrives after its own reads of the stage (its wgmma and scales).
+      // Every thread arrives after its own reads of the stage (its wgmma and scales). The scales
+      // are read by ld.shared (generic proxy) and the stage is refilled by TMA (async proxy), so
+      // the arrival waits behind a proxy fence: without it the loads may still be in flight when
+      // the producer reuses the stage (seen on the H200 as wrong scores in H32 prefill once the
+      // consumer loop ran faster; decode issued its arrivals with the loads in flight too).
+      ptx::fence_proxy_async_shared();
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
         if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
@@ -902,7 +907,10 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       if (queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
       if (queue.size > 0) reserve_queue<kN, R::kRows>(p, queue, row0, lane);
     }
-    ptx::mbarrier_arrive(&q_empty[buffer]);  // every consumer thread, after its last read
+    // Every consumer thread, after its last read; the weights were read by ld.shared and are
+    // refilled by TMA (see the stage release above).
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(&q_empty[buffer]);
   }
   if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
 }
