@@ -195,6 +195,26 @@ TEST(PagedMqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
   }
 }
 
+// The GPU's paged logits of p (clean) against the CPU backend's: DeepGEMM's diff over the visible
+// entries, finite there, -inf past each row's end.
+void ExpectPagedMatchesTheCpuBackend(DecodeProblem p) {
+  HostTensor expected = poisoned_logits(p.rows(), p.width);
+  FI_ASSERT_OK(paged_mqa_logits(expected.view(), p.q.view(), p.cache.cache(), p.weights.view(),
+                                p.context_lens.view(), p.block_table.view(), LogitsOptions{true}));
+  const DevicePaged device(p);
+  HostTensor got = run_on_gpu(device, p.rows(), p.width, p.width, true);
+  const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
+  EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
+  for (int64_t r = 0; r < p.rows(); ++r) {
+    for (int64_t s = 0; s < p.width; ++s) {
+      const float value = got.at<float>({r, s});
+      const bool visible = s < p.ends[r];
+      ASSERT_TRUE(visible ? std::isfinite(value) : value == -kInf)
+          << "row " << r << " column " << s << " is " << value;
+    }
+  }
+}
+
 // One request with a long context: its keys are split across the CTAs.
 TEST(PagedMqaLogitsCuda, LongSingleRequestMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
@@ -207,20 +227,7 @@ TEST(PagedMqaLogitsCuda, LongSingleRequestMatchesTheCpuBackend) {
     config.two_dim_lens = true;
     config.max_len = 40000;
     SCOPED_TRACE(describe(config));
-    DecodeProblem p = make_decode_problem(rng, config, {40000, 39000, 123, 7});
-    HostTensor expected = poisoned_logits(p.rows(), p.width);
-    FI_ASSERT_OK(paged_mqa_logits(expected.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                  p.context_lens.view(), p.block_table.view(),
-                                  LogitsOptions{true}));
-    const DevicePaged device(p);
-    HostTensor got = run_on_gpu(device, p.rows(), p.width, p.width, true);
-    const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
-    EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
-    for (int64_t r = 0; r < p.rows(); ++r) {
-      for (int64_t s = p.ends[r]; s < p.width; ++s) {
-        ASSERT_EQ(got.at<float>({r, s}), -kInf) << "row " << r << " column " << s;
-      }
-    }
+    ExpectPagedMatchesTheCpuBackend(make_decode_problem(rng, config, {40000, 39000, 123, 7}));
   }
 }
 
@@ -251,23 +258,7 @@ TEST(PagedMqaLogitsCuda, ManyRaggedRequestsMatchTheCpuBackend) {
     }
     config.max_len = 20000;
     SCOPED_TRACE(describe(config));
-    DecodeProblem p = make_decode_problem(rng, config, lens);
-    HostTensor expected = poisoned_logits(p.rows(), p.width);
-    FI_ASSERT_OK(paged_mqa_logits(expected.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                  p.context_lens.view(), p.block_table.view(),
-                                  LogitsOptions{true}));
-    const DevicePaged device(p);
-    HostTensor got = run_on_gpu(device, p.rows(), p.width, p.width, true);
-    const std::vector<int64_t> starts(static_cast<size_t>(p.rows()), 0);
-    EXPECT_LT(calc_diff(got, expected, starts, p.ends), 5e-6);
-    for (int64_t r = 0; r < p.rows(); ++r) {
-      for (int64_t s = p.ends[r]; s < p.width; ++s) {
-        ASSERT_EQ(got.at<float>({r, s}), -kInf) << "row " << r << " column " << s;
-      }
-      for (int64_t s = 0; s < p.ends[r]; ++s) {
-        ASSERT_TRUE(std::isfinite(got.at<float>({r, s}))) << "row " << r << " column " << s;
-      }
-    }
+    ExpectPagedMatchesTheCpuBackend(make_decode_problem(rng, config, lens));
   }
 }
 
