@@ -329,7 +329,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
       std::max<int64_t>(std::min(params.width, params.table_pages * cache.page_size), 1);
   const int sms = multiprocessor_count();
   // Decode CTAs take equal shares of all key tiles (decode_share.cuh); the chunks only size the
-  // grid: one CTA per SM, fewer when the widest request allows less than 256 keys per CTA.
+  // grid: one CTA per SM, or one per 256 keys of the batch at its widest when that is fewer.
   params.chunk_keys = plan_chunk_keys(batch, key_span, sms, 256, 2048);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
