@@ -75,6 +75,31 @@ def load_shim(path):
     return lib
 
 
+def mqa_logits(lib, logits, q, k, kscale, weights, ks, ke, clean):
+    """Our mqa_logits through the shim: q [rows, H, 128] e4m3, keys [keys, 128] e4m3 with fp32
+    scales, weights [rows, H], row ranges [rows] int32, into logits [rows, width] fp32."""
+    rows, heads = q.shape[0], q.shape[1]
+    code = lib.fi_mqa_logits(logits.data_ptr(), logits.stride(0), logits.shape[1], q.data_ptr(),
+                             rows, heads, k.data_ptr(), kscale.data_ptr(), k.shape[0],
+                             weights.data_ptr(), ks.data_ptr(), ke.data_ptr(), clean,
+                             torch.cuda.current_stream().cuda_stream)
+    if code != 0:
+        raise RuntimeError(lib.fi_last_error().decode())
+
+
+def paged_mqa_logits(lib, inputs, logits, clean):
+    """Our paged_mqa_logits through the shim on a DecodeInputs step (2-D lengths), into logits
+    [batch * next_n, width] fp32."""
+    batch, next_n, heads = inputs.q.shape[0], inputs.q.shape[1], inputs.q.shape[2]
+    code = lib.fi_paged_mqa_logits(
+        logits.data_ptr(), logits.stride(0), logits.shape[1], inputs.q.data_ptr(), batch, next_n,
+        heads, inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
+        inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
+        inputs.table_cols, clean, torch.cuda.current_stream().cuda_stream)
+    if code != 0:
+        raise RuntimeError(lib.fi_last_error().decode())
+
+
 def fp8_keys(keys_bf16):
     """Per-key amax / 448 scales (DeepGEMM's test quantization): e4m3 values, fp32 scales."""
     amax = keys_bf16.float().abs().amax(dim=-1, keepdim=True).clamp(min=1e-4)
@@ -183,12 +208,7 @@ def bench_prefill(lib, case, ceil, iters, warm_ms, batch, check_rows, check):
     logits = torch.empty(rows, keys, device=dev)
 
     def call(clean=0):
-        code = lib.fi_mqa_logits(logits.data_ptr(), logits.stride(0), keys, q.data_ptr(), rows,
-                                 heads, k.data_ptr(), kscale.data_ptr(), keys,
-                                 weights.data_ptr(), ks.data_ptr(), ke.data_ptr(), clean,
-                                 torch.cuda.current_stream().cuda_stream)
-        if code != 0:
-            raise RuntimeError(lib.fi_last_error().decode())
+        mqa_logits(lib, logits, q, k, kscale, weights, ks, ke, clean)
 
     logits.fill_(float("nan"))
     call(clean=1)
@@ -258,21 +278,14 @@ def bench_decode(lib, case, ceil, iters, warm_ms, batch_calls, check_rows, check
     name, heads, batch, ctx, next_n, ragged, anchor = case
     dev = "cuda"
     inputs = DecodeInputs(heads, batch, ctx, next_n, ragged, dev)
-    page, table, table_cols, width = inputs.page, inputs.table, inputs.table_cols, inputs.width
+    page, table, width = inputs.page, inputs.table, inputs.width
     q, q_bf16, k, k_bf16, kscale = inputs.q, inputs.q_bf16, inputs.k, inputs.k_bf16, inputs.kscale
     weights, lens, lens2d = inputs.weights, inputs.lens, inputs.lens2d
     gen = torch.Generator(device="cpu").manual_seed(batch * 11 + next_n)
     logits = torch.empty(batch * next_n, width, device=dev)
 
     def call(clean=0):
-        code = lib.fi_paged_mqa_logits(
-            logits.data_ptr(), logits.stride(0), width, q.data_ptr(), batch, next_n, heads,
-            inputs.cache.data_ptr(), inputs.total_pages, page, inputs.page_bytes,
-            weights.data_ptr(),
-            lens2d.data_ptr(), 1, table.data_ptr(), table_cols, clean,
-            torch.cuda.current_stream().cuda_stream)
-        if code != 0:
-            raise RuntimeError(lib.fi_last_error().decode())
+        paged_mqa_logits(lib, inputs, logits, clean)
 
     logits.fill_(float("nan"))
     call(clean=1)

@@ -14,40 +14,20 @@ For a scoring change whose effect is smaller than the spread between machines an
         build/libflashindexer_bench_shim.so [--only "D2,b1 "] [--rounds 2] [--prefill]
 """
 import argparse
+import functools
 
 import torch
 
-from bench_logits import DecodeInputs, fp8_keys, graph_ms, load_shim, ranges_for, selected
+from bench_logits import (DECODE, DecodeInputs, fp8_keys, graph_ms, load_shim, mqa_logits,
+                          paged_mqa_logits, ranges_for, selected)
 
-# name, H, batch, context length, next_n, ragged (lengths 0.7-1.3 x, 2-D)
-CASES = [
-    ("H64 b64 32768", 64, 64, 32768, 1, False),
+# bench_logits.py's decode cases (name, H, batch, context length, next_n, ragged: lengths
+# 0.7-1.3 x, 2-D), and batches on either side of 64 x 32768 and a ragged next_n 1 batch.
+CASES = [case[:6] for case in DECODE] + [
     ("H64 b66 32768", 64, 66, 32768, 1, False),
     ("H64 b60 32768", 64, 60, 32768, 1, False),
-    ("H32 b64 32768", 32, 64, 32768, 1, False),
-    ("H64 b256 32768", 64, 256, 32768, 1, False),
-    ("H64 b64 131072", 64, 64, 131072, 1, False),
-    ("H64 b16 65536", 64, 16, 65536, 1, False),
-    ("H64 b1 131072", 64, 1, 131072, 1, False),
-    ("D2 H64 b64 ~65536 n2", 64, 64, 65536, 2, True),
-    ("D7 H64 b64 ~32768 n3", 64, 64, 32768, 3, True),
     ("R H64 b64 ~32768 n1", 64, 64, 32768, 1, True),
-    ("D7 H64 b64 ~32768 n4", 64, 64, 32768, 4, True),
-    ("D6 H32 b64 ~65536 n4", 32, 64, 65536, 4, True),
-    ("D4 H64 b256 ~65536 n2", 64, 256, 65536, 2, True),
 ]
-
-
-def scoring_call(lib, inputs, logits, heads, batch, next_n):
-    def call():
-        code = lib.fi_paged_mqa_logits(
-            logits.data_ptr(), logits.stride(0), inputs.width, inputs.q.data_ptr(), batch, next_n,
-            heads, inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
-            inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
-            inputs.table_cols, 1, torch.cuda.current_stream().cuda_stream)
-        if code != 0:
-            raise RuntimeError(lib.fi_last_error().decode())
-    return call
 
 
 # name, H, rows, keys (causal-suffix rows)
@@ -73,12 +53,7 @@ def compare_prefill(libs, only):
         for shim_name, lib in libs:
             for call_index in range(3):
                 logits = torch.full((rows, keys), float("nan"), device="cuda")
-                code = lib.fi_mqa_logits(logits.data_ptr(), logits.stride(0), keys, q.data_ptr(),
-                                         rows, heads, k.data_ptr(), kscale.data_ptr(), keys,
-                                         weights.data_ptr(), ks.data_ptr(), ke.data_ptr(), 1,
-                                         torch.cuda.current_stream().cuda_stream)
-                if code != 0:
-                    raise RuntimeError(lib.fi_last_error().decode())
+                mqa_logits(lib, logits, q, k, kscale, weights, ks, ke, 1)
                 bits = logits.view(torch.int32)
                 if first is None:
                     first = bits.clone()
@@ -117,7 +92,7 @@ def main():
         for round_index in range(args.rounds):
             for _, lib in libs:
                 logits = torch.full((batch * next_n, inputs.width), float("nan"), device="cuda")
-                call = scoring_call(lib, inputs, logits, heads, batch, next_n)
+                call = functools.partial(paged_mqa_logits, lib, inputs, logits, 1)
                 call()
                 torch.cuda.synchronize()
                 if round_index == 0:
