@@ -499,16 +499,23 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
 }
 
 // The same for decode: the select hands the fallback each incomplete row's length (1-D and 2-D
-// context lengths, next_n 2), and the fallback's top-k leaves every other row's answer alone.
+// context lengths), and the fallback's top-k leaves every other row's answer alone. H = 64 with
+// next_n 2 and 1, H = 32 with next_n 1: the emitting scan's two-tile and four-tile steps.
 TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  for (bool two_dim_lens : {false, true}) {
+  struct Form {
+    int heads;
+    int next_n;
+    bool two_dim_lens;
+  };
+  for (const Form form : {Form{64, 2, false}, Form{64, 2, true}, Form{64, 1, false},
+                          Form{32, 1, true}}) {
     DecodeConfig config;
-    config.heads = 64;
+    config.heads = form.heads;
     config.batch = 6;
-    config.next_n = 2;
-    config.two_dim_lens = two_dim_lens;
+    config.next_n = form.next_n;
+    config.two_dim_lens = form.two_dim_lens;
     config.max_len = 6000;
     DecodeProblem p = make_decode_problem(rng, config);
     const DevicePaged device(p);

@@ -153,9 +153,13 @@ struct TileWalk {
 
 // A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
 // take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
-// decode is bound by latency, not by the tensor cores.
-template <int kN>
-inline constexpr int kTilesPerStepFor = kN <= 128 ? 2 : 1;
+// decode is bound by latency, not by the tensor cores. The emitting N = 64 scan (fused decode,
+// next_n 1 at H = 64) takes four: its per-step work (barriers, queue checks, bookkeeping) then
+// spreads over twice the tiles, and fused decode at 64 x 131072 keys ran 5-7 % faster on the
+// H200. The storing N = 64 kernel keeps two: four was no faster there and lost 0.5 us at batch 1
+// (docs/benchmarks.md).
+template <int kN, bool kEmit>
+inline constexpr int kTilesPerStepFor = kEmit && kN <= 64 ? 4 : (kN <= 128 ? 2 : 1);
 
 // Takes a step's tiles off the walk into tile_of: the next kTilesPerStep, fewer at the end of the
 // item; returns how many. Callers hold walk.tile < tile_end. With one tile per step, that tile is
@@ -316,7 +320,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
   const uint32_t q_bytes =
       (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
-  constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
+  constexpr int kTilesPerStep = kTilesPerStepFor<kN, kEmit>;
   // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
   // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
   // parity never stands for two phases. (With one shared ring, a warpgroup running a whole ring
@@ -743,7 +747,7 @@ __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue
 
 template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int consumer) {
-  constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
+  constexpr int kTilesPerStep = kTilesPerStepFor<kN, kEmit>;
   constexpr int kParts = kPartsFor<kN>;
   constexpr int kPartN = kN / kParts;
   static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");
