@@ -37,6 +37,7 @@
 #include "cuda/scoring/decode_share.cuh"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/scoring/score_params.h"
+#include "cuda/scoring/score_timeline.cuh"
 
 namespace flashindexer::cuda::scoring {
 
@@ -338,6 +339,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     if (static_cast<int>(place & 1) == warp % 2) {
       const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
       ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
+      if (place == 0 && warp == 0 && lane == 0) timeline_stamp(kStampFirstLoad);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
                   &full[stage], lane);
@@ -405,6 +407,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       run_item(item % p.groups, chunk * p.chunk_keys, (chunk + 1) * p.chunk_keys);
     }
   }
+  if (warp == 0 && lane == 0) timeline_stamp(kStampProducerDone);
   if (warp == 0) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -783,7 +786,13 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
     const ItemInfo& info = items[buffer];
     const int32_t row0 = info.row0;
-    if (row0 < 0) break;
+    if (row0 < 0) {
+      if (threadIdx.x % 128 == 0) {
+        timeline_stamp(consumer == 0 ? kStampConsumer0Done : kStampConsumer1Done);
+        timeline_tiles(consumer, my_tiles);
+      }
+      break;
+    }
     const int32_t tile_begin = info.tile_begin;
     const int32_t tile_end = info.tile_end;
     // The rows this lane stores (or emits for): q = lane % 4 + 4 i.
@@ -814,6 +823,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         stages[u] = consumer * L::kHalfStages + place % L::kHalfStages;
         if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
+      if (my_tiles == 0 && consumer == 0 && threadIdx.x % 128 == 0) timeline_stamp(kStampFirstTile);
       my_tiles += tiles;
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       ptx::wgmma_fence();
@@ -942,6 +952,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
+  if (threadIdx.x == 0) timeline_stamp(kStampEntry);
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
@@ -962,6 +973,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the kernel before this one has completed.
   ptx::wait_prior_grids();
   __syncthreads();
+  if (threadIdx.x == 0) timeline_stamp(kStampReady);
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
