@@ -509,8 +509,8 @@ TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
     int next_n;
     bool two_dim_lens;
   };
-  for (const Form form : {Form{64, 2, false}, Form{64, 2, true}, Form{64, 1, false},
-                          Form{32, 1, true}}) {
+  for (const Form form :
+       {Form{64, 2, false}, Form{64, 2, true}, Form{64, 1, false}, Form{32, 1, true}}) {
     DecodeConfig config;
     config.heads = form.heads;
     config.batch = 6;

@@ -154,11 +154,11 @@ struct TileWalk {
 
 // A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
 // take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
-// decode is bound by latency, not by the tensor cores. The emitting N = 64 scan (fused decode,
-// next_n 1 at H = 64) takes four: its per-step work (barriers, queue checks, bookkeeping) then
-// spreads over twice the tiles, and fused decode at 64 x 131072 keys ran 5-7 % faster on the
-// H200. The storing N = 64 kernel keeps two: four was no faster there and lost 0.5 us at batch 1
-// (docs/benchmarks.md).
+// decode is bound by latency, not by the tensor cores. The emitting N = 64 scan (fused decode at
+// next_n 1 with H = 64, next_n 1-2 with H = 32) takes four: its per-step work (barriers, queue
+// checks, bookkeeping) then spreads over twice the tiles, and fused decode at 64 x 131072 keys ran
+// 5-7 % faster on the H200. The storing N = 64 kernel keeps two: four was no faster there and
+// lost 0.5 us at batch 1 (docs/benchmarks.md).
 template <int kN, bool kEmit>
 inline constexpr int kTilesPerStepFor = kEmit && kN <= 64 ? 4 : (kN <= 128 ? 2 : 1);
 

@@ -18,10 +18,9 @@ template cudaError_t launch_score<64, 256, true, false>(const ScoreMaps&, const 
 // The stamps of the last paged H = 64 launch (score_timeline.cuh): kTimelineCtas records of
 // kTimelineSlots uint64 each, copied to `host` (at most `bytes`). Returns the cudaError_t.
 extern "C" __attribute__((visibility("default"))) int fi_score_timeline_read(void* host,
-                                                                            size_t bytes) {
+                                                                             size_t bytes) {
   using flashindexer::cuda::scoring::score_timeline;
-  return static_cast<int>(
-      cudaMemcpyFromSymbol(host, score_timeline, bytes < sizeof(score_timeline) ? bytes
-                                                                                 : sizeof(score_timeline)));
+  return static_cast<int>(cudaMemcpyFromSymbol(
+      host, score_timeline, bytes < sizeof(score_timeline) ? bytes : sizeof(score_timeline)));
 }
 #endif
