@@ -952,8 +952,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
-  if (threadIdx.x == 0) timeline_stamp(kStampEntry);
   if (threadIdx.x == 0) {
+    timeline_stamp(kStampEntry);
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
       ptx::mbarrier_init(&barriers[s], 1);                 // full: producer + TMA bytes
