@@ -420,12 +420,36 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
 
 // ---- consumers ------------------------------------------------------------------------------
 
-// Rows of one Q tile, and how many of them each lane of a quad ends up owning.
-template <int kHeads, int kN>
+// Rows of one Q tile, and which (row, key row) sums each lane of a quad ends up owning: what it
+// stores or emits.
+//  * Three or more rows (lane-owned, or reduced across the quad): lane c owns rows 4 i + c, both
+//    of its key rows (key_row and key_row + 8).
+//  * One or two rows reduced across the quad in the emitting kernels (fused decode at next_n 1-2
+//    with H = 64, H = 32 at N = 64): the reduce-scatter ends with one (row, key row) per lane, so
+//    each lane tests one score per tile against the gate where one or two of the four lanes
+//    tested two (half the ballots and queue work; fused decode 64 x 131072 keys 340 -> 321 us
+//    on the H200). The storing kernels keep the row-per-lane form: there it measured no faster.
+// The sums are the same bits in both forms (reduce_scatter_rows).
+template <int kHeads, int kN, bool kEmit = false>
 struct TileRows {
   static constexpr int kRows = kN / kHeads;
   static constexpr int kPadded = (kRows + 3) / 4 * 4;
-  static constexpr int kPerLane = kPadded / 4;  // lane c owns rows 4 i + c
+  static constexpr bool kSplitKeyRows = kEmit && !kLaneOwnedRows<kHeads, kN> && kRows <= 2;
+  static constexpr int kPerLane = kSplitKeyRows ? 1 : kPadded / 4;  // rows a lane owns
+  static constexpr int kKeyRowsPerLane = kSplitKeyRows ? 1 : 2;      // key rows of each
+  // The tile row of the lane's owned row i. With one row, lanes c and c ^ 1 end with the same
+  // sum, and only the even one owns it (owns).
+  __device__ __forceinline__ static int row(int i, int lane) {
+    if constexpr (kSplitKeyRows) return kRows == 2 ? lane & 1 : 0;
+    return lane % 4 + 4 * i;
+  }
+  __device__ __forceinline__ static bool owns(int lane) {
+    return !kSplitKeyRows || kRows == 2 || (lane & 1) == 0;
+  }
+  // Which of the thread's two key rows (0: key_row, 1: key_row + 8) is its r-th.
+  __device__ __forceinline__ static int key_half(int r, int lane) {
+    return kSplitKeyRows ? (lane >> 1) & 1 : r;
+  }
 };
 
 // Which (row, head) pair of the Q tile column 8 j + 2 c + e of the wgmma holds; lane c of each quad
@@ -534,61 +558,85 @@ __device__ __forceinline__ void add_head_sums(const float (&acc)[kPartN / 2],
   }
 }
 
-// The quad reduce-scatter of the head sums: row 4 i + c ends on lane c as
-//   (s_c + s_{c^2}) + (s_{c^1} + s_{c^3}),
-// an order fixed by the row alone. owned[i][r] is that value for key row r. Rows past kRows
-// (padding to a multiple of 4) must be zero.
-template <int kHeads, int kN>
-__device__ __forceinline__ void reduce_scatter_rows(
-    HeadSums<kHeads, kN>& sums, int lane, float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
-  using R = TileRows<kHeads, kN>;
-  if constexpr (R::kRows == 1) {
-    // One row (decode, H = 64, next_n 1): the same sum on lane 0 in two butterfly steps, without
-    // the three rows of padding; lanes 1-3 own padding rows, which nothing stores.
+// The finished sums a lane owns (TileRows): owned[i][r] for its owned row i and its r-th key row.
+template <int kHeads, int kN, bool kEmit>
+using OwnedSums =
+    float[TileRows<kHeads, kN, kEmit>::kPerLane][TileRows<kHeads, kN, kEmit>::kKeyRowsPerLane];
+
+// The quad reduce-scatter of the head sums. Every (row, key row) sum ends as
+//   (s_c + s_{c^2}) + (s_{c^1} + s_{c^3})
+// of the four lanes' partial sums s, on whichever lane c owns it: an order fixed by the row
+// alone, and since a + b == b + a exactly, the same bits on every lane (and in the split form as
+// in the row-per-lane form). Rows past kRows (padding to a multiple of 4) must be zero.
+template <int kHeads, int kN, bool kEmit>
+__device__ __forceinline__ void reduce_scatter_rows(HeadSums<kHeads, kN>& sums, int lane,
+                                                    OwnedSums<kHeads, kN, kEmit>& owned) {
+  using R = TileRows<kHeads, kN, kEmit>;
+  const bool high = (lane & 2) != 0;
+  const bool odd = (lane & 1) != 0;
+  if constexpr (R::kSplitKeyRows) {
+    // Step 1 (lanes c, c ^ 2): keep key row (c >> 1) & 1 of every row, hand over the other.
+    float half[R::kRows];
+#pragma unroll
+    for (int q = 0; q < R::kRows; ++q) {
+      const float keep = high ? sums.row_sum(q, 1) : sums.row_sum(q, 0);
+      const float send = high ? sums.row_sum(q, 0) : sums.row_sum(q, 1);
+      half[q] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+    }
+    // Step 2 (lanes c, c ^ 1): two rows: keep row c & 1; one row: both lanes add the pair.
+    if constexpr (R::kRows == 2) {
+      const float keep = odd ? half[1] : half[0];
+      const float send = odd ? half[0] : half[1];
+      owned[0][0] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+    } else {
+      owned[0][0] = half[0] + __shfl_xor_sync(0xffffffffu, half[0], 1);
+    }
+  } else if constexpr (R::kRows == 1) {
+    // One row (storing decode, H = 64, next_n 1): the same sum on all four lanes in two
+    // butterfly steps, without the three rows of padding; lanes 1-3 own padding rows, which
+    // nothing stores.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float pair = sums.row_sum(0, r) + __shfl_xor_sync(0xffffffffu, sums.row_sum(0, r), 2);
       owned[0][r] = pair + __shfl_xor_sync(0xffffffffu, pair, 1);
     }
-    return;
-  }
-  // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
-  const bool high = (lane & 2) != 0;
-  float half[R::kPadded / 2][2];
+  } else {
+    // Step 1 (lanes c, c ^ 2): keep rows with bit 1 of (q % 4) equal to bit 1 of c.
+    float half[R::kPadded / 2][2];
 #pragma unroll
-  for (int i = 0; i < R::kPadded / 4; ++i) {
+    for (int i = 0; i < R::kPadded / 4; ++i) {
 #pragma unroll
-    for (int low = 0; low < 2; ++low) {
+      for (int low = 0; low < 2; ++low) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float a = sums.row_sum(4 * i + low, r);
-        const float b = sums.row_sum(4 * i + 2 + low, r);
-        const float keep = high ? b : a;
-        const float send = high ? a : b;
-        half[2 * i + low][r] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+        for (int r = 0; r < 2; ++r) {
+          const float a = sums.row_sum(4 * i + low, r);
+          const float b = sums.row_sum(4 * i + 2 + low, r);
+          const float keep = high ? b : a;
+          const float send = high ? a : b;
+          half[2 * i + low][r] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+        }
       }
     }
-  }
-  // Step 2 (lanes c, c ^ 1): keep the row whose bit 0 matches bit 0 of c.
-  const bool odd = (lane & 1) != 0;
+    // Step 2 (lanes c, c ^ 1): keep the row whose bit 0 matches bit 0 of c.
 #pragma unroll
-  for (int i = 0; i < R::kPerLane; ++i) {
+    for (int i = 0; i < R::kPerLane; ++i) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float a = half[2 * i][r];
-      const float b = half[2 * i + 1][r];
-      const float keep = odd ? b : a;
-      const float send = odd ? a : b;
-      owned[i][r] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+      for (int r = 0; r < 2; ++r) {
+        const float a = half[2 * i][r];
+        const float b = half[2 * i + 1][r];
+        const float keep = odd ? b : a;
+        const float send = odd ? a : b;
+        owned[i][r] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+      }
     }
   }
 }
 
-// The finished head sums of the rows this lane owns (rows 4 i + lane % 4): owned[i][r] for key
-// row r. The order of every addition is fixed by the row alone.
-template <int kHeads, int kN>
+// The finished head sums this lane owns (TileRows). The order of every addition is fixed by the
+// row alone.
+template <int kHeads, int kN, bool kEmit>
 __device__ __forceinline__ void owned_row_sums(HeadSums<kHeads, kN>& sums, int lane,
-                                               float (&owned)[TileRows<kHeads, kN>::kPerLane][2]) {
+                                               OwnedSums<kHeads, kN, kEmit>& owned) {
   if constexpr (kLaneOwnedRows<kHeads, kN>) {
 #pragma unroll
     for (int i = 0; i < TileRows<kHeads, kN>::kPerLane; ++i) {
@@ -599,7 +647,7 @@ __device__ __forceinline__ void owned_row_sums(HeadSums<kHeads, kN>& sums, int l
       }
     }
   } else {
-    reduce_scatter_rows<kHeads, kN>(sums, lane, owned);
+    reduce_scatter_rows<kHeads, kN, kEmit>(sums, lane, owned);
   }
 }
 
@@ -755,7 +803,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   constexpr int kPartN = kN / kParts;
   static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");
   using L = SharedLayout<kN, kEmit>;
-  using R = TileRows<kHeads, kN>;
+  using R = TileRows<kHeads, kN, kEmit>;
   const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x / 32) % 4;
   const int key_row = 16 * warp + lane / 4;  // and key_row + 8
@@ -768,10 +816,10 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 
   constexpr bool emit = kEmit;  // the launch has p.gate set exactly when kEmit
   CandidateQueue queue{smem, 0};
-  // Entries one owned row's two key rows may add (queue_candidate twice). The room is checked
-  // per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane) may add
-  // 128, and flushing whenever that is not free flushed at every tile.
-  constexpr uint32_t kRowEntries = 32 * 2;
+  // Entries one owned row's key rows may add (queue_candidate once per key row). The room is
+  // checked per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane)
+  // may add 128, and flushing whenever that is not free flushed at every tile.
+  constexpr uint32_t kRowEntries = 32 * R::kKeyRowsPerLane;
   static_assert(kRowEntries <= kQueueEntries, "a row's candidates must fit the queue");
   // An item's last candidates are written during the next item's first step, after its wgmma
   // is issued: the reservation's atomics then complete while the tensor cores run.
@@ -795,14 +843,14 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     }
     const int32_t tile_begin = info.tile_begin;
     const int32_t tile_end = info.tile_end;
-    // The rows this lane stores (or emits for): q = lane % 4 + 4 i.
+    // The rows this lane stores (or emits for): q = R::row(i, lane).
     int32_t lo[R::kPerLane];
     int32_t hi[R::kPerLane];
     uint32_t gate[R::kPerLane];  // loaded once per item: a load per step stalled the epilogue
 #pragma unroll
     for (int i = 0; i < R::kPerLane; ++i) {
-      const int q = lane % 4 + 4 * i;
-      const bool mine = q < R::kRows && q < info.rows;
+      const int q = R::row(i, lane);
+      const bool mine = q < R::kRows && q < info.rows && R::owns(lane);
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
       gate[i] = emit && lo[i] < hi[i] ? __ldg(p.gate + row0 + q) : 0u;
@@ -853,13 +901,15 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       ptx::wgmma_wait_group<0>();
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       // relu was taken as x + |x| = 2 relu(x): the 1/2 is exact in the scale.
-      float half_scale[kTilesPerStep][2];
+      float half_scale[kTilesPerStep][R::kKeyRowsPerLane];
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
         const float* scales =
             reinterpret_cast<const float*>(smem + L::kScales + stages[u] * kTileScaleBytes);
-        half_scale[u][0] = 0.5f * scales[key_row];
-        half_scale[u][1] = 0.5f * scales[key_row + 8];
+#pragma unroll
+        for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
+          half_scale[u][r] = 0.5f * scales[key_row + 8 * R::key_half(r, lane)];
+        }
       }
       // Every thread arrives after its own reads of the stage (its wgmma and scales). The scales
       // are read by ld.shared (generic proxy) and the stage is refilled by TMA (async proxy), so
@@ -873,12 +923,12 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       }
       // Every tile's sums first, without a branch between them, so that the compiler interleaves
       // the tiles' FFMA chains; a step's missing second tile is summed and never stored.
-      float owned[kTilesPerStep][R::kPerLane][2];
+      OwnedSums<kHeads, kN, kEmit> owned[kTilesPerStep];
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
         add_head_sums<kHeads, kN, kPartN, (kParts - 1) * kPartN / 8>(acc[u][kParts - 1], weights,
                                                                      sums[u]);
-        owned_row_sums<kHeads, kN>(sums[u], lane, owned[u]);
+        owned_row_sums<kHeads, kN, kEmit>(sums[u], lane, owned[u]);
       }
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
@@ -887,21 +937,25 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
         const int32_t key1 = key0 + 8;
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
-          const float score0 = owned[u][i][0] * half_scale[u][0];
-          const float score1 = owned[u][i][1] * half_scale[u][1];
+          const int q = R::row(i, lane);
           if (emit) {
             if (queue.size > kQueueEntries - kRowEntries) {
               reserve_queue<kN, R::kRows>(p, queue, row0, lane);
               write_queue<kN, R::kRows>(p, queue, lane);
             }
-            const int slot = lane % 4 + 4 * i;
             const RowGate row_gate(gate[i]);
-            queue_candidate<kN>(queue, slot, row_gate, lo[i], hi[i], key0, score0, lane);
-            queue_candidate<kN>(queue, slot, row_gate, lo[i], hi[i], key1, score1, lane);
+#pragma unroll
+            for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
+              const int32_t key = key0 + 8 * R::key_half(r, lane);
+              queue_candidate<kN>(queue, q, row_gate, lo[i], hi[i], key,
+                                  owned[u][i][r] * half_scale[u][r], lane);
+            }
           } else {
             // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
             const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;
-            float* out = p.logits + static_cast<int64_t>(row0 + lane % 4 + 4 * i) * p.logits_stride;
+            float* out = p.logits + static_cast<int64_t>(row0 + q) * p.logits_stride;
+            const float score0 = owned[u][i][0] * half_scale[u][0];
+            const float score1 = owned[u][i][1] * half_scale[u][1];
             if (key0 >= lo[i] && key0 < hi[i]) out[column0] = score0;
             if (key1 >= lo[i] && key1 < hi[i]) out[column0 + 8] = score1;
           }
