@@ -2,7 +2,8 @@
 
 For a change whose effect is smaller than the spread between machines and runs: each round
 times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
-next_n 1, 131072 keys, k = 2048) at batch 1 and 64, dense and fused path, unsorted and sorted;
+next_n 1, 131072 keys, k = 2048) at batch 1 and 64 (--batches), dense and fused path, unsorted
+and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048) at H = 64 and 32, dense and
 fused, unsorted (--prefill-rows). Times in us: CUDA-graph replay of --calls consecutive calls
@@ -87,6 +88,8 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per captured graph")
     parser.add_argument("--prefill-rows", type=int, default=2048)
+    parser.add_argument("--batches", default="1,64",
+                        help="comma-separated decode batch sizes of the indexer cases")
     parser.add_argument("--only", default="",
                         help="comma-separated substrings; run the cases whose name has one")
     args = parser.parse_args()
@@ -95,7 +98,7 @@ def main():
     workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
                             device="cuda")
     cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph)
-    for batch in (1, 64):
+    for batch in (int(b) for b in args.batches.split(",")):
         inputs = DecodeInputs(64, batch, WIDTH, 1, False)
         for path, path_name in ((1, "dense"), (2, "fused")):
             for sorted_output in (False, True):

@@ -2,10 +2,13 @@
 """GPU time per kernel of one indexer_decode call, dense and fused, through the bench shim.
 
 torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64,
-page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64, unsorted and sorted); each kernel
-instantiation's time and launches are given per call, with the call's span.
+page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64, unsorted and sorted), and with
+--prefill-rows of a graph of one indexer_prefill call (H = 64 and 32, causal-suffix rows, 131072
+keys, unsorted); each kernel instantiation's time and launches are given per call, with the
+call's span.
 
-    python3 tools/bench/profile_indexer.py --shim build/libflashindexer_bench_shim.so
+    python3 tools/bench/profile_indexer.py --shim build/libflashindexer_bench_shim.so \
+        [--prefill-rows 2048]
 """
 import argparse
 import collections
@@ -13,20 +16,21 @@ import collections
 import torch
 
 from bench_logits import DecodeInputs
-from compare_builds import K, WIDTH, indexer_call, load_shim
+from compare_builds import K, WIDTH, PrefillInputs, indexer_call, load_shim, prefill_call
 from cuda_timing import capture_graph
 
 CALLS, REPLAYS = 10, 5
 
 
-def kernel_times(graph):
-    """(span per call, {kernel: (launches, us)} per call) over REPLAYS replays of `graph`."""
+def kernel_times(graph, calls):
+    """(span per call, {kernel: (launches, us)} per call) over REPLAYS replays of `graph`, a
+    graph of `calls` calls."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         for _ in range(REPLAYS):
             graph.replay()
         torch.cuda.synchronize()
     kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    per_call = CALLS * REPLAYS
+    per_call = calls * REPLAYS
     times = collections.OrderedDict()
     for event in sorted(kernels, key=lambda e: e.time_range.start):
         name = event.name.split("(")[0].replace("flashindexer::cuda::", "")
@@ -39,24 +43,36 @@ def kernel_times(graph):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", required=True)
+    parser.add_argument("--prefill-rows", type=int, default=0,
+                        help="also indexer_prefill of this many causal-suffix rows (H = 64, 32)")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8, device="cuda")
+    cases = []  # (name, rows, make(out, path) -> call, calls per graph)
     for batch in (1, 64):
         inputs = DecodeInputs(64, batch, WIDTH, 1, False)
+        for sorted_output in (False, True):
+            cases.append((f"b{batch}", batch, sorted_output, CALLS,
+                          lambda out, path, i=inputs, b=batch, s=sorted_output:
+                          indexer_call(lib, i, b, out, s, path, workspace)))
+    if args.prefill_rows > 0:
+        for heads in (64, 32):
+            inputs = PrefillInputs(heads, args.prefill_rows)
+            cases.append((f"prefill H{heads} {args.prefill_rows}x{WIDTH}", args.prefill_rows,
+                          False, 1, lambda out, path, i=inputs:
+                          prefill_call(lib, i, out, path, workspace)))
+    for name, rows, sorted_output, calls, make in cases:
         for path, path_name in ((1, "dense"), (2, "fused")):
-            for sorted_output in (False, True):
-                out = torch.empty(batch, K, dtype=torch.int32, device="cuda")
-                call = indexer_call(lib, inputs, batch, out, sorted_output, path, workspace)
-                graph = capture_graph(call, CALLS)
-                for _ in range(20):
-                    graph.replay()
-                torch.cuda.synchronize()
-                span, times = kernel_times(graph)
-                print(f"b{batch} {path_name}{' sorted' if sorted_output else ''}: "
-                      f"{span:.1f} us per call")
-                for name, (launches, us) in times.items():
-                    print(f"    {name[-70:]:70s} x{launches:.1f} {us:7.1f} us")
+            out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+            graph = capture_graph(make(out, path), calls)
+            for _ in range(20 if calls > 1 else 3):
+                graph.replay()
+            torch.cuda.synchronize()
+            span, times = kernel_times(graph, calls)
+            print(f"{name} {path_name}{' sorted' if sorted_output else ''}: "
+                  f"{span:.1f} us per call")
+            for kernel, (launches, us) in times.items():
+                print(f"    {kernel[-70:]:70s} x{launches:.1f} {us:7.1f} us")
 
 
 if __name__ == "__main__":
