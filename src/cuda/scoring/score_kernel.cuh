@@ -681,24 +681,30 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 
 // One consumer warp's candidate queue (ScoreParams::gate): rank keys and the row slot (row -
 // row0 of the item) they belong to, in shared memory; `size` is warp-uniform. The addresses are
-// recomputed where used (registers are scarce in the N = 256 consumers).
+// recomputed where used (registers are scarce in the N = 256 consumers). `warp` (the consumer
+// warp, 0-7) comes through lane 0, so the compiler knows it is warp-uniform: derived from
+// threadIdx.x, every queue address, the reserved row0 and places loaded through them, and each
+// branch on those counted as divergent, and that took the whole consumer loop (its stage and
+// wgmma descriptor arithmetic included) off the uniform datapath (H32 prefill emitting kernel:
+// 47 -> 24 R2UR, 80 -> 2 divergence checks, 215 -> 64 reconvergence regions).
 struct CandidateQueue {
   uint8_t* smem;
   uint32_t size;
+  int warp;
   template <int kN>
   __device__ __forceinline__ uint64_t* keys() const {
     return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN, true>::kQueueKeys) +
-           (threadIdx.x / 32 - 4) * kQueueEntries;
+           warp * kQueueEntries;
   }
   template <int kN>
   __device__ __forceinline__ uint8_t* slots() const {
-    return smem + SharedLayout<kN, true>::kQueueSlots + (threadIdx.x / 32 - 4) * kQueueEntries;
+    return smem + SharedLayout<kN, true>::kQueueSlots + warp * kQueueEntries;
   }
   // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
   template <int kN>
   __device__ __forceinline__ int32_t* meta() const {
     return reinterpret_cast<int32_t*>(smem + SharedLayout<kN, true>::kQueueMeta) +
-           (threadIdx.x / 32 - 4) * kQueueMetaWords;
+           warp * kQueueMetaWords;
   }
 };
 
@@ -815,7 +821,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
   constexpr bool emit = kEmit;  // the launch has p.gate set exactly when kEmit
-  CandidateQueue queue{smem, 0};
+  CandidateQueue queue{smem, 0,
+                       __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)};
   // Entries one owned row's key rows may add (queue_candidate once per key row). The room is
   // checked per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane)
   // may add 128, and flushing whenever that is not free flushed at every tile.
