@@ -5,7 +5,8 @@
     kernel (after an unrelated change added a second inlined row_range), and its streaming loop
     ran at half speed with otherwise the same instructions (docs/benchmarks.md).
   * Top-k kernels: no local stores (none spills), so a new spill does not land unseen.
-  * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma).
+  * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma),
+    and none stores to local memory (none spills since the emitting paged N = 256 stopped).
   * Scoring kernels: no barrier arrival (SYNCS.ARRIVE...A1T0, a consumer releasing a stage or a
     Q buffer that TMA refills) follows a shared-memory load without a proxy fence
     (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
@@ -107,6 +108,9 @@ def main():
             score_kernels += 1
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
                 failures.append(f"{name}: no QGMMA")
+            stores = count(lines, "STL(?:\\.\\w+)*")
+            if stores:
+                failures.append(f"{name}: {stores} local stores (expected none)")
             unfenced = arrivals_after_unfenced_loads(lines)
             if unfenced:
                 failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "

@@ -50,7 +50,8 @@ static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per con
 // The CTA only owns the registers it was launched with (168 per thread, the most that 65536 / 384
 // rounds down to): a split above that makes the consumers' setmaxnreg.inc wait forever (48 / 232,
 // tried for the emission code, hung decode on the H200). At 224 the emitting paged N = 256
-// consumer spills 20 bytes.
+// consumer spilled 20-28 bytes until its queue addressing became warp-uniform (CandidateQueue);
+// no scoring kernel spills now (tests/cli/check_sass.py).
 template <bool kPaged>
 inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
 template <bool kPaged>
