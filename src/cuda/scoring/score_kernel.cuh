@@ -946,7 +946,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
           const int q = R::row(i, lane);
-          if (emit) {
+          if constexpr (emit) {  // (the storing branch reads two key rows per lane)
             if (queue.size > kQueueEntries - kRowEntries) {
               reserve_queue<kN, R::kRows>(p, queue, row0, lane);
               write_queue<kN, R::kRows>(p, queue, lane);
