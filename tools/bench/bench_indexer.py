@@ -25,7 +25,7 @@ import torch
 
 import flashindexer as fi
 from bench_logits import Ceilings, DecodeInputs, fp8_keys, graph_ms, print_table, ranges_for
-from bench_logits import selected
+from bench_logits import add_only_argument, selected
 
 K = 2048
 
@@ -161,8 +161,7 @@ def bench_long(heads, rows, keys, iters):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--only", default="",
-                        help="comma-separated substrings; run the cases whose name has one")
+    add_only_argument(parser)
     parser.add_argument("--long", action="store_true",
                         help="only the 16384 x 1M-key prefill: both indexer paths, sorted")
     args = parser.parse_args()

@@ -327,6 +327,12 @@ def print_table(title, columns, cases, row_of):
         torch.cuda.empty_cache()
 
 
+def add_only_argument(parser):
+    """The --only filter of the bench scripts, read by selected()."""
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings; run the cases whose name has one")
+
+
 def selected(only, name):
     return not only or any(part in name for part in only.split(","))
 
@@ -335,8 +341,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--only", default="",
-                        help="comma-separated substrings; run the cases whose name has one")
+    add_only_argument(parser)
     parser.add_argument("--check-rows", type=int, default=6)
     parser.add_argument("--warm-ms", type=int, default=300,
                         help="ms of back-to-back calls before each measurement (0: none)")

@@ -16,7 +16,7 @@ import ctypes
 
 import torch
 
-from bench_logits import selected
+from bench_logits import add_only_argument, selected
 from cuda_timing import capture_graph, event_median_ms
 
 CASES = [
@@ -103,8 +103,7 @@ def main():
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--sorted", action="store_true",
                         help="ours writes each row best first (torch.topk stays sorted=False)")
-    parser.add_argument("--only", default="",
-                        help="comma-separated substrings; run the cases whose name has one")
+    add_only_argument(parser)
     args = parser.parse_args()
     lib = load_shim(args.shim)
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ import ctypes
 
 import torch
 
-from bench_logits import DecodeInputs, fp8_keys, ranges_for, selected
+from bench_logits import DecodeInputs, add_only_argument, fp8_keys, ranges_for, selected
 from bench_topk import load_shim as load_topk_shim
 from bench_topk import make_call as topk_call
 from cuda_timing import capture_graph, event_median_ms
@@ -90,8 +90,7 @@ def main():
     parser.add_argument("--prefill-rows", type=int, default=2048)
     parser.add_argument("--batches", default="1,64",
                         help="comma-separated decode batch sizes of the indexer cases")
-    parser.add_argument("--only", default="",
-                        help="comma-separated substrings; run the cases whose name has one")
+    add_only_argument(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
     libs = [(path.split("/")[-1], load_shim(path)) for path in args.shims]

@@ -18,8 +18,8 @@ import functools
 
 import torch
 
-from bench_logits import (DECODE, DecodeInputs, fp8_keys, graph_ms, load_shim, mqa_logits,
-                          paged_mqa_logits, ranges_for, selected)
+from bench_logits import (DECODE, DecodeInputs, add_only_argument, fp8_keys, graph_ms, load_shim,
+                          mqa_logits, paged_mqa_logits, ranges_for, selected)
 
 # bench_logits.py's decode cases (name, H, batch, context length, next_n, ragged: lengths
 # 0.7-1.3 x, 2-D), and batches on either side of 64 x 32768 and a ragged next_n 1 batch.
@@ -71,8 +71,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("shims", nargs="+")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", default="",
-                        help="comma-separated substrings; run the cases whose name has one")
+    add_only_argument(parser)
     parser.add_argument("--prefill", action="store_true",
                         help="compare the prefill logits bit for bit instead of timing decode")
     args = parser.parse_args()
