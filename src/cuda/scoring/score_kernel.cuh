@@ -84,7 +84,7 @@ constexpr int kSharedBudget = 220 * 1024;
 // that fills within an item is flushed there, and the warp then waits for its atomics while the
 // other three warps of its warpgroup wait for it at their next wgmma: with 128 entries an H = 32
 // prefill queue (~100 candidates per item and warp) filled about once per item, and fused
-// prefill took 1.2x as long (3.95-3.96 -> 3.30-3.40 ms at 2048 x 131072 on the H200). 256
+// prefill took 1.2x as long (3.95-4.08 -> 3.27-3.41 ms at 2048 x 131072 on the H200). 256
 // entries fit in the bytes the stages left over (the same stage count at every N); 512 (two
 // stages fewer) measured no faster, nor did a ring that writes each reservation an item later.
 constexpr int kQueueEntries = 256;
