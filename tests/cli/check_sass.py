@@ -62,6 +62,13 @@ def count(lines, opcode):
     return sum(1 for line in lines if re.search(r"\b" + opcode + r"\b", line))
 
 
+def local_store_failures(name, lines):
+    """A failure for a kernel that stores to local memory (a spill), for the top-k and scoring
+    kernels alike."""
+    stores = count(lines, "STL(?:\\.\\w+)*")
+    return [f"{name}: {stores} local stores (expected none)"] if stores else []
+
+
 def arrivals_after_unfenced_loads(lines):
     """Arrivals (SYNCS.ARRIVE.TRANS64.A1T0) with a shared-memory load (LDS) before them and no
     FENCE.VIEW.ASYNC.S in between, in straight-line order."""
@@ -95,11 +102,9 @@ def main():
         for name, lines in kernels(cuobjdump, path).items():
             checked += 1
             yields = count(lines, "YIELD")
-            stores = count(lines, "STL(?:\\.\\w+)*")
             if yields:
                 failures.append(f"{name}: {yields} YIELD instructions (expected none)")
-            if stores:
-                failures.append(f"{name}: {stores} local stores (expected none)")
+            failures += local_store_failures(name, lines)
     score_kernels = 0
     for path in scoring:
         for name, lines in kernels(cuobjdump, path).items():
@@ -108,9 +113,7 @@ def main():
             score_kernels += 1
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
                 failures.append(f"{name}: no QGMMA")
-            stores = count(lines, "STL(?:\\.\\w+)*")
-            if stores:
-                failures.append(f"{name}: {stores} local stores (expected none)")
+            failures += local_store_failures(name, lines)
             unfenced = arrivals_after_unfenced_loads(lines)
             if unfenced:
                 failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "
