@@ -18,10 +18,12 @@ Two steps on a machine with the GPU and ncu:
 
     python3 tools/bench/sass_split.py emit32.csv store32.csv
 
-For each file: warp instructions executed and stall samples per QGMMA, for the consumer warps
-(code between the consumers' setmaxnreg.inc and the producers' setmaxnreg.dec) and the producer
-warps, with the leading stall reasons; then the consumer opcodes executed per QGMMA, and with two
-files the opcodes whose counts differ most between them.
+For each file: warp instructions executed per QGMMA and stall samples per 1000 QGMMA, for the
+consumer warps (code between the consumers' setmaxnreg.inc and the producers' setmaxnreg.dec) and
+the producer warps: all samples, and the leading reasons among those the CSV has columns for
+(ncu leaves some out: most of a wgmma's samples have none); then the consumer instructions with
+the most samples, the consumer opcodes executed per QGMMA, and with two files the opcodes whose
+counts differ most between them.
 """
 import argparse
 import collections
@@ -42,7 +44,8 @@ def opcode(source):
 
 
 def split(path):
-    """(QGMMA count, {region: (instructions, Counter of stall samples)}, consumer opcodes)."""
+    """(QGMMA count, {region: [instructions, all stall samples, Counter of samples by reason]},
+    consumer opcodes, [(all samples, source)] of the consumer instructions)."""
     with open(path, newline="") as handle:
         rows = list(csv.reader(handle))
     header = next(i for i, row in enumerate(rows) if "Source" in row and "Address" in row)
@@ -53,17 +56,21 @@ def split(path):
     qgmma = sum(n for s, n in zip(sources, executed) if "QGMMA" in s)
     consumers = next(i for i, s in enumerate(sources) if "TRY_ALLOC" in s)
     producers = next(i for i, s in enumerate(sources) if "DEALLOC" in s)
-    regions = collections.defaultdict(lambda: [0, collections.Counter()])
+    regions = collections.defaultdict(lambda: [0, 0, collections.Counter()])
     opcodes = collections.Counter()
+    stalled = []
     for i, (row, source, count) in enumerate(zip(lines, sources, executed)):
         region = "consumers" if consumers <= i < producers else (
             "producers" if i >= producers else "set-up")
+        samples = number(row[index["Warp Stall Sampling (All Samples)"]])
         regions[region][0] += count
+        regions[region][1] += samples
         for reason in REASONS:
-            regions[region][1][reason] += number(row[index[reason]])
+            regions[region][2][reason] += number(row[index[reason]])
         if region == "consumers":
             opcodes[opcode(source)] += count
-    return qgmma, regions, opcodes
+            stalled.append((samples, source.strip()))
+    return qgmma, regions, opcodes, sorted(stalled, reverse=True)
 
 
 def main():
@@ -88,16 +95,18 @@ def main():
         return
     per_file = []
     for path in args.csv:
-        qgmma, regions, opcodes = split(path)
+        qgmma, regions, opcodes, stalled = split(path)
         print(f"{path}: {qgmma} QGMMA")
-        for region, (count, stalls) in regions.items():
+        for region, (count, samples, stalls) in regions.items():
             if count < qgmma // 100:  # the set-up before the warp roles split
                 continue
-            samples = sum(stalls.values())
             leading = " ".join(f"{reason[6:]} {1000 * n / qgmma:.2f}"
                                for reason, n in stalls.most_common(5))
             print(f"  {region:9s} {count / qgmma:6.1f} instructions per QGMMA, "
-                  f"{1000 * samples / qgmma:6.2f} stall samples per 1000 QGMMA ({leading})")
+                  f"{1000 * samples / qgmma:6.2f} stall samples per 1000 QGMMA "
+                  f"(by reason: {1000 * sum(stalls.values()) / qgmma:.2f}, {leading})")
+        print("  consumer instructions with the most stall samples per 1000 QGMMA: " + "; ".join(
+            f"{source} {1000 * n / qgmma:.2f}" for n, source in stalled[:5]))
         print("  consumer opcodes per QGMMA: " + " ".join(
             f"{op} {n / qgmma:.2f}" for op, n in opcodes.most_common(20)))
         per_file.append({op: n / qgmma for op, n in opcodes.items()})
