@@ -193,6 +193,20 @@ __device__ __forceinline__ void setmaxnreg_decrease() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
+// ---- asynchronous copies to shared memory ---------------------------------------------------
+
+// Copies 8 bytes from global to shared memory without holding them in a register (LDGSTS):
+// a thread can have all its copies in flight at once. Complete with cp_async_wait_all().
+__device__ __forceinline__ void cp_async_8(void* shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_address(shared)), "l"(global)
+               : "memory");
+}
+
+// Waits for this thread's cp_async_8 copies; a barrier then makes them visible to the CTA.
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 // ---- programmatic dependent launch (launch.h) ------------------------------------------------
 
 // Waits until the grid this one was launched after has completed and its writes are visible.

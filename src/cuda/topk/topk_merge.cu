@@ -77,32 +77,34 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
                              reinterpret_cast<uint32_t*>(buffer), kCapacity * 2, hs.scan);
     return;
   }
-  // Dense copy in split order; all of a thread's loads are issued before its stores (the
-  // targets are recomputed, not held: registers are what 2 CTAs per SM lack).
+  // Dense copy in split order, global to shared without registers (cp.async): every copy of a
+  // thread is in flight at once. Loads into registers (16 rank keys per thread, 2 CTAs per SM
+  // leave 64 registers) were issued one after another's store: 3.5 of the one-row select's
+  // 13 us at k = 2048 (H200).
   constexpr int kPerThread = kCapacity / kThreads;
   const uint64_t* keys = p.split_keys + row * p.splits * p.split_capacity;
   const int dense = p.splits * p.split_capacity;
-  auto target = [&](int j) {
-    const int g = j * kThreads + static_cast<int>(threadIdx.x);
-    const int split = g < dense ? g / p.split_capacity : 0;
-    const uint32_t at = split_offsets[split] + (g - split * p.split_capacity);
-    return g < dense && at < split_offsets[split + 1] ? static_cast<int>(at) : -1;
-  };
-  uint64_t loaded[kPerThread];
+  // g / split_capacity as a multiply-high by ceil(2^32 / split_capacity): exact for g < 2^14
+  // (the error g / 2^32 stays below 1 / split_capacity). A division per slot took another 2.8 us.
+  static_assert(kCapacity <= (1 << 14), "the multiply-high split index needs g < 2^14");
+  const uint64_t split_magic = ((uint64_t{1} << 32) + p.split_capacity - 1) / p.split_capacity;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    loaded[j] = target(j) >= 0 ? keys[j * kThreads + threadIdx.x] : 0;
+    const int g = j * kThreads + static_cast<int>(threadIdx.x);
+    if (g >= dense) break;
+    const int split = static_cast<int>((static_cast<uint64_t>(g) * split_magic) >> 32);
+    const uint32_t at = split_offsets[split] + (g - split * p.split_capacity);
+    if (at < split_offsets[split + 1]) ptx::cp_async_8(buffer + at, keys + g);
   }
+  ptx::cp_async_wait_all();
+  __syncthreads();
+  const uint32_t valid = split_offsets[p.splits];
   uint32_t lowest = 0xffffffffu;
   uint32_t highest = 0;
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    if (const int at = target(j); at >= 0) {
-      buffer[at] = loaded[j];
-      const uint32_t score = static_cast<uint32_t>(loaded[j] >> 32);
-      lowest = lowest < score ? lowest : score;
-      highest = highest > score ? highest : score;
-    }
+  for (uint32_t i = threadIdx.x; i < valid; i += kThreads) {
+    const uint32_t score = static_cast<uint32_t>(buffer[i] >> 32);
+    lowest = lowest < score ? lowest : score;
+    highest = highest > score ? highest : score;
   }
   lowest = __reduce_min_sync(0xffffffffu, lowest);
   highest = __reduce_max_sync(0xffffffffu, highest);
@@ -111,7 +113,6 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
     hs.warp_max[threadIdx.x >> 5] = highest;
   }
   __syncthreads();
-  const uint32_t valid = split_offsets[p.splits];
   const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
   const uint32_t count =
       select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
