@@ -56,35 +56,34 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   }
   uint32_t gate = 0;
   if (s.sample != nullptr) {
-    // Sample slot i holds key (i / 64) * tile_stride * 64 + i % 64 (visible ones only).
-    const int32_t stride = s.tile_stride;
+    // Sample slot i holds key (i / 64) * tile_stride * 64 + i % 64, written only where visible.
     // 32-bit index arithmetic: slots are < 8192, keys < 2^31 (plan checks).
-    const int32_t first = (lo / kTileKeys + stride - 1) / stride * kTileKeys;
-    const int32_t last = ((hi + kTileKeys - 1) / kTileKeys + stride - 1) / stride * kTileKeys;
+    const int32_t stride = s.tile_stride;
     const float* row_sample = s.sample + row * s.sample_stride;
-    // Slot j of this thread: four consecutive slots per 16-byte load, the loads kThreads apart.
+    // Slot j of this thread: four consecutive slots per 16-byte load, the loads kThreads apart,
+    // from the row's slot 0: the loads do not wait for the row's range.
     auto slot_of = [&](int j) {
-      return first + (j / 4) * (4 * topk::kThreads) + 4 * static_cast<int32_t>(threadIdx.x) + j % 4;
+      return (j / 4) * (4 * topk::kThreads) + 4 * static_cast<int32_t>(threadIdx.x) + j % 4;
     };
     auto key_of = [&](int j) {
       const int32_t i = slot_of(j);
       return (i / kTileKeys) * stride * kTileKeys + i % kTileKeys;
     };
-    // Every load is issued before any is used (slots come in whole 64-slot tiles, so a vector
-    // is below `last` or not at all; rows of the sample are 256-byte aligned).
+    // Every load is issued before any is used (the row's slots lie below sample_stride, a
+    // multiple of 64: a vector is below it or not at all; rows are 256-byte aligned).
     uint4 raw[kSlotsPerThread / 4];
 #pragma unroll
     for (int v = 0; v < kSlotsPerThread / 4; ++v) {
       const int32_t i = slot_of(4 * v);
-      raw[v] = i < last ? __ldg(reinterpret_cast<const uint4*>(row_sample + i))
-                        : make_uint4(0, 0, 0, 0);
+      raw[v] = i < s.sample_stride ? __ldg(reinterpret_cast<const uint4*>(row_sample + i))
+                                   : make_uint4(0, 0, 0, 0);
     }
     uint32_t keys[kSlotsPerThread];
     uint32_t valid = 0;  // bit j: slot j holds a visible key
 #pragma unroll
     for (int j = 0; j < kSlotsPerThread; ++j) {
       const int32_t key = key_of(j);
-      const bool visible = slot_of(j) < last && key >= lo && key < hi;
+      const bool visible = key >= lo && key < hi;
       const uint4& r = raw[j / 4];
       const uint32_t bits = j % 4 == 0 ? r.x : j % 4 == 1 ? r.y : j % 4 == 2 ? r.z : r.w;
       keys[j] = visible ? score_key(bits) : 0u;
