@@ -2,8 +2,8 @@
 
 For a change whose effect is smaller than the spread between machines and runs: each round
 times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
-next_n 1, 131072 keys, k = 2048) at batch 1 and 64 (--batches), dense and fused path, unsorted
-and sorted;
+next_n 1, k = 2048) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), dense and
+fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048) at H = 64 and 32, dense and
 fused, unsorted (--prefill-rows). Times in us: CUDA-graph replay of --calls consecutive calls
@@ -90,6 +90,9 @@ def main():
     parser.add_argument("--prefill-rows", type=int, default=2048)
     parser.add_argument("--batches", default="1,64",
                         help="comma-separated decode batch sizes of the indexer cases")
+    parser.add_argument("--decode-widths", default=str(WIDTH),
+                        help="comma-separated context lengths of the indexer cases (cases of "
+                             f"other lengths than {WIDTH} are named indexer bBATCHxLENGTH)")
     add_only_argument(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -97,11 +100,17 @@ def main():
     workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
                             device="cuda")
     cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph)
-    for batch in (int(b) for b in args.batches.split(",")):
-        inputs = DecodeInputs(64, batch, WIDTH, 1, False)
+    decode_shapes = [(int(b), int(w)) for w in args.decode_widths.split(",")
+                     for b in args.batches.split(",")]
+    for batch, width in decode_shapes:
+        shape = f"b{batch}" if width == WIDTH else f"b{batch}x{width}"
+        if not any(selected(args.only, f"indexer {shape} {p}{s}")
+                   for p in ("dense", "fused") for s in ("", " sorted")):
+            continue
+        inputs = DecodeInputs(64, batch, width, 1, False)
         for path, path_name in ((1, "dense"), (2, "fused")):
             for sorted_output in (False, True):
-                name = f"indexer b{batch} {path_name}{' sorted' if sorted_output else ''}"
+                name = f"indexer {shape} {path_name}{' sorted' if sorted_output else ''}"
                 cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output:
                               indexer_call(lib, i, b, out, s, p, workspace), batch, sorted_output,
                               args.calls))

@@ -2,7 +2,7 @@
 """GPU time per kernel of one indexer_decode call, dense and fused, through the bench shim.
 
 torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64,
-page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64, unsorted and sorted), and with
+page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64 or --batches, unsorted and sorted), and with
 --prefill-rows of a graph of one indexer_prefill call (H = 64 and 32, causal-suffix rows, 131072
 keys, unsorted); each kernel instantiation's time and launches are given per call, with the
 call's span.
@@ -43,13 +43,14 @@ def kernel_times(graph, calls):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", required=True)
+    parser.add_argument("--batches", default="1,64", help="comma-separated decode batch sizes")
     parser.add_argument("--prefill-rows", type=int, default=0,
                         help="also indexer_prefill of this many causal-suffix rows (H = 64, 32)")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8, device="cuda")
     cases = []  # (name, rows, make(out, path) -> call, calls per graph)
-    for batch in (1, 64):
+    for batch in (int(b) for b in args.batches.split(",")):
         inputs = DecodeInputs(64, batch, WIDTH, 1, False)
         for sorted_output in (False, True):
             cases.append((f"b{batch}", batch, sorted_output, CALLS,
