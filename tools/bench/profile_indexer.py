@@ -2,10 +2,10 @@
 """GPU time per kernel of one indexer_decode call, dense and fused, through the bench shim.
 
 torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64,
-page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64 or --batches, unsorted and sorted), and with
---prefill-rows of a graph of one indexer_prefill call (H = 64 and 32, causal-suffix rows, 131072
-keys, unsorted); each kernel instantiation's time and launches are given per call, with the
-call's span.
+page 64, next_n 1, 131072 keys, k = 2048, batch 1 and 64 or --batches, unsorted and sorted),
+and with --prefill-rows of a graph of one indexer_prefill call (H = 64 and 32, causal-suffix
+rows, 131072 keys, unsorted); each kernel instantiation's time and launches are given per call,
+with the call's span.
 
     python3 tools/bench/profile_indexer.py --shim build/libflashindexer_bench_shim.so \
         [--prefill-rows 2048]
