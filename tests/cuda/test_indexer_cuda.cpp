@@ -341,6 +341,28 @@ TEST(IndexerDecodeCuda, EqualsTheDensePairForAnyWorkspace) {
   }
 }
 
+TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
+  // No GPU needed: the fused path checks its rows' width before anything touches the device (its
+  // candidate queue holds a key's index in 29 bits). A block table of 2^29 / 64 + 1 pages.
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.batch = 1;
+  config.heads = 64;
+  DecodeProblem p = make_decode_problem(rng, config);
+  HostTensor block_table(DType::kI32, {1, (int64_t{1} << 29) / config.page_size + 1});
+  PagedKCache cache = p.cache.cache();
+  cache.device = Device::kCUDA;
+  HostTensor out = poisoned_topk_output(p.rows(), 16);
+  RunOptions options;
+  options.indexer_path = IndexerPath::kFused;
+  const Status status = indexer_decode(
+      labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache, labelled_cuda(p.weights.view()),
+      labelled_cuda(p.context_lens.view()), labelled_cuda(block_table.view()), 16, TopKOptions{},
+      options);
+  EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument,
+                         {"indexer_decode", "fused path", "2^29 keys", "536870976"}));
+}
+
 TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);

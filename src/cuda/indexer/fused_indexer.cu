@@ -91,7 +91,7 @@ struct RowArrays {
   uint64_t* candidates = nullptr;
   float* sample = nullptr;
   int32_t* counts = nullptr;
-  uint32_t* gate = nullptr;
+  float* gate = nullptr;
   int32_t* fallback_lo = nullptr;
   int32_t* fallback_hi = nullptr;
 };
@@ -110,7 +110,7 @@ RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t row_unit
   a.candidates = reinterpret_cast<uint64_t*>(take(rows * shape.capacity * sizeof(uint64_t)));
   a.sample = reinterpret_cast<float*>(take(rows * shape.sample_stride * sizeof(float)));
   a.counts = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
-  a.gate = reinterpret_cast<uint32_t*>(take(rows * sizeof(uint32_t)));
+  a.gate = reinterpret_cast<float*>(take(rows * sizeof(float)));
   a.fallback_lo = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
   a.fallback_hi = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
   return a;
@@ -223,6 +223,11 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
 template <typename Form>
 Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
                  int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options) {
+  if (width > scoring::kMaxEmitKeys) {
+    return Status::InvalidArgument(
+        concat(op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
+               width, " keys per row (the dense path takes any)"));
+  }
   const FusedShape shape(width, k);
   const size_t unit_bytes = shape.rows_bytes(row_unit);
   const size_t all_rows_bytes = shape.rows_bytes(rows);

@@ -5,6 +5,7 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
+#include "cuda/common/rank_key.cuh"
 #include "cuda/indexer/fused_rows.h"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/topk/config.h"
@@ -121,7 +122,8 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   __syncthreads();
   if (threadIdx.x == 0) {
     s.counts[row] = static_cast<int32_t>(emitted);
-    s.gate[row] = gate;
+    // The scan compares scores with the threshold as a float (key_threshold: the same keys pass).
+    s.gate[row] = gate == 0 ? __uint_as_float(0x7fc00000u) : key_threshold(gate);
   }
 }
 

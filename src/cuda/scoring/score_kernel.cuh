@@ -96,9 +96,9 @@ constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, 
 template <int kN, bool kEmit>
 struct SharedLayout {
   static constexpr int kQBytes = kN * kHeadDim;
-  // Per consumer warp: rank keys, row slots, and the reservation (reserve_queue).
+  // Per consumer warp: the queued entries and the reservation (reserve_queue).
   static constexpr int kQueueBytes =
-      kEmit ? kConsumerWarps * (kQueueEntries * 9 + kQueueMetaWords * 4) : 0;
+      kEmit ? kConsumerWarps * (kQueueEntries * 8 + kQueueMetaWords * 4) : 0;
   // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues, the four item barriers
   // and the alignment slack; each stage adds its keys, scales and two barriers.
   static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
@@ -114,8 +114,7 @@ struct SharedLayout {
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;
   static constexpr int kQueueKeys = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
-  static constexpr int kQueueSlots = kQueueKeys + (kEmit ? kConsumerWarps * kQueueEntries * 8 : 0);
-  static constexpr int kQueueMeta = kQueueSlots + (kEmit ? kConsumerWarps * kQueueEntries : 0);
+  static constexpr int kQueueMeta = kQueueKeys + (kEmit ? kConsumerWarps * kQueueEntries * 8 : 0);
   static constexpr int kBarriers = kQueueKeys + kQueueBytes;
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
@@ -686,14 +685,14 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
-// One consumer warp's candidate queue (ScoreParams::gate): rank keys and the row slot (row -
-// row0 of the item) they belong to, in shared memory; `size` is warp-uniform. The addresses are
-// recomputed where used (registers are scarce in the N = 256 consumers). `warp` (the consumer
-// warp, 0-7) comes through lane 0, so the compiler knows it is warp-uniform: derived from
-// threadIdx.x, every queue address, the reserved row0 and places loaded through them, and each
-// branch on those counted as divergent, and that took the whole consumer loop (its stage and
-// wgmma descriptor arithmetic included) off the uniform datapath (H32 prefill emitting kernel:
-// 47 -> 24 R2UR, 80 -> 2 divergence checks, 215 -> 64 reconvergence regions).
+// One consumer warp's candidate queue (ScoreParams::gate): entries (queue_entry) in shared
+// memory; `size` is warp-uniform. The addresses are recomputed where used (registers are scarce
+// in the N = 256 consumers). `warp` (the consumer warp, 0-7) comes through lane 0, so the
+// compiler knows it is warp-uniform: derived from threadIdx.x, every queue address, the reserved
+// row0 and places loaded through them, and each branch on those counted as divergent, and that
+// took the whole consumer loop (its stage and wgmma descriptor arithmetic included) off the
+// uniform datapath (H32 prefill emitting kernel: 47 -> 24 R2UR, 80 -> 2 divergence checks, 215
+// -> 64 reconvergence regions).
 struct CandidateQueue {
   uint8_t* smem;
   uint32_t size;
@@ -703,10 +702,6 @@ struct CandidateQueue {
     return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN, true>::kQueueKeys) +
            warp * kQueueEntries;
   }
-  template <int kN>
-  __device__ __forceinline__ uint8_t* slots() const {
-    return smem + SharedLayout<kN, true>::kQueueSlots + warp * kQueueEntries;
-  }
   // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
   template <int kN>
   __device__ __forceinline__ int32_t* meta() const {
@@ -715,22 +710,45 @@ struct CandidateQueue {
   }
 };
 
-// A row's gate as the emission tests it: a float compare (key_threshold), or every key (a gate
-// of 0: rows that fit their candidate slots, NaN scores included).
+// A queue entry: the score's bits, the row slot (row - row0 of the item) and the key's index in
+// its row (key - lo < kMaxEmitKeys). The rank key is built when the queue is written out
+// (write_queue), once per entry; built at the queueing, every lane of a warp with any key taken
+// (over half the warp votes of a step) ran it, and the slot took a store of its own.
+constexpr int kEntrySlotShift = 29;
+static_assert(kMaxEmitKeys == int64_t{1} << kEntrySlotShift &&
+                  kMaxRowsPerGroup <= 1 << (32 - kEntrySlotShift),
+              "a queue entry's low word holds the row slot and the key's index");
+
+__device__ __forceinline__ uint64_t queue_entry(float score, int slot, uint32_t index) {
+  return (static_cast<uint64_t>(__float_as_uint(score)) << 32) |
+         (static_cast<uint32_t>(slot) << kEntrySlotShift | index);
+}
+__device__ __forceinline__ int entry_slot(uint64_t entry) {
+  return static_cast<int>(static_cast<uint32_t>(entry) >> kEntrySlotShift);
+}
+__device__ __forceinline__ uint64_t entry_rank_key(uint64_t entry) {
+  constexpr uint32_t kIndexMask = (1u << kEntrySlotShift) - 1;
+  return rank_key(score_key(static_cast<uint32_t>(entry >> 32)),
+                  static_cast<uint32_t>(entry) & kIndexMask);
+}
+
+// A row's gate as the emission tests it: a float compare, or every key when the threshold is
+// NaN (rows that fit their candidate slots take every key, NaN scores included). The gate kernel
+// stores the float (key_threshold of its score key): decoding a score key per tile took 6
+// instructions of the emitting prefill step.
 struct RowGate {
   float threshold;
   bool take_all;
 
-  __device__ __forceinline__ explicit RowGate(uint32_t gate)
-      : threshold(key_threshold(gate)), take_all(gate == 0) {}
+  __device__ __forceinline__ explicit RowGate(float gate)
+      : threshold(gate), take_all(gate != gate) {}
   __device__ __forceinline__ bool passes(float score) const {
     return take_all || score >= threshold;
   }
 };
 
-// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. The rank
-// key is built only for the keys taken (~2 % of the scores). Needs room for 32 entries. Call from
-// the whole warp.
+// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. Needs
+// room for 32 entries. Call from the whole warp.
 template <int kN>
 __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
                                                 const RowGate& gate, int32_t lo, int32_t hi,
@@ -740,9 +758,7 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
   const uint32_t ballot = __ballot_sync(0xffffffffu, take);
   if (take) {
     const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
-    queue.keys<kN>()[at] =
-        rank_key(score_key(__float_as_uint(score)), static_cast<uint32_t>(key - lo));
-    queue.slots<kN>()[at] = static_cast<uint8_t>(slot);
+    queue.keys<kN>()[at] = queue_entry(score, slot, static_cast<uint32_t>(key - lo));
   }
   queue.size += __popc(ballot);
 }
@@ -756,14 +772,14 @@ template <int kN, int kRows>
 __device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue& queue,
                                               int32_t row0, int lane) {
   __syncwarp();
-  const uint8_t* slots = queue.slots<kN>();
+  const uint64_t* keys = queue.keys<kN>();
   uint32_t mine = 0;
 #pragma unroll
   for (int q = 0; q < kRows; ++q) {
     uint32_t count = 0;
     for (uint32_t base = 0; base < queue.size; base += 32) {
       const uint32_t j = base + lane;
-      count += __popc(__ballot_sync(0xffffffffu, j < queue.size && slots[j] == q));
+      count += __popc(__ballot_sync(0xffffffffu, j < queue.size && entry_slot(keys[j]) == q));
     }
     if (lane == q) mine = count;
   }
@@ -787,7 +803,6 @@ template <int kN, int kRows>
 __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue, int lane) {
   const uint32_t lower_lanes = (1u << lane) - 1;
   const uint64_t* keys = queue.keys<kN>();
-  const uint8_t* slots = queue.slots<kN>();
   int32_t* meta = queue.meta<kN>();
   const int32_t row0 = meta[0];
 #pragma unroll
@@ -796,10 +811,13 @@ __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue
     uint64_t* row_slots = p.candidates + static_cast<int64_t>(row0 + q) * p.candidate_capacity;
     for (uint32_t base = 0; base < queue.size; base += 32) {
       const uint32_t j = base + lane;
-      const bool take = j < queue.size && slots[j] == q;
+      const uint64_t entry = j < queue.size ? keys[j] : 0;
+      const bool take = j < queue.size && entry_slot(entry) == q;
       const uint32_t ballot = __ballot_sync(0xffffffffu, take);
       const uint32_t at = position + __popc(ballot & lower_lanes);
-      if (take && at < static_cast<uint32_t>(p.candidate_capacity)) row_slots[at] = keys[j];
+      if (take && at < static_cast<uint32_t>(p.candidate_capacity)) {
+        row_slots[at] = entry_rank_key(entry);
+      }
       position += __popc(ballot);
     }
   }
@@ -860,14 +878,14 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     // The rows this lane stores (or emits for): q = R::row(i, lane).
     int32_t lo[R::kPerLane];
     int32_t hi[R::kPerLane];
-    uint32_t gate[R::kPerLane];  // loaded once per item: a load per step stalled the epilogue
+    float gate[R::kPerLane];  // loaded once per item: a load per step stalled the epilogue
 #pragma unroll
     for (int i = 0; i < R::kPerLane; ++i) {
       const int q = R::row(i, lane);
       const bool mine = q < R::kRows && q < info.rows && R::owns(lane);
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
-      gate[i] = emit && lo[i] < hi[i] ? __ldg(p.gate + row0 + q) : 0u;
+      gate[i] = emit && lo[i] < hi[i] ? __ldg(p.gate + row0 + q) : 0.0f;
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);

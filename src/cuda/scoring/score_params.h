@@ -11,6 +11,9 @@ constexpr int kTileKeys = 64;       // keys per pipeline stage = wgmma M
 constexpr int kConsumerGroups = 2;  // math warpgroups; they take alternate key tiles
 constexpr int kThreads = 128 * (1 + kConsumerGroups);
 constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
+// Candidate emission (the fused indexer) packs a key's row slot (< kMaxRowsPerGroup: 3 bits) and
+// its index in the row into 32 bits of a queue entry, so a row's keys must lie below 2^29.
+constexpr int64_t kMaxEmitKeys = int64_t{1} << 29;
 
 // The Q-tile layout (score_kernel.cuh, TileColumn): with 4 or 8 query rows per tile (prefill at
 // H = 32 and 64; decode next_n 4 at H = 64, 3-4 at H = 32) the tile is loaded permuted so that
@@ -62,10 +65,11 @@ struct ScoreParams {
   bool skip_sampled = false;
 
   // Candidate emission (the fused indexer's scan), when gate != nullptr: no logits are written;
-  // a visible key whose score key (topk::score_key) is >= gate[row] is appended to row's slots
-  // candidates[row * candidate_capacity, ...) as a rank key (score key << 32 | ~(key - lo)),
-  // counted in candidate_counts[row], which keeps counting past the capacity (overflow).
-  const uint32_t* gate = nullptr;
+  // a visible key whose score is >= gate[row] (every key, NaN scores too, when gate[row] is NaN)
+  // is appended to row's slots candidates[row * candidate_capacity, ...) as a rank key (score
+  // key << 32 | ~(key - lo)), counted in candidate_counts[row], which keeps counting past the
+  // capacity (overflow). Keys lie below 2^29 (kMaxEmitKeys) of their row's lo.
+  const float* gate = nullptr;
   uint64_t* candidates = nullptr;
   int32_t* candidate_counts = nullptr;
   int32_t candidate_capacity = 0;
