@@ -763,34 +763,62 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
   queue.size += __popc(ballot);
 }
 
+// Takes a place from places[q] for each lane of `active` (the lanes with an entry, in row slot
+// q < kRows). With 4 or 8 row slots (prefill, decode next_n 4) the slots' entries are about even,
+// and each lane takes its own with a shared atomic; with 2 or 3 (one of them often empty, as at
+// H = 32 next_n 1) the entries of one slot would serialize on its word, so the lanes of a slot
+// take theirs with one atomic (fused prefill H = 32 2048 x 131072 on the H200: its scan took
+// 2.79 ms that way with 8 slots, 2.66 ms per lane). Returns the lane's place. Call from the
+// lanes of `active`.
+template <int kRows>
+__device__ __forceinline__ uint32_t claim_place(uint32_t* places, int q, uint32_t active,
+                                                int lane) {
+  if constexpr (kRows >= 4) {
+    return atomicAdd(places + q, 1u);
+  } else {
+    const uint32_t peers = __match_any_sync(active, q);
+    const int leader = __ffs(peers) - 1;
+    uint32_t base = 0;
+    if (lane == leader) base = atomicAdd(places + q, static_cast<uint32_t>(__popc(peers)));
+    return __shfl_sync(peers, base, leader) + __popc(peers & ((1u << lane) - 1));
+  }
+}
+
 // Hands the queue to its rows' candidate slots in two halves, so that the wait for the atomics
 // overlaps other work: reserve_queue counts each row slot's entries and issues one atomic per row
-// (lane q for row slot q, all at once) for their place; write_queue copies the entries there, in
-// queue order, and empties the queue. The reservation waits in shared memory (queue meta), not in
-// registers: the N = 256 consumers have none to spare. Call both from the whole warp.
+// (lane q for row slot q, all at once) for their place; write_queue copies the entries there and
+// empties the queue. The reservation waits in shared memory (queue meta), not in registers: the
+// N = 256 consumers have none to spare. With several row slots each takes one pass over the
+// queue (claim_place on the rows' meta words): a pass per row slot with a vote per 32 entries (8
+// passes at H = 32) took ~70 instructions per tile of the H = 32 prefill scan. Places within a
+// row follow the atomics' order; the select ranks candidates by rank key, so no slot order
+// reaches the answer. Call both from the whole warp.
 template <int kN, int kRows>
 __device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue& queue,
                                               int32_t row0, int lane) {
-  __syncwarp();
   const uint64_t* keys = queue.keys<kN>();
-  uint32_t mine = 0;
-#pragma unroll
-  for (int q = 0; q < kRows; ++q) {
-    uint32_t count = 0;
+  uint32_t* counts = reinterpret_cast<uint32_t*>(queue.meta<kN>() + 1);
+  __syncwarp();
+  if constexpr (kRows == 1) {  // every entry is the row's
+    if (lane == 0) counts[0] = queue.size;
+  } else {
+    if (lane < kRows) counts[lane] = 0;
+    __syncwarp();
     for (uint32_t base = 0; base < queue.size; base += 32) {
       const uint32_t j = base + lane;
-      count += __popc(__ballot_sync(0xffffffffu, j < queue.size && entry_slot(keys[j]) == q));
+      const uint32_t active = __ballot_sync(0xffffffffu, j < queue.size);
+      if (j < queue.size) claim_place<kRows>(counts, entry_slot(keys[j]), active, lane);
     }
-    if (lane == q) mine = count;
   }
-  int32_t* meta = queue.meta<kN>();
+  __syncwarp();
   if (lane < kRows) {
-    meta[1 + lane] = mine > 0
-                         ? static_cast<int32_t>(atomicAdd(
-                               reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane), mine))
-                         : 0;
+    const uint32_t mine = counts[lane];
+    counts[lane] = mine > 0 ? atomicAdd(reinterpret_cast<uint32_t*>(p.candidate_counts + row0 +
+                                                                    lane),
+                                        mine)
+                            : 0u;
   }
-  if (lane == 0) meta[0] = row0;
+  if (lane == 0) queue.meta<kN>()[0] = row0;
   __syncwarp();
 }
 
@@ -801,25 +829,25 @@ __device__ __forceinline__ bool queue_reserved(const CandidateQueue& queue) {
 
 template <int kN, int kRows>
 __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue, int lane) {
-  const uint32_t lower_lanes = (1u << lane) - 1;
   const uint64_t* keys = queue.keys<kN>();
   int32_t* meta = queue.meta<kN>();
+  uint32_t* places = reinterpret_cast<uint32_t*>(meta + 1);
   const int32_t row0 = meta[0];
-#pragma unroll
-  for (int q = 0; q < kRows; ++q) {
-    uint32_t position = static_cast<uint32_t>(meta[1 + q]);
-    uint64_t* row_slots = p.candidates + static_cast<int64_t>(row0 + q) * p.candidate_capacity;
-    for (uint32_t base = 0; base < queue.size; base += 32) {
-      const uint32_t j = base + lane;
-      const uint64_t entry = j < queue.size ? keys[j] : 0;
-      const bool take = j < queue.size && entry_slot(entry) == q;
-      const uint32_t ballot = __ballot_sync(0xffffffffu, take);
-      const uint32_t at = position + __popc(ballot & lower_lanes);
-      if (take && at < static_cast<uint32_t>(p.candidate_capacity)) {
-        row_slots[at] = entry_rank_key(entry);
+  const auto capacity = static_cast<uint32_t>(p.candidate_capacity);
+  uint32_t place = places[0];  // kRows == 1: the entries' places follow in queue order
+  for (uint32_t base = 0; base < queue.size; base += 32) {
+    const uint32_t j = base + lane;
+    const uint32_t active = __ballot_sync(0xffffffffu, j < queue.size);
+    if (j < queue.size) {
+      const uint64_t entry = keys[j];
+      const int q = entry_slot(entry);
+      const uint32_t at = kRows == 1 ? place + __popc(active & ((1u << lane) - 1))
+                                     : claim_place<kRows>(places, q, active, lane);
+      if (at < capacity) {
+        p.candidates[static_cast<int64_t>(row0 + q) * capacity + at] = entry_rank_key(entry);
       }
-      position += __popc(ballot);
     }
+    place += __popc(active);
   }
   queue.size = 0;
   __syncwarp();
