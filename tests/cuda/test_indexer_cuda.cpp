@@ -355,10 +355,10 @@ TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
   HostTensor out = poisoned_topk_output(p.rows(), 16);
   RunOptions options;
   options.indexer_path = IndexerPath::kFused;
-  const Status status = indexer_decode(
-      labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache, labelled_cuda(p.weights.view()),
-      labelled_cuda(p.context_lens.view()), labelled_cuda(block_table.view()), 16, TopKOptions{},
-      options);
+  const Status status =
+      indexer_decode(labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache,
+                     labelled_cuda(p.weights.view()), labelled_cuda(p.context_lens.view()),
+                     labelled_cuda(block_table.view()), 16, TopKOptions{}, options);
   EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument,
                          {"indexer_decode", "fused path", "2^29 keys", "536870976"}));
 }

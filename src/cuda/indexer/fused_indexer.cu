@@ -224,9 +224,9 @@ template <typename Form>
 Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
                  int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options) {
   if (width > scoring::kMaxEmitKeys) {
-    return Status::InvalidArgument(
-        concat(op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
-               width, " keys per row (the dense path takes any)"));
+    return Status::InvalidArgument(concat(
+        op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
+        width, " keys per row (the dense path takes any)"));
   }
   const FusedShape shape(width, k);
   const size_t unit_bytes = shape.rows_bytes(row_unit);
