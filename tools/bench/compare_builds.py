@@ -2,8 +2,8 @@
 
 For a change whose effect is smaller than the spread between machines and runs: each round
 times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
-next_n 1, k = 2048) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), dense and
-fused path, unsorted and sorted;
+k = 2048) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), next_n 1 (--next-n),
+dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048) at H = 64 and 32, dense and
 fused, unsorted (--prefill-rows). Times in us: CUDA-graph replay of --calls consecutive calls
@@ -41,11 +41,11 @@ def load_shim(path):
     return lib
 
 
-def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace):
+def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n=1):
     """path: 1 dense, 2 fused."""
     def call():
         code = lib.fi_indexer_decode(
-            out.data_ptr(), K, int(sorted_output), path, inputs.q.data_ptr(), batch, 1, 64,
+            out.data_ptr(), K, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n, 64,
             inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
             inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
             inputs.table_cols, workspace.data_ptr(), workspace.numel(),
@@ -93,6 +93,9 @@ def main():
     parser.add_argument("--decode-widths", default=str(WIDTH),
                         help="comma-separated context lengths of the indexer cases (cases of "
                              f"other lengths than {WIDTH} are named indexer bBATCHxLENGTH)")
+    parser.add_argument("--next-n", default="1",
+                        help="comma-separated next_n of the indexer cases (cases with next_n > 1 "
+                             "are named indexer bBATCHnNEXT_N)")
     add_only_argument(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -100,20 +103,21 @@ def main():
     workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
                             device="cuda")
     cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph)
-    decode_shapes = [(int(b), int(w)) for w in args.decode_widths.split(",")
-                     for b in args.batches.split(",")]
-    for batch, width in decode_shapes:
+    decode_shapes = [(int(b), int(w), int(n)) for n in args.next_n.split(",")
+                     for w in args.decode_widths.split(",") for b in args.batches.split(",")]
+    for batch, width, next_n in decode_shapes:
         shape = f"b{batch}" if width == WIDTH else f"b{batch}x{width}"
+        shape += f"n{next_n}" if next_n > 1 else ""
         if not any(selected(args.only, f"indexer {shape} {p}{s}")
                    for p in ("dense", "fused") for s in ("", " sorted")):
             continue
-        inputs = DecodeInputs(64, batch, width, 1, False)
+        inputs = DecodeInputs(64, batch, width, next_n, False)
         for path, path_name in ((1, "dense"), (2, "fused")):
             for sorted_output in (False, True):
                 name = f"indexer {shape} {path_name}{' sorted' if sorted_output else ''}"
-                cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output:
-                              indexer_call(lib, i, b, out, s, p, workspace), batch, sorted_output,
-                              args.calls))
+                cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output,
+                              n=next_n: indexer_call(lib, i, b, out, s, p, workspace, n),
+                              batch * next_n, sorted_output, args.calls))
     for rows in (1, 64):
         logits = torch.randn(rows, WIDTH, device="cuda")
         for sorted_output in (False, True):

@@ -763,57 +763,55 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
   queue.size += __popc(ballot);
 }
 
-// Takes a place from places[q] for each lane of `active` (the lanes with an entry, in row slot
-// q < kRows). With 4 or 8 row slots (prefill, decode next_n 4) the slots' entries are about even,
-// and each lane takes its own with a shared atomic; with 2 or 3 (one of them often empty, as at
-// H = 32 next_n 1) the entries of one slot would serialize on its word, so the lanes of a slot
-// take theirs with one atomic (fused prefill H = 32 2048 x 131072 on the H200: its scan took
-// 2.79 ms that way with 8 slots, 2.44 ms per lane). Returns the lane's place. Call from the
-// lanes of `active`.
-template <int kRows>
-__device__ __forceinline__ uint32_t claim_place(uint32_t* places, int q, uint32_t active,
-                                                int lane) {
-  if constexpr (kRows >= 4) {
-    return atomicAdd(places + q, 1u);
-  } else {
-    const uint32_t peers = __match_any_sync(active, q);
-    const int leader = __ffs(peers) - 1;
-    uint32_t base = 0;
-    if (lane == leader) base = atomicAdd(places + q, static_cast<uint32_t>(__popc(peers)));
-    return __shfl_sync(peers, base, leader) + __popc(peers & ((1u << lane) - 1));
-  }
-}
-
 // Hands the queue to its rows' candidate slots in two halves, so that the wait for the atomics
 // overlaps other work: reserve_queue counts each row slot's entries and issues one atomic per row
 // (lane q for row slot q, all at once) for their place; write_queue copies the entries there and
 // empties the queue. The reservation waits in shared memory (queue meta), not in registers: the
-// N = 256 consumers have none to spare. With several row slots each takes one pass over the
-// queue (claim_place on the rows' meta words): a pass per row slot with a vote per 32 entries (8
-// passes at H = 32) took ~70 instructions per tile of the H = 32 prefill scan. Places within a
-// row follow the atomics' order; the select ranks candidates by rank key, so no slot order
-// reaches the answer. Call both from the whole warp.
+// N = 256 consumers have none to spare. Call both from the whole warp. Two forms, by the row
+// slots of a tile (fused decode 64 x 131072 and prefill 2048 x 131072 on the H200):
+//  * up to 3 (decode next_n 1-3): a pass over the queue per row slot, a vote per 32 entries. An
+//    atomic per entry on the row's shared word serialized a warp's lanes on it (next_n 1: scan
+//    270 -> 288 us), and one per group of a slot's lanes (__match_any_sync) measured 2-3 % slower
+//    at next_n 2-3;
+//  * 4 or 8 (prefill, decode next_n 4): one pass, each entry taking its place by a shared atomic
+//    on its row's meta word. A pass per row slot took ~70 instructions per tile of the H = 32
+//    prefill scan (8 passes); the H = 32 scan went from 2.86 to 2.44 ms, and fused decode next_n
+//    4 (64 x 131072 keys) from 706-717 to 647-655 us per call. Places within a row then follow
+//    the atomics' order; the select ranks candidates by rank key, so no slot order reaches the
+//    answer.
+template <int kRows>
+inline constexpr bool kOnePassFlush = kRows >= 4;
+
 template <int kN, int kRows>
 __device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue& queue,
                                               int32_t row0, int lane) {
   const uint64_t* keys = queue.keys<kN>();
   uint32_t* counts = reinterpret_cast<uint32_t*>(queue.meta<kN>() + 1);
   __syncwarp();
-  if constexpr (kRows == 1) {  // every entry is the row's
-    if (lane == 0) counts[0] = queue.size;
-  } else {
+  uint32_t mine = 0;
+  if constexpr (kOnePassFlush<kRows>) {
     if (lane < kRows) counts[lane] = 0;
     __syncwarp();
     for (uint32_t base = 0; base < queue.size; base += 32) {
       const uint32_t j = base + lane;
-      const uint32_t active = __ballot_sync(0xffffffffu, j < queue.size);
-      if (j < queue.size) claim_place<kRows>(counts, entry_slot(keys[j]), active, lane);
+      if (j < queue.size) atomicAdd(counts + entry_slot(keys[j]), 1u);
+    }
+    __syncwarp();
+    if (lane < kRows) mine = counts[lane];
+  } else {
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      uint32_t count = 0;
+      for (uint32_t base = 0; base < queue.size; base += 32) {
+        const uint32_t j = base + lane;
+        const bool take = j < queue.size && (kRows == 1 || entry_slot(keys[j]) == q);
+        count += __popc(__ballot_sync(0xffffffffu, take));
+      }
+      if (lane == q) mine = count;
     }
   }
-  __syncwarp();
   if (lane < kRows) {
     auto* row_count = reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane);
-    const uint32_t mine = counts[lane];
     counts[lane] = mine > 0 ? atomicAdd(row_count, mine) : 0u;
   }
   if (lane == 0) queue.meta<kN>()[0] = row0;
@@ -832,20 +830,34 @@ __device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue
   uint32_t* places = reinterpret_cast<uint32_t*>(meta + 1);
   const int32_t row0 = meta[0];
   const auto capacity = static_cast<uint32_t>(p.candidate_capacity);
-  uint32_t place = places[0];  // one row slot: its entries' places follow in queue order
-  for (uint32_t base = 0; base < queue.size; base += 32) {
-    const uint32_t j = base + lane;
-    const uint32_t active = __ballot_sync(0xffffffffu, j < queue.size);
-    if (j < queue.size) {
-      const uint64_t entry = keys[j];
-      const int q = entry_slot(entry);
-      const uint32_t at = kRows == 1 ? place + __popc(active & ((1u << lane) - 1))
-                                     : claim_place<kRows>(places, q, active, lane);
-      if (at < capacity) {
-        p.candidates[static_cast<int64_t>(row0 + q) * capacity + at] = entry_rank_key(entry);
+  auto write = [&](uint64_t entry, int q, uint32_t at) {
+    if (at < capacity) {
+      p.candidates[static_cast<int64_t>(row0 + q) * capacity + at] = entry_rank_key(entry);
+    }
+  };
+  if constexpr (kOnePassFlush<kRows>) {
+    for (uint32_t base = 0; base < queue.size; base += 32) {
+      const uint32_t j = base + lane;
+      if (j < queue.size) {
+        const uint64_t entry = keys[j];
+        const int q = entry_slot(entry);
+        write(entry, q, atomicAdd(places + q, 1u));
       }
     }
-    place += __popc(active);
+  } else {
+    const uint32_t lower_lanes = (1u << lane) - 1;
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      uint32_t place = places[q];
+      for (uint32_t base = 0; base < queue.size; base += 32) {
+        const uint32_t j = base + lane;
+        const uint64_t entry = j < queue.size ? keys[j] : 0;
+        const bool take = j < queue.size && (kRows == 1 || entry_slot(entry) == q);
+        const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+        if (take) write(entry, q, place + __popc(ballot & lower_lanes));
+        place += __popc(ballot);
+      }
+    }
   }
   queue.size = 0;
   __syncwarp();
