@@ -771,7 +771,7 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
 // slots of a tile (fused decode 64 x 131072 and prefill 2048 x 131072 on the H200):
 //  * up to 3 (decode next_n 1-3): a pass over the queue per row slot, a vote per 32 entries. An
 //    atomic per entry on the row's shared word serialized a warp's lanes on it (next_n 1: scan
-//    270 -> 288 us), and one per group of a slot's lanes (__match_any_sync) measured 2-3 % slower
+//    270 -> 288 us), and one per group of a slot's lanes (__match_any_sync) measured 2-5 % slower
 //    at next_n 2-3;
 //  * 4 or 8 (prefill, decode next_n 4): one pass, each entry taking its place by a shared atomic
 //    on its row's meta word. A pass per row slot took ~70 instructions per tile of the H = 32
