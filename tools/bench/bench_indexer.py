@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The CUDA indexer (indexer_prefill / indexer_decode, k = 2048), fused and dense, against the
-dense pairs.
+"""The CUDA indexer (indexer_prefill / indexer_decode, k = 2048 or --k), fused and dense, against
+the dense pairs.
 
 Runs the flashindexer Python module on torch CUDA tensors (build it first: `pip install .`, or
 put a built flashindexer package on PYTHONPATH). Same run, same inputs, per case:
@@ -14,9 +14,10 @@ put a built flashindexer package on PYTHONPATH). Same run, same inputs, per case
     scoring kernel); the anchor column is DeepGEMM logits + torch.topk from
     ../shared/reference/anchors-h200.md (measured separately, printed for comparison).
 Every case first checks that both indexer paths return exactly the dense pair's indices (sorted).
-Times: CUDA-graph replay (GPU time, no launch cost), median of --iters replays, warm L2.
+Times: CUDA-graph replay (GPU time, no launch cost), median of --iters replays, warm L2. The anchor
+table has k = 2048 and next_n 1 only: other cases print "-" in its columns.
 
-  python3 tools/bench/bench_indexer.py [--only H64] [--iters 10]
+  python3 tools/bench/bench_indexer.py [--only H64] [--iters 10] [--k 512] [--next-n 1,2,4]
   python3 tools/bench/bench_indexer.py --long    # H64 16384 rows x 1M keys, the two paths only
 """
 import argparse
@@ -47,17 +48,17 @@ DECODE = [
 ]
 
 
-def compare_and_time(name, run_indexer, run_logits, run_topk, logits, ranges, batch, iters):
+def compare_and_time(name, run_indexer, run_logits, run_topk, logits, ranges, batch, iters, k):
     """Checks indexer == topk(logits) (sorted), then times all paths. Returns a dict of ms."""
     run_logits()  # not clean: top-k reads only the visible ranges
-    expected = fi.topk_per_row(logits, K, sorted=True, **ranges)
+    expected = fi.topk_per_row(logits, k, sorted=True, **ranges)
     for path in ("fused", "dense"):
         got = run_indexer(sorted=True, path=path)
         torch.cuda.synchronize()
         assert torch.equal(got, expected), f"{name}: the {path} indexer differs from topk(logits)"
     out = torch.empty_like(got)
     topk_workspace = torch.empty(
-        max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], K), 16),
+        max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], k), 16),
         dtype=torch.uint8, device="cuda")
     times = {
         "indexer": graph_ms(lambda: run_indexer(out=out, path="fused"), batch, iters),
@@ -65,7 +66,7 @@ def compare_and_time(name, run_indexer, run_logits, run_topk, logits, ranges, ba
         "scoring": graph_ms(run_logits, batch, iters),
         "topk": graph_ms(lambda: run_topk(out, topk_workspace), batch, iters),
         "torch.topk": graph_ms(
-            lambda: torch.topk(logits, K, dim=1, sorted=False), batch, iters),
+            lambda: torch.topk(logits, k, dim=1, sorted=False), batch, iters),
     }
     return times
 
@@ -84,25 +85,26 @@ def row(name, times, flop, fp8_tflops, anchor):
 
 class PrefillInputs:
     """Random prefill inputs (causal-suffix rows) and a workspace of
-    indexer_cuda_workspace_size(K) bytes for the indexer over them."""
+    indexer_cuda_workspace_size(k) bytes for the indexer over them."""
 
-    def __init__(self, heads, rows, keys, device="cuda"):
+    def __init__(self, heads, rows, keys, k=K, device="cuda"):
+        self.k = k
         self.q = torch.randn(rows, heads, 128, device=device,
                              dtype=torch.bfloat16).to(torch.float8_e4m3fn)
         self.keys = fp8_keys(torch.randn(keys, 128, device=device, dtype=torch.bfloat16))
         self.weights = torch.randn(rows, heads, device=device)
         self.ks, self.ke = ranges_for("suffix", rows, keys, device)
-        self.workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8,
+        self.workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
                                      device=device)
 
     def indexer(self, sorted=False, out=None, path="auto"):
-        return fi.indexer_prefill(self.q, self.keys, self.weights, self.ks, self.ke, K,
+        return fi.indexer_prefill(self.q, self.keys, self.weights, self.ks, self.ke, self.k,
                                   sorted=sorted, out=out, workspace=self.workspace, path=path)
 
 
-def bench_prefill(case, fp8_tflops, iters):
+def bench_prefill(case, fp8_tflops, iters, k):
     name, heads, rows, keys, anchor, batch = case
-    inputs = PrefillInputs(heads, rows, keys)
+    inputs = PrefillInputs(heads, rows, keys, k)
     ks, ke = inputs.ks, inputs.ke
     logits = torch.full((rows, keys), float("-inf"), device="cuda")
 
@@ -110,24 +112,25 @@ def bench_prefill(case, fp8_tflops, iters):
         fi.mqa_logits(inputs.q, inputs.keys, inputs.weights, ks, ke, clean=False, out=logits)
 
     def run_topk(out, topk_workspace):
-        fi.topk_per_row(logits, K, ks=ks, ke=ke, out=out, workspace=topk_workspace)
+        fi.topk_per_row(logits, k, ks=ks, ke=ke, out=out, workspace=topk_workspace)
 
     times = compare_and_time(name, inputs.indexer, run_logits, run_topk, logits,
-                             {"ks": ks, "ke": ke}, batch, iters)
+                             {"ks": ks, "ke": ke}, batch, iters, k)
     pairs = int((ke.long() - ks.long()).sum())
-    return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
+    return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor if k == K else 0)
 
 
-def bench_decode(case, fp8_tflops, iters):
+def bench_decode(case, fp8_tflops, iters, k, next_n):
     name, heads, batch_size, ctx, anchor, batch = case
-    inputs = DecodeInputs(heads, batch_size, ctx, 1, False)
+    inputs = DecodeInputs(heads, batch_size, ctx, next_n, False)
     cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
-    lens = inputs.lens2d[:, 0].contiguous()
-    logits = torch.full((batch_size, inputs.width), float("-inf"), device="cuda")
-    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+    # [B] lengths: row j of a request sees lens - next_n + j + 1 keys (lens2d written out).
+    lens = inputs.lens.to(device="cuda", dtype=torch.int32)
+    logits = torch.full((batch_size * next_n, inputs.width), float("-inf"), device="cuda")
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8, device="cuda")
 
     def run_indexer(sorted=False, out=None, path="auto"):
-        return fi.indexer_decode(inputs.q, cache, inputs.weights, lens, inputs.table, K,
+        return fi.indexer_decode(inputs.q, cache, inputs.weights, lens, inputs.table, k,
                                  sorted=sorted, out=out, workspace=workspace, path=path)
 
     def run_logits():
@@ -135,17 +138,20 @@ def bench_decode(case, fp8_tflops, iters):
                             out=logits)
 
     def run_topk(out, topk_workspace):
-        fi.topk_per_row(logits, K, lengths=lens, out=out, workspace=topk_workspace)
+        fi.topk_per_row(logits, k, lengths=row_lens, out=out, workspace=topk_workspace)
 
+    row_lens = inputs.lens2d.reshape(-1).contiguous()
     times = compare_and_time(name, run_indexer, run_logits, run_topk, logits,
-                             {"lengths": lens}, batch, iters)
-    pairs = int(lens.long().sum())
-    return row(name, times, 2 * pairs * heads * 128, fp8_tflops, anchor)
+                             {"lengths": row_lens}, batch, iters, k)
+    pairs = int(row_lens.long().sum())
+    anchor = anchor if k == K and next_n == 1 else 0
+    return row(name if next_n == 1 else f"{name} next_n {next_n}", times,
+               2 * pairs * heads * 128, fp8_tflops, anchor)
 
 
-def bench_long(heads, rows, keys, iters):
+def bench_long(heads, rows, keys, iters, k):
     """Both indexer paths alone (a [rows, keys] logits tensor would not be worth its 64 GiB)."""
-    inputs = PrefillInputs(heads, rows, keys)
+    inputs = PrefillInputs(heads, rows, keys, k)
 
     def run(path, out=None):
         return inputs.indexer(sorted=True, out=out, path=path)
@@ -161,6 +167,9 @@ def bench_long(heads, rows, keys, iters):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--k", type=int, default=K, help="the top-k of every case")
+    parser.add_argument("--next-n", default="1",
+                        help="comma-separated next_n of the decode cases (query rows per request)")
     add_only_argument(parser)
     parser.add_argument("--long", action="store_true",
                         help="only the 16384 x 1M-key prefill: both indexer paths, sorted")
@@ -171,20 +180,21 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; same-run burst "
           f"ceilings: torch._scaled_mm FP8 8192^3 {fp8_tflops:.0f} TFLOP/s, D2D copy "
           f"{ceil.copy_gbs:.0f} GB/s; "
-          f"k = {K}, times in ms")
+          f"k = {args.k}, times in ms")
     if args.long:
         print("\n| case | fused indexer ms | dense indexer ms | fused / dense |\n|---|---:|---:|---:|")
-        bench_long(64, 16384, 1 << 20, args.iters)
+        bench_long(64, 16384, 1 << 20, args.iters, args.k)
         return
     columns = ["case", "fused indexer", "dense indexer", "our scoring", "our top-k", "our dense pair",
                "fused / scoring", "torch.topk", "FP8-ceiling scoring + torch.topk",
                "anchor dense (DeepGEMM + torch.topk)", "anchor / fused"]
     print_table("Prefill (causal-suffix rows)", columns,
                 [c for c in PREFILL if selected(args.only, c[0])],
-                lambda c: bench_prefill(c, fp8_tflops, args.iters))
-    print_table("Decode (page 64, next_n 1, equal lengths)", columns,
-                [c for c in DECODE if selected(args.only, c[0])],
-                lambda c: bench_decode(c, fp8_tflops, args.iters))
+                lambda c: bench_prefill(c, fp8_tflops, args.iters, args.k))
+    decode = [(c, int(n)) for n in args.next_n.split(",") for c in DECODE
+              if selected(args.only, c[0])]
+    print_table("Decode (page 64, equal lengths)", columns, decode,
+                lambda c: bench_decode(c[0], fp8_tflops, args.iters, args.k, c[1]))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 
 For a change whose effect is smaller than the spread between machines and runs: each round
 times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
-k = 2048) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), next_n 1 (--next-n),
-dense and fused path, unsorted and sorted;
+k = 2048 or --k) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), next_n 1
+(--next-n), dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
-sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048) at H = 64 and 32, dense and
-fused, unsorted (--prefill-rows). Times in us: CUDA-graph replay of --calls consecutive calls
-(per call; prefill: one call), warm L2, median of --iters (prefill: of 5). Every shim must give
-the same indices (sorted output; unsorted compared as sets).
+sorted; indexer_prefill (causal-suffix rows, 131072 keys, k = 2048 or --k) at H = 64 and 32,
+dense and fused, unsorted (--prefill-rows). The top-k cases keep k = 2048. Times in us:
+CUDA-graph replay of --calls consecutive calls (per call; prefill: one call), warm L2, median of
+--iters (prefill: of 5). Every shim must give the same indices (sorted output; unsorted compared
+as sets).
 
     python3 tools/bench/compare_builds.py old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so
@@ -41,11 +42,11 @@ def load_shim(path):
     return lib
 
 
-def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n=1):
+def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n=1, k=K):
     """path: 1 dense, 2 fused."""
     def call():
         code = lib.fi_indexer_decode(
-            out.data_ptr(), K, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n, 64,
+            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n, 64,
             inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
             inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
             inputs.table_cols, workspace.data_ptr(), workspace.numel(),
@@ -68,11 +69,11 @@ class PrefillInputs:
         self.ks, self.ke = ranges_for("suffix", rows, WIDTH, "cuda")
 
 
-def prefill_call(lib, inputs, out, path, workspace):
+def prefill_call(lib, inputs, out, path, workspace, k=K):
     """path: 1 dense, 2 fused."""
     def call():
         code = lib.fi_indexer_prefill(
-            out.data_ptr(), K, 0, path, inputs.q.data_ptr(), inputs.rows, inputs.heads,
+            out.data_ptr(), k, 0, path, inputs.q.data_ptr(), inputs.rows, inputs.heads,
             inputs.keys.data_ptr(), inputs.kscale.data_ptr(), WIDTH, inputs.weights.data_ptr(),
             inputs.ks.data_ptr(), inputs.ke.data_ptr(), workspace.data_ptr(), workspace.numel(),
             torch.cuda.current_stream().cuda_stream)
@@ -96,18 +97,24 @@ def main():
     parser.add_argument("--next-n", default="1",
                         help="comma-separated next_n of the indexer cases (cases with next_n > 1 "
                              "are named indexer bBATCHnNEXT_N)")
+    parser.add_argument("--k", type=int, default=K,
+                        help=f"k of the indexer cases (with k other than {K}, a case's shape "
+                             "ends in kK)")
     add_only_argument(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
+    k = args.k
+    k_name = f" k{k}" if k != K else ""
     libs = [(path.split("/")[-1], load_shim(path)) for path in args.shims]
-    workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(K), dtype=torch.uint8,
+    workspace = torch.empty(libs[0][1].fi_indexer_workspace_size(max(k, K)), dtype=torch.uint8,
                             device="cuda")
-    cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph)
+    cases = []  # (name, make(lib, out) -> call, rows, sorted, calls per graph, k)
     decode_shapes = [(int(b), int(w), int(n)) for n in args.next_n.split(",")
                      for w in args.decode_widths.split(",") for b in args.batches.split(",")]
     for batch, width, next_n in decode_shapes:
         shape = f"b{batch}" if width == WIDTH else f"b{batch}x{width}"
         shape += f"n{next_n}" if next_n > 1 else ""
+        shape += k_name
         if not any(selected(args.only, f"indexer {shape} {p}{s}")
                    for p in ("dense", "fused") for s in ("", " sorted")):
             continue
@@ -116,22 +123,24 @@ def main():
             for sorted_output in (False, True):
                 name = f"indexer {shape} {path_name}{' sorted' if sorted_output else ''}"
                 cases.append((name, lambda lib, out, i=inputs, b=batch, p=path, s=sorted_output,
-                              n=next_n: indexer_call(lib, i, b, out, s, p, workspace, n),
-                              batch * next_n, sorted_output, args.calls))
+                              n=next_n: indexer_call(lib, i, b, out, s, p, workspace, n, k),
+                              batch * next_n, sorted_output, args.calls, k))
     for rows in (1, 64):
         logits = torch.randn(rows, WIDTH, device="cuda")
         for sorted_output in (False, True):
             name = f"topk {rows}x{WIDTH}{' sorted' if sorted_output else ''}"
             cases.append((name, lambda lib, out, x=logits, s=sorted_output:
-                          topk_call(lib, x, out, K, "decode", s), rows, sorted_output, args.calls))
+                          topk_call(lib, x, out, K, "decode", s), rows, sorted_output, args.calls,
+                          K))
     for heads in (64, 32):
-        name = f"prefill H{heads} {args.prefill_rows}x{WIDTH}"
+        name = f"prefill H{heads} {args.prefill_rows}x{WIDTH}{k_name}"
         if not selected(args.only, name):
             continue
         inputs = PrefillInputs(heads, args.prefill_rows)
         for path, path_name in ((1, "dense"), (2, "fused")):
             cases.append((f"{name} {path_name}", lambda lib, out, i=inputs, p=path:
-                          prefill_call(lib, i, out, p, workspace), args.prefill_rows, False, 1))
+                          prefill_call(lib, i, out, p, workspace, k), args.prefill_rows, False, 1,
+                          k))
     cases = [case for case in cases if selected(args.only, case[0])]
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, graphs of "
           f"{args.calls} calls, median of {args.iters} replays, warm L2\n")
@@ -141,8 +150,8 @@ def main():
     for round_index in range(args.rounds):
         for shim_name, lib in libs:
             times = []
-            for name, make, rows, sorted_output, calls in cases:
-                out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+            for name, make, rows, sorted_output, calls, case_k in cases:
+                out = torch.empty(rows, case_k, dtype=torch.int32, device="cuda")
                 call = make(lib, out)
                 call()
                 torch.cuda.synchronize()

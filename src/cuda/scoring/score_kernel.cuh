@@ -99,11 +99,10 @@ struct SharedLayout {
   // Per consumer warp: the queued entries and the reservation (reserve_queue).
   static constexpr int kQueueBytes =
       kEmit ? kConsumerWarps * (kQueueEntries * 8 + kQueueMetaWords * 4) : 0;
-  // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues, the four item barriers
-  // and the alignment slack; each stage adds its keys, scales and two barriers.
+  // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues and the four item
+  // barriers; each stage adds its keys, scales and two barriers.
   static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
-                                     2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes + 4 * 8 +
-                                     1024;
+                                     2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes + 4 * 8;
   // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
   static constexpr int kStages =
       (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
@@ -118,8 +117,7 @@ struct SharedLayout {
   static constexpr int kBarriers = kQueueKeys + kQueueBytes;
   static constexpr int kBarrierCount = 2 * kStages + 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
-  static constexpr int kAllocBytes = kBytes + 1024;  // room to align the base to 1024
-  static_assert(kAllocBytes <= kSharedBudget, "shared memory layout over budget");
+  static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
 };
 
 // The key tiles of a work item, in order: every tile from `begin` (tile_stride 1), the sampled
@@ -1064,11 +1062,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
   using L = SharedLayout<kN, kEmit>;
-  extern __shared__ __align__(16) uint8_t smem_unaligned[];
-  // The 128-byte swizzle pattern is anchored to 1024-byte boundaries. Offsetting the shared
-  // array itself (not a cast integer) keeps every access an LDS, not a generic load.
-  const uint32_t misalignment = ptx::smem_address(smem_unaligned) % 1024;
-  uint8_t* smem = smem_unaligned + (misalignment == 0 ? 0 : 1024 - misalignment);
+  extern __shared__ __align__(16) uint8_t smem[];
+  // The 128-byte swizzle pattern is anchored to 1024-byte boundaries. On sm_90 a kernel without
+  // static shared memory gets its dynamic shared memory right after the 1 KiB the system
+  // reserves, so the base is 1024-aligned; ptxas does not see it (it builds the address from the
+  // CTA's cluster rank) and an alignment fix-up was recomputed at every use (3 uniform
+  // instructions per queued score in the emitting kernels). A different layout stops here.
+  if (ptx::smem_address(smem) % 1024 != 0) __trap();
   // Broadcast from lane 0, the compiler knows the warpgroup is warp-uniform: the consumers' stage
   // arithmetic and wgmma descriptors then live in uniform registers (H64 prefill: 44 -> 13 R2UR
   // moves, none left in the step loop; 441 -> 406 SASS instructions per step; 4096 x 131072
