@@ -46,7 +46,8 @@ def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n
     """path: 1 dense, 2 fused."""
     def call():
         code = lib.fi_indexer_decode(
-            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n, 64,
+            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n,
+            inputs.q.shape[2],
             inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
             inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
             inputs.table_cols, workspace.data_ptr(), workspace.numel(),
