@@ -124,8 +124,10 @@ def bench_decode(case, fp8_tflops, iters, k, next_n):
     name, heads, batch_size, ctx, anchor, batch = case
     inputs = DecodeInputs(heads, batch_size, ctx, next_n, False)
     cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
-    # [B] lengths: row j of a request sees lens - next_n + j + 1 keys (lens2d written out).
+    # [B] lengths: row j of a request sees lens - next_n + j + 1 keys (row_lens: lens2d, one
+    # length per row, for the top-k).
     lens = inputs.lens.to(device="cuda", dtype=torch.int32)
+    row_lens = inputs.lens2d.reshape(-1).contiguous()
     logits = torch.full((batch_size * next_n, inputs.width), float("-inf"), device="cuda")
     workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8, device="cuda")
 
@@ -140,7 +142,6 @@ def bench_decode(case, fp8_tflops, iters, k, next_n):
     def run_topk(out, topk_workspace):
         fi.topk_per_row(logits, k, lengths=row_lens, out=out, workspace=topk_workspace)
 
-    row_lens = inputs.lens2d.reshape(-1).contiguous()
     times = compare_and_time(name, run_indexer, run_logits, run_topk, logits,
                              {"lengths": row_lens}, batch, iters, k)
     pairs = int(row_lens.long().sum())
