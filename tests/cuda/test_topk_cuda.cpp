@@ -353,13 +353,16 @@ TEST(TopKCuda, SortedOutputIsTheCanonicalOrder) {
   // Every sort width: short rows hold 0..k + 1 keys (1 to 8 keys per thread in the sort).
   run_case({300, 5000, 4096, Dist::kNormal, false, true, Form::kPrefill, Lengths::kShort});
   run_case({3, 131072, 4096, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
-  // Cluster rows of 8 and 4 CTAs (each sorts its keys and places them) and of 1 CTA.
+  // Cluster rows of 8 CTAs (each sorts its keys and places them), of 4-6 (CTA 0 sorts the row)
+  // and of 1 CTA; fine ties in both sorts.
   run_case({1, 131072, 2048, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
   run_case({30, 90000, 2048, Dist::kNormal, false, true, Form::kDecode});
   run_case({100, 40000, 1024, Dist::kOffset100, false, true, Form::kDecode});
-  Case c{20, 131072, 2048, Dist::kFineTies, true, true, Form::kDecode, Lengths::kFull};
-  c.out_pad = 3;
-  run_case(c);
+  for (int rows : {12, 20}) {
+    Case c{rows, 131072, 2048, Dist::kFineTies, true, true, Form::kDecode, Lengths::kFull};
+    c.out_pad = 3;
+    run_case(c);
+  }
 }
 
 TEST(TopKCuda, AllEqualRowsTakeTheSmallestIndices) {

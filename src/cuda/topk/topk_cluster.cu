@@ -132,8 +132,11 @@ constexpr int kMinRanksForCoarseThreshold = 4;
 // Sorted answers of clusters of at least this many CTAs are sorted by every CTA
 // (write_sorted_in_cluster), of fewer by CTA 0. Measured (H200, k = 2048, 131072 keys): 1 row
 // (8 CTAs) 31 -> 23.5 us; 64 rows (2 CTAs each) 39.7 -> 41.5 us, where sorting 1024 keys per CTA
-// costs about as much as sorting 2048 in one and the searches come on top.
-constexpr int kMinRanksSortingPerCta = 4;
+// costs about as much as sorting 2048 in one and the searches come on top. From 4 to 6 ranks
+// CTA 0 sorts faster too: the sorted dense indexer (H64, 32768 / 131072 keys) at 20 rows (6
+// ranks) 61 -> 59 / 136 -> 134 us, 24 rows (5) 67 -> 64 / 155 -> 151, 32 rows (4) 83 -> 74 /
+// 197 -> 188 (docs/benchmarks.md).
+constexpr int kMinRanksSortingPerCta = 8;
 
 // The sorted answer of select_in_cluster: each CTA sorts its own selected keys (into `sorted`),
 // copies the other CTAs' sorted lists into `copies` (its survivors' buffer, free by then: one
