@@ -353,8 +353,8 @@ TEST(TopKCuda, SortedOutputIsTheCanonicalOrder) {
   // Every sort width: short rows hold 0..k + 1 keys (1 to 8 keys per thread in the sort).
   run_case({300, 5000, 4096, Dist::kNormal, false, true, Form::kPrefill, Lengths::kShort});
   run_case({3, 131072, 4096, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
-  // Cluster rows of 8 CTAs (each sorts its keys and places them), of 4-6 (CTA 0 sorts the row)
-  // and of 1 CTA; fine ties in both sorts.
+  // Cluster rows of 8 CTAs (each sorts its keys and places them), of fewer (CTA 0 sorts the
+  // row) and of 1 CTA; fine ties in both sorts.
   run_case({1, 131072, 2048, Dist::kNormal, false, true, Form::kDecode, Lengths::kFull});
   run_case({30, 90000, 2048, Dist::kNormal, false, true, Form::kDecode});
   run_case({100, 40000, 1024, Dist::kOffset100, false, true, Form::kDecode});

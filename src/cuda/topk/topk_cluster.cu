@@ -14,8 +14,11 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <climits>
 #include <cstdint>
 
+#include "cuda/common/device.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
@@ -133,9 +136,9 @@ constexpr int kMinRanksForCoarseThreshold = 4;
 // (write_sorted_in_cluster), of fewer by CTA 0. Measured (H200, k = 2048, 131072 keys): 1 row
 // (8 CTAs) 31 -> 23.5 us; 64 rows (2 CTAs each) 39.7 -> 41.5 us, where sorting 1024 keys per CTA
 // costs about as much as sorting 2048 in one and the searches come on top. From 4 to 6 ranks
-// CTA 0 sorts faster too: the sorted dense indexer (H64, 32768 / 131072 keys) at 20 rows (6
-// ranks) 61 -> 59 / 136 -> 134 us, 24 rows (5) 67 -> 64 / 155 -> 151, 32 rows (4) 83 -> 74 /
-// 197 -> 188 (docs/benchmarks.md).
+// CTA 0 sorts faster too: the sorted dense indexer (H64, 32768 / 131072 keys, with SMs / rows
+// CTAs per row) at 20 rows (6 ranks) 61 -> 59 / 136 -> 134 us, 24 rows (5) 67 -> 64 / 155 ->
+// 151, 32 rows (4) 83 -> 74 / 197 -> 188 (docs/benchmarks.md).
 constexpr int kMinRanksSortingPerCta = 8;
 
 // The sorted answer of select_in_cluster: each CTA sorts its own selected keys (into `sorted`),
@@ -468,16 +471,77 @@ __global__ void __launch_bounds__(kThreads, 1)
                            reinterpret_cast<uint32_t*>(buffer), kBufferCapacity * 2, hs.scan);
 }
 
+// The cluster kernel's dynamic shared memory: the most any k takes, so that the occupancy
+// queries hold for every k (one CTA per SM at any k).
+constexpr int kMostClusterShared =
+    (kBufferCapacity + kGatherCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
+
 template <typename T>
-cudaError_t launch_cluster(const Params& params, int64_t rows, int ranks, cudaStream_t stream) {
+cudaError_t configure_cluster_kernel() {
+  return cudaFuncSetAttribute(topk_cluster_kernel<T>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kMostClusterShared);
+}
+
+constexpr int kMaxDevices = 64;
+
+// Clusters of `ranks` CTAs of the kernel that the current device holds at once, cached per
+// device (INT_MAX when it cannot be asked). A cluster's CTAs share one GPC, so fewer clusters
+// fit than SMs / ranks: on the H200 (132 SMs, one CTA per SM) 132, 66, 39, 30, 22, 17, 15, 15
+// clusters of 1 to 8 CTAs.
+template <typename T>
+int max_active_clusters(int ranks) {
+  static std::atomic<int> cached[kMaxDevices][kMaxClusterRanks + 1] = {};  // count + 1; 0: unknown
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return INT_MAX;
+  }
+  std::atomic<int>* slot =
+      device >= 0 && device < kMaxDevices ? &cached[device][ranks] : nullptr;
+  if (slot != nullptr) {
+    if (const int known = slot->load(std::memory_order_relaxed); known > 0) return known - 1;
+  }
+  int clusters = 0;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ranks), 1, 1);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kMostClusterShared;
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(ranks);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  if (configure_cluster_kernel<T>() != cudaSuccess ||
+      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<T>, &config) != cudaSuccess) {
+    cudaGetLastError();
+    return INT_MAX;
+  }
+  if (slot != nullptr) slot->store(clusters + 1, std::memory_order_relaxed);
+  return clusters;
+}
+
+// CTAs per row: SMs / rows (at most 8), fewer when the GPU cannot hold that many clusters of that
+// size at once. A second wave of clusters cost more than fewer CTAs per row saved (H200, 131072
+// keys, k = 2048: 16 rows of 8 CTAs 19.7 us, 14 rows 11.2; 32 rows of 4 23.7, 30 rows 13.6;
+// docs/benchmarks.md).
+template <typename T>
+int cluster_ranks(int64_t rows, int sms) {
+  int64_t ranks = rows > 0 ? sms / rows : 1;
+  ranks = ranks < 1 ? 1 : (ranks > kMaxClusterRanks ? kMaxClusterRanks : ranks);
+  while (ranks > 1 && max_active_clusters<T>(static_cast<int>(ranks)) < rows) --ranks;
+  return static_cast<int>(ranks);
+}
+
+template <typename T>
+cudaError_t launch_cluster(const Params& params, int64_t rows, cudaStream_t stream) {
   const size_t shared =
       (kBufferCapacity + kGatherCapacity + static_cast<size_t>(selection_capacity(params.k))) *
       sizeof(uint64_t);
-  const int most =
-      (kBufferCapacity + kGatherCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
-  const cudaError_t configured = cudaFuncSetAttribute(
-      topk_cluster_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  const cudaError_t configured = configure_cluster_kernel<T>();
   if (configured != cudaSuccess) return configured;
+  const int ranks = cluster_ranks<T>(rows, multiprocessor_count());
   return launch_dependent(topk_cluster_kernel<T>,
                           dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ranks), 1),
                           dim3(kThreads), shared, stream, static_cast<unsigned>(ranks), params);
@@ -485,20 +549,9 @@ cudaError_t launch_cluster(const Params& params, int64_t rows, int ranks, cudaSt
 
 }  // namespace
 
-// One CTA per SM (the kernel's shared memory), so rows x ranks stays within one wave.
-int cluster_ranks_for(int64_t rows, int sms) {
-  int64_t ranks = rows > 0 ? sms / rows : 1;
-  ranks = ranks < 1 ? 1 : (ranks > kMaxClusterRanks ? kMaxClusterRanks : ranks);
-  return static_cast<int>(ranks);
-}
-
-cudaError_t launch_cluster_f32(const Params& params, int64_t rows, int ranks, cudaStream_t stream) {
-  return launch_cluster<float>(params, rows, ranks, stream);
-}
-
-cudaError_t launch_cluster_bf16(const Params& params, int64_t rows, int ranks,
-                                cudaStream_t stream) {
-  return launch_cluster<uint16_t>(params, rows, ranks, stream);
+cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, cudaStream_t stream) {
+  return bf16 ? launch_cluster<uint16_t>(params, rows, stream)
+              : launch_cluster<float>(params, rows, stream);
 }
 
 }  // namespace flashindexer::cuda::topk

@@ -1,7 +1,8 @@
 // Host side of the GPU top-k: plan the splits from shapes only, check the workspace, launch.
 //
 // Nothing here reads row lengths (they live on the device): the only host decision is how many
-// CTAs share a row, from rows, width, k and the SM count, so the op is graph-capturable, never
+// CTAs share a row, from rows, width, k, the SM count and (clusters) how many clusters the GPU
+// holds at once, so the op is graph-capturable, never
 // synchronizes and never allocates. Rows enough to fill the GPU (>= 2 CTAs per SM) get one CTA
 // each. Fewer rows are cut into segments of at least 8192 keys: for k <= kClusterMaxK, one
 // thread-block cluster per row (up to 8 CTAs) selects in one launch without workspace; for larger
@@ -142,11 +143,9 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
 
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
   if (uses_cluster(splits, k)) {
-    const int ranks = topk::cluster_ranks_for(rows, multiprocessor_count());
-    return to_status(logits.dtype == DType::kBF16
-                         ? topk::launch_cluster_bf16(params, rows, ranks, stream)
-                         : topk::launch_cluster_f32(params, rows, ranks, stream),
-                     op, "cluster kernel launch");
+    return to_status(
+        topk::launch_cluster(params, rows, logits.dtype == DType::kBF16, stream), op,
+        "cluster kernel launch");
   }
   const cudaError_t launched = logits.dtype == DType::kBF16
                                    ? topk::launch_segment_bf16(params, rows, stream)
