@@ -2,12 +2,12 @@
 //
 // Nothing here reads row lengths (they live on the device): the only host decision is how many
 // CTAs share a row, from rows, width, k, the SM count and (clusters) how many clusters the GPU
-// holds at once, so the op is graph-capturable, never
-// synchronizes and never allocates. Rows enough to fill the GPU (>= 2 CTAs per SM) get one CTA
-// each. Fewer rows are cut into segments of at least 8192 keys: for k <= kClusterMaxK, one
-// thread-block cluster per row (up to 8 CTAs) selects in one launch without workspace; for larger
-// k, up to 16 segment CTAs (splits x k <= 16384 so the merge holds every candidate in shared
-// memory) hand their candidates to a merge kernel through the workspace.
+// holds at once, so the op is graph-capturable, never synchronizes and never allocates. Rows
+// enough to fill the GPU (>= 2 CTAs per SM) get one CTA each. Fewer rows are cut into segments
+// of at least 8192 keys: for k <= kClusterMaxK, one thread-block cluster per row (up to 8 CTAs)
+// selects in one launch without workspace; for larger k, up to 16 segment CTAs (splits x k <=
+// 16384 so the merge holds every candidate in shared memory) hand their candidates to a merge
+// kernel through the workspace.
 #include <cuda_runtime.h>
 
 #include <algorithm>
