@@ -487,7 +487,7 @@ constexpr int kMaxDevices = 64;
 // Clusters of `ranks` CTAs of the kernel that the current device holds at once, cached per
 // device (INT_MAX when it cannot be asked). A cluster's CTAs share one GPC, so fewer clusters
 // fit than SMs / ranks: on the H200 (132 SMs, one CTA per SM) 132, 66, 39, 30, 22, 17, 15, 15
-// clusters of 1 to 8 CTAs.
+// clusters of 1 to 8 CTAs. Call after configure_cluster_kernel<T>().
 template <typename T>
 int max_active_clusters(int ranks) {
   static std::atomic<int> cached[kMaxDevices][kMaxClusterRanks + 1] = {};  // count + 1; 0: unknown
@@ -513,8 +513,7 @@ int max_active_clusters(int ranks) {
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  if (configure_cluster_kernel<T>() != cudaSuccess ||
-      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<T>, &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<T>, &config) != cudaSuccess) {
     cudaGetLastError();
     return INT_MAX;
   }
