@@ -26,6 +26,7 @@ from .ops import (
     QuantizedTensor,
     build_info,
     cuda_device_count,
+    cuda_device_runs_kernels,
     dequantize_k_fp8,
     dequantize_mxfp4,
     gather_k_workspace,
@@ -48,8 +49,8 @@ MAX_TOPK = _C.MAX_TOPK
 
 __all__ = [
     "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info", "build_k_cache",
-    "bytes_per_key", "cuda_device_count", "dequantize_k_fp8", "dequantize_mxfp4",
-    "empty_k_cache", "gather_k_workspace", "indexer_cpu_workspace_size",
+    "bytes_per_key", "cuda_device_count", "cuda_device_runs_kernels", "dequantize_k_fp8",
+    "dequantize_mxfp4", "empty_k_cache", "gather_k_workspace", "indexer_cpu_workspace_size",
     "indexer_cuda_workspace_size", "indexer_decode",
     "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",
     "quantize_k_fp8", "quantize_mxfp4", "reference", "topk_per_row",

@@ -67,6 +67,9 @@ def command_info(_args):
     print(f"compiler: {info['compiler']}")
     print(f"CUDA backend: {'yes, ' + info['cuda_archs'] if info['cuda'] else 'no'}")
     print(f"CUDA devices visible: {fi.cuda_device_count()}")
+    for device in range(fi.cuda_device_count()):
+        runs, why = fi.cuda_device_runs_kernels(device, reason=True)
+        print(f"  cuda:{device}: {'runs the kernels' if runs else why}")
     print(f"numpy {np.__version__}")
     return 0
 

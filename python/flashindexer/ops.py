@@ -317,3 +317,11 @@ def build_info():
 def cuda_device_count():
     """CUDA devices visible now (0 without the CUDA backend or a GPU). Initialises CUDA."""
     return int(_C.cuda_device_count())
+
+
+def cuda_device_runs_kernels(device=0, reason=False):
+    """Whether this build's CUDA kernels run on CUDA device `device`: they are built for sm_90a,
+    so compute capability 9.0 only (H100, H200, H20, GH200); elsewhere the ops raise
+    NotImplementedError on CUDA tensors. With reason=True, returns (bool, why not)."""
+    why = _C.cuda_device_refusal(int(device))
+    return (not why, why) if reason else not why

@@ -323,4 +323,12 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release released;
     return fi::cuda_device_count();
   });
+  m.def(
+      "cuda_device_refusal",
+      [](int device) {
+        std::string reason;
+        nb::gil_scoped_release released;
+        return fi::cuda_device_runs_kernels(device, &reason) ? std::string() : reason;
+      },
+      nb::arg("device"));
 }

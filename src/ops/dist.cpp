@@ -83,6 +83,7 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
   if (logits.device == Device::kCUDA) {
     // The index values live on the device: not checked here (a sync), made safe in the kernel.
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
                                      options.cuda_stream);
 #else
@@ -117,6 +118,7 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   if (!check.ok()) return check.status();
   if (gathered.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted, options.cuda_stream);
 #else
     return not_on_cuda(check.op());

@@ -33,6 +33,7 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, options);
 #else
     return not_on_cuda(check.op());
@@ -58,6 +59,7 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                 topk_options.sorted, options);
 #else

@@ -23,6 +23,7 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean,
                             options.cuda_stream);
 #else
@@ -48,6 +49,7 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
                                   logits_options.clean, options.cuda_stream);
 #else

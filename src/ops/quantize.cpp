@@ -75,6 +75,7 @@ Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const T
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dequantize_k_fp8(out, values, scales, options.cuda_stream);
 #else
     return not_on_cuda(check.op());

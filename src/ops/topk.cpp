@@ -82,6 +82,7 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::topk_per_row(out, logits, ranges, k, topk_options.sorted, options);
 #else
     return not_on_cuda(check.op());

@@ -15,9 +15,13 @@
 
 namespace fitest {
 
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    if (flashindexer::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
+// Skips unless device 0 runs this build's kernels (there is one, and it is sm_90).
+#define SKIP_WITHOUT_GPU()                                                          \
+  do {                                                                              \
+    std::string skip_reason;                                                        \
+    if (!flashindexer::cuda_device_runs_kernels(0, &skip_reason)) {                 \
+      GTEST_SKIP() << skip_reason;                                                  \
+    }                                                                               \
   } while (0)
 
 // An owning device allocation.

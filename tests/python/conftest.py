@@ -62,6 +62,7 @@ def torch():
 def cuda_torch(torch):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device visible")
-    if not fi.build_info()["cuda"]:
-        pytest.skip("flashindexer was built without the CUDA backend")
+    runs, why = fi.cuda_device_runs_kernels(torch.cuda.current_device(), reason=True)
+    if not runs:
+        pytest.skip(why)
     return torch

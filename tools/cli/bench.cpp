@@ -227,6 +227,12 @@ int bench_command(const BenchConfig& config) {
       fmt::print(stderr, "bench --device cuda: no CUDA device is visible\n");
       return 2;
     }
+    int device = 0;
+    std::string refusal;
+    if (cudaGetDevice(&device) != cudaSuccess || !cuda_device_runs_kernels(device, &refusal)) {
+      fmt::print(stderr, "bench --device cuda: {}\n", refusal);
+      return 2;
+    }
     const CudaCeilings ceilings = measure_cuda_ceilings();
     flop_ceiling = ceilings.fp8_tflops * 1e3;
     byte_ceiling = ceilings.copy_gbytes;

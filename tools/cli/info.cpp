@@ -66,9 +66,12 @@ void print_gpus() {
                  cudaGetErrorString(error));
       continue;
     }
-    fmt::print("  cuda:{}: {}, sm_{}{}, {} SMs, {:.1f} GiB\n", device, properties.name,
+    std::string refusal;
+    const bool runs = cuda_device_runs_kernels(device, &refusal);
+    fmt::print("  cuda:{}: {}, sm_{}{}, {} SMs, {:.1f} GiB, {}\n", device, properties.name,
                properties.major, properties.minor, properties.multiProcessorCount,
-               static_cast<double>(properties.totalGlobalMem) / (1u << 30));
+               static_cast<double>(properties.totalGlobalMem) / (1u << 30),
+               runs ? "runs the kernels" : "does not run the kernels: " + refusal);
   }
 #endif
 }
