@@ -1,7 +1,8 @@
-// Which CUDA devices run this build's kernels, asked once per device.
+// Which CUDA devices run this build's kernels.
 #include "ops/cuda_device.h"
 
 #include <atomic>
+#include <optional>
 
 #include "core/checks.h"
 #include "flashindexer/version.h"
@@ -27,6 +28,20 @@ namespace {
 constexpr int kCachedDevices = 64;
 std::atomic<bool> runs_kernels[kCachedDevices];
 
+// arch_refusal of a device ("" when it runs the kernels), or nullopt when it cannot be queried.
+std::optional<std::string> refusal_of(int device) {
+  const bool cached = device >= 0 && device < kCachedDevices;
+  if (cached && runs_kernels[device].load(std::memory_order_relaxed)) return std::string();
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  std::string refusal = arch_refusal(device, properties.name, properties.major, properties.minor);
+  if (cached && refusal.empty()) runs_kernels[device].store(true, std::memory_order_relaxed);
+  return refusal;
+}
+
 }  // namespace
 #endif
 
@@ -45,32 +60,18 @@ int cuda_device_count() {
 
 bool cuda_device_runs_kernels(int device, std::string* reason) {
 #ifdef FLASHINDEXER_WITH_CUDA
-  const bool cached = device >= 0 && device < kCachedDevices;
-  if (cached && runs_kernels[device].load(std::memory_order_relaxed)) return true;
   const int count = cuda_device_count();
-  if (device < 0 || device >= count) {
-    if (reason != nullptr) {
-      *reason = count == 0
-                    ? std::string("no CUDA device is visible")
-                    : concat("CUDA device ", device, " is not visible (", count, " visible)");
-    }
-    return false;
+  std::optional<std::string> refusal;
+  if (count == 0) {
+    refusal = "no CUDA device is visible";
+  } else if (device < 0 || device >= count) {
+    refusal = concat("CUDA device ", device, " is not visible (", count, " visible)");
+  } else {
+    refusal = refusal_of(device);
+    if (!refusal) refusal = concat("CUDA device ", device, " cannot be queried");
   }
-  cudaDeviceProp properties{};
-  if (const cudaError_t error = cudaGetDeviceProperties(&properties, device);
-      error != cudaSuccess) {
-    cudaGetLastError();
-    if (reason != nullptr) {
-      *reason =
-          concat("CUDA device ", device, " cannot be queried (", cudaGetErrorString(error), ")");
-    }
-    return false;
-  }
-  const std::string refusal =
-      arch_refusal(device, properties.name, properties.major, properties.minor);
-  if (cached && refusal.empty()) runs_kernels[device].store(true, std::memory_order_relaxed);
-  if (reason != nullptr) *reason = refusal;
-  return refusal.empty();
+  if (reason != nullptr) *reason = *refusal;
+  return refusal->empty();
 #else
   if (reason != nullptr) *reason = "this build has no CUDA backend";
   (void)device;
@@ -80,15 +81,17 @@ bool cuda_device_runs_kernels(int device, std::string* reason) {
 
 Status check_cuda_device(const char* op) {
 #ifdef FLASHINDEXER_WITH_CUDA
+  // Without a current device the backend's own argument checks still run and its first CUDA
+  // call reports the missing device: only a device that is there and cannot run the kernels is
+  // refused here.
   int device = 0;
-  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) {
+  if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
-    return Status::DeviceError(
-        concat(op, ": no current CUDA device (", cudaGetErrorString(error), ")"));
+    return Status::Ok();
   }
-  std::string reason;
-  if (cuda_device_runs_kernels(device, &reason)) return Status::Ok();
-  return Status::Unsupported(concat(op, ": ", reason, "; pass CPU tensors"));
+  const std::optional<std::string> refusal = refusal_of(device);
+  if (!refusal || refusal->empty()) return Status::Ok();
+  return Status::Unsupported(concat(op, ": ", *refusal, "; pass CPU tensors"));
 #else
   return Status::Unsupported(concat(op, ": this build has no CUDA backend; pass CPU tensors"));
 #endif

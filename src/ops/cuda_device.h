@@ -14,9 +14,10 @@ constexpr bool sm90a_runs_on(int major, int minor) { return major == 9 && minor 
 // Why a device of compute capability major.minor cannot run the kernels, or "" when it can.
 std::string arch_refusal(int device, const std::string& name, int major, int minor);
 
-// For an op on CUDA tensors: Ok when the current device runs this build's kernels, else
-// kUnsupported naming the op, the device and its architecture (every launch there would fail
-// with "no kernel image"), or kDeviceError when no device is current.
+// For an op on CUDA tensors, before the backend's own checks: kUnsupported naming the op, the
+// device and its compute capability when the current device is there and cannot run the
+// kernels (every launch would fail with "no kernel image"); Ok otherwise, also without a device
+// (the backend then reports that at its first CUDA call).
 Status check_cuda_device(const char* op);
 
 }  // namespace flashindexer

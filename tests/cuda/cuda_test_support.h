@@ -16,12 +16,23 @@
 namespace fitest {
 
 // Skips unless device 0 runs this build's kernels (there is one, and it is sm_90).
-#define SKIP_WITHOUT_GPU()                                                          \
-  do {                                                                              \
-    std::string skip_reason;                                                        \
-    if (!flashindexer::cuda_device_runs_kernels(0, &skip_reason)) {                 \
-      GTEST_SKIP() << skip_reason;                                                  \
-    }                                                                               \
+#define SKIP_WITHOUT_GPU()                                          \
+  do {                                                              \
+    std::string skip_reason;                                        \
+    if (!flashindexer::cuda_device_runs_kernels(0, &skip_reason)) { \
+      GTEST_SKIP() << skip_reason;                                  \
+    }                                                               \
+  } while (0)
+
+// For tests of argument checks that touch no device: they run without a GPU and on one that runs
+// the kernels, but on a GPU that cannot, every op on CUDA tensors is refused before its checks.
+#define SKIP_ON_A_GPU_WITHOUT_THE_KERNELS()                         \
+  do {                                                              \
+    std::string skip_reason;                                        \
+    if (flashindexer::cuda_device_count() > 0 &&                    \
+        !flashindexer::cuda_device_runs_kernels(0, &skip_reason)) { \
+      GTEST_SKIP() << skip_reason;                                  \
+    }                                                               \
   } while (0)
 
 // An owning device allocation.

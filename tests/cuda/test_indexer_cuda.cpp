@@ -223,6 +223,7 @@ TEST(IndexerPrefillCuda, IsBitIdenticalOverRepeatedRuns) {
 }
 
 TEST(IndexerPrefillCuda, RequiresAWorkspace) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   // No GPU needed: the workspace is checked before anything touches the device.
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 64, 128);
@@ -235,6 +236,7 @@ TEST(IndexerPrefillCuda, RequiresAWorkspace) {
 }
 
 TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   // No GPU needed: the workspace is carved before anything touches the device. A workspace that
   // holds the dense path's slab for one row but not the fused path's per-row arrays as well.
   FI_SEEDED_RNG(rng);
@@ -342,6 +344,7 @@ TEST(IndexerDecodeCuda, EqualsTheDensePairForAnyWorkspace) {
 }
 
 TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   // No GPU needed: the fused path checks its rows' width before anything touches the device (its
   // candidate queue holds a key's index in 29 bits). A block table of 2^29 / 64 + 1 pages.
   FI_SEEDED_RNG(rng);

@@ -288,6 +288,7 @@ TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
 // The argument errors need no GPU (labelled_cuda, cuda_test_support.h): these tests run in CI.
 
 TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 32, 128);
   HostTensor logits = poisoned_logits(8, 256);
@@ -330,6 +331,7 @@ TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
 }
 
 TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   FI_SEEDED_RNG(rng);
   for (const OperandCase c :
        {OperandCase{KFormat::kMXFP4, 32, 128}, OperandCase{KFormat::kFP8, 32, 64}}) {
@@ -344,6 +346,7 @@ TEST(MqaLogitsCuda, ReportsMxfp4AndOtherHeadDimsAsUnsupported) {
 }
 
 TEST(PagedMqaLogitsCuda, RejectsPageSizesAndStridesTmaCannotRead) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   FI_SEEDED_RNG(rng);
   for (int page_size : {16, 64}) {
     DecodeConfig config;
@@ -362,6 +365,7 @@ TEST(PagedMqaLogitsCuda, RejectsPageSizesAndStridesTmaCannotRead) {
 }
 
 TEST(PagedMqaLogitsCuda, RejectsNextNAboveFourAndUnmergeableQueryStrides) {
+  SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   FI_SEEDED_RNG(rng);
   for (int next_n : {5, 2}) {
     DecodeConfig config;
