@@ -29,17 +29,26 @@ constexpr int kCachedDevices = 64;
 std::atomic<bool> runs_kernels[kCachedDevices];
 
 // arch_refusal of a device ("" when it runs the kernels), or nullopt when it cannot be queried.
+// The compute capability comes from attribute queries (cheap, and fine inside a stream capture);
+// the device's name, for the refusal only, from its properties.
 std::optional<std::string> refusal_of(int device) {
   const bool cached = device >= 0 && device < kCachedDevices;
   if (cached && runs_kernels[device].load(std::memory_order_relaxed)) return std::string();
-  cudaDeviceProp properties{};
-  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) {
+  int major = 0;
+  int minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
     cudaGetLastError();
     return std::nullopt;
   }
-  std::string refusal = arch_refusal(device, properties.name, properties.major, properties.minor);
-  if (cached && refusal.empty()) runs_kernels[device].store(true, std::memory_order_relaxed);
-  return refusal;
+  if (sm90a_runs_on(major, minor)) {
+    if (cached) runs_kernels[device].store(true, std::memory_order_relaxed);
+    return std::string();
+  }
+  cudaDeviceProp properties{};
+  const bool named = cudaGetDeviceProperties(&properties, device) == cudaSuccess;
+  if (!named) cudaGetLastError();
+  return arch_refusal(device, named ? properties.name : "unnamed", major, minor);
 }
 
 }  // namespace

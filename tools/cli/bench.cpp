@@ -228,8 +228,12 @@ int bench_command(const BenchConfig& config) {
       return 2;
     }
     int device = 0;
-    std::string refusal;
-    if (cudaGetDevice(&device) != cudaSuccess || !cuda_device_runs_kernels(device, &refusal)) {
+    if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) {
+      fmt::print(stderr, "bench --device cuda: no current device ({})\n",
+                 cudaGetErrorString(error));
+      return 2;
+    }
+    if (std::string refusal; !cuda_device_runs_kernels(device, &refusal)) {
       fmt::print(stderr, "bench --device cuda: {}\n", refusal);
       return 2;
     }
