@@ -1,5 +1,7 @@
 // Turning Python arguments into FlashIndexer views: any DLPack tensor (PyTorch, CuPy, JAX, NumPy;
-// CPU or CUDA) or buffer-protocol array, without a copy.
+// CPU or CUDA) or buffer-protocol array, without a copy. PyTorch tensors are read by their
+// attributes (data_ptr, shape, stride, dtype, device) rather than exported through DLPack, which
+// cost most of an eager call's host time (tensor_args.cpp, TorchReader).
 //
 // One ArgumentList serves one op call. It keeps every imported array alive until the call ends,
 // checks what the C++ API cannot see (the rank limit, writable outputs, one CUDA device for all
@@ -86,6 +88,11 @@ class ArgumentList {
   };
 
   TensorView view(const char* name, nb::handle object, DType bytes_as, bool writable);
+  // Imports `array` (a PyTorch tensor by its attributes, anything else through DLPack or the
+  // buffer protocol) into view's data, rank, shape and strides, keeping it alive for the call;
+  // raises (naming `where`) for a non-tensor, a read-only output or a rank outside 1..kMaxRank.
+  void import(const std::string& where, nb::handle array, bool writable, TensorView& view,
+              nb::dlpack::dtype& dtype, int& device_type, int& device_id);
   void note_device(const char* name, Device device, int device_id);
 
   const char* op_;
@@ -93,6 +100,7 @@ class ArgumentList {
   std::string cuda_device_argument_;  // the argument that fixed cuda_device_
   std::vector<nb::ndarray<nb::ro>> inputs_;
   std::vector<nb::ndarray<>> outputs_;
+  std::vector<nb::object> held_;  // PyTorch tensors read by their attributes
 };
 
 }  // namespace flashindexer::python

@@ -54,6 +54,14 @@ def test_raw_module_takes_tagged_arrays_and_rejects_bad_tags():
 def test_rank_and_zero_dimensional_arguments_are_rejected():
     with pytest.raises(ValueError, match="has rank 5"):
         fi.dequantize_k_fp8(np.zeros((1, 1, 1, 1, 4), np.uint8), np.zeros(1, np.float32))
+    # Far past the views' dimensions: refused before anything is copied into them.
+    lengths = np.full(2, 8, np.int32)
+    with pytest.raises(ValueError, match="logits has rank 42"):
+        _C.topk_per_row(np.zeros((2, 2), np.int32), np.zeros((1,) * 40 + (2, 8), np.float32), 2,
+                        lengths=lengths)
+    with pytest.raises(ValueError, match="workspace has rank 40"):
+        _C.topk_per_row(np.zeros((2, 2), np.int32), np.zeros((2, 8), np.float32), 2,
+                        lengths=lengths, workspace=np.zeros((1,) * 40, np.uint8))
     with pytest.raises(ValueError, match="scales has rank 0"):
         _C.dequantize_k_fp8(np.zeros((1, 4), np.float32), np.zeros((1, 4), np.uint8),
                             np.float32(1.0))
