@@ -35,11 +35,12 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kF32;
   Device device = Device::kCPU;
-  int rank = 0;
+  int rank = 0;  // 1..kMaxRank for a tensor; every op refuses a view of any other rank
   std::array<int64_t, kMaxRank> shape{};
   std::array<int64_t, kMaxRank> stride{};  // in elements
 
-  // A row-major contiguous view.
+  // A row-major contiguous view. More than kMaxRank extents give a view of that rank whose
+  // extents are not kept, which every op refuses by name.
   static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
                                Device device = Device::kCPU);
   // The same view with its outer-dimension strides replaced (inner stride stays 1), e.g. a
@@ -47,6 +48,8 @@ struct TensorView {
   TensorView with_row_stride(int64_t row_stride) const;
 
   bool defined() const { return rank > 0; }
+  // The dimensions the view holds: rank, within 0..kMaxRank.
+  int held_rank() const { return rank < 0 ? 0 : (rank > kMaxRank ? kMaxRank : rank); }
   int64_t size(int dim) const { return shape[dim]; }
   int64_t numel() const;
   bool is_contiguous() const;

@@ -4,7 +4,7 @@ namespace flashindexer {
 
 std::string shape_string(const TensorView& view) {
   std::string text = "[";
-  for (int d = 0; d < view.rank; ++d) {
+  for (int d = 0; d < view.held_rank(); ++d) {
     if (d > 0) text += ", ";
     text += std::to_string(view.shape[d]);
   }
@@ -14,7 +14,7 @@ std::string shape_string(const TensorView& view) {
 int64_t span_elements(const TensorView& view) {
   if (view.numel() == 0) return 0;
   int64_t last = 0;
-  for (int d = 0; d < view.rank; ++d) last += (view.shape[d] - 1) * view.stride[d];
+  for (int d = 0; d < view.held_rank(); ++d) last += (view.shape[d] - 1) * view.stride[d];
   return last + 1;
 }
 
@@ -39,6 +39,10 @@ ArgCheck& ArgCheck::tensor(const char* name, const TensorView& view,
   }
   if (!dtype_ok) {
     return fail(concat(name, " has dtype ", dtype_name(view.dtype), ", expected ", expected));
+  }
+  if (view.rank > kMaxRank) {
+    return fail(concat(name, " has rank ", view.rank, ", expected rank ", rank, " (a view holds ",
+                       kMaxRank, " dimensions at most)"));
   }
   if (view.rank != rank) {
     return fail(concat(name, " has rank ", view.rank, " (shape ", shape_string(view),

@@ -47,6 +47,7 @@ TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list
   view.dtype = dtype;
   view.device = device;
   view.rank = static_cast<int>(shape.size());
+  if (view.rank > kMaxRank) return view;  // refused by every op (its extents are not kept)
   int dim = 0;
   for (int64_t extent : shape) view.shape[dim++] = extent;
   int64_t stride = 1;
@@ -60,7 +61,7 @@ TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list
 TensorView TensorView::with_row_stride(int64_t row_stride) const {
   TensorView view = *this;
   // Dimension rank-2 gets the new stride; the outer ones follow contiguously from it.
-  if (rank >= 2) {
+  if (rank >= 2 && rank <= kMaxRank) {
     view.stride[rank - 2] = row_stride;
     for (int d = rank - 3; d >= 0; --d) view.stride[d] = view.stride[d + 1] * view.shape[d + 1];
   }
@@ -68,7 +69,7 @@ TensorView TensorView::with_row_stride(int64_t row_stride) const {
 }
 
 int64_t TensorView::numel() const {
-  if (rank == 0) return 0;
+  if (rank <= 0 || rank > kMaxRank) return 0;
   int64_t n = 1;
   for (int d = 0; d < rank; ++d) n *= shape[d];
   return n;
@@ -76,7 +77,7 @@ int64_t TensorView::numel() const {
 
 bool TensorView::is_contiguous() const {
   int64_t expected = 1;
-  for (int d = rank - 1; d >= 0; --d) {
+  for (int d = held_rank() - 1; d >= 0; --d) {
     if (shape[d] != 1 && stride[d] != expected) return false;
     expected *= shape[d];
   }
