@@ -685,13 +685,13 @@ TEST(TopK, RejectsOutputOfWrongDtype) {
 TEST(TopK, RejectsViewsOfMoreDimensionsThanAViewHolds) {
   // contiguous() with more than kMaxRank extents: a view of that rank, refused by name.
   TopKArgs a = topk_args();
-  const TensorView logits = TensorView::contiguous(a.logits.view().data, DType::kF32,
-                                                   {1, 1, 1, 1, 1, 1, 4, 100});
+  const TensorView logits =
+      TensorView::contiguous(a.logits.view().data, DType::kF32, {1, 1, 1, 1, 1, 1, 4, 100});
   EXPECT_EQ(logits.rank, 8);
   EXPECT_EQ(logits.numel(), 0);
-  EXPECT_TRUE(IsRejected(
-      a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
-      StatusCode::kInvalidArgument, {"logits has rank 8"}));
+  EXPECT_TRUE(
+      IsRejected(a.call_with(a.out.view(), logits, RowRanges::prefill(a.ks.view(), a.ke.view()), 8),
+                 StatusCode::kInvalidArgument, {"logits has rank 8"}));
 }
 
 TEST(TopK, RejectsKZero) {
