@@ -145,12 +145,14 @@ class TorchReader {
     if (entry == nullptr) return false;
 
     const nb::object shape = object.attr("shape");
+    if (!PyTuple_Check(shape.ptr())) return false;
     rank = static_cast<int>(PyTuple_GET_SIZE(shape.ptr()));
     dtype = entry->dlpack;
     device_type = cuda ? kDLCUDA : kDLCPU;
     device_id = cuda ? nb::cast<int>(object.attr("get_device")()) : 0;
     if (rank > kMaxRank) return true;
     const nb::object strides = object.attr("stride")();
+    if (!PyTuple_Check(strides.ptr()) || PyTuple_GET_SIZE(strides.ptr()) != rank) return false;
     view.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(object.attr("data_ptr")()));
     view.rank = rank;
     for (int d = 0; d < rank; ++d) {
