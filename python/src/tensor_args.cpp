@@ -119,6 +119,17 @@ void fill_view(TensorView& view, const Array& array, int& rank_out) {
   }
 }
 
+// Takes a DLPack-imported array's view (fill_view) and facts, keeping the array alive in `kept`.
+template <typename Array>
+void adopt(Array imported, std::vector<Array>& kept, TensorView& view, nb::dlpack::dtype& dtype,
+           int& device_type, int& device_id, int& rank) {
+  fill_view(view, imported, rank);
+  dtype = imported.dtype();
+  device_type = imported.device_type();
+  device_id = imported.device_id();
+  kept.push_back(std::move(imported));
+}
+
 // PyTorch tensors are read from their attributes instead of through DLPack: the export
 // (torch.Tensor.__dlpack__) took ~4 us per tensor on the H200 machine's host (torch 2.11), and an
 // eager decode call imports 6-8 tensors (docs/benchmarks.md, "What one eager call costs"). A
@@ -252,22 +263,14 @@ void ArgumentList::import(const std::string& where, nb::handle array, bool writa
       raise(PyExc_TypeError, where + " is a " + nb::type_name(array.type()).c_str() +
                                  ", expected a tensor (DLPack or buffer protocol)");
     }
-    fill_view(view, imported, rank);
-    dtype = imported.dtype();
-    device_type = imported.device_type();
-    device_id = imported.device_id();
-    outputs_.push_back(std::move(imported));
+    adopt(std::move(imported), outputs_, view, dtype, device_type, device_id, rank);
   } else {
     nb::ndarray<nb::ro> imported;
     if (!nb::try_cast(array, imported, /*convert=*/false)) {
       raise(PyExc_TypeError, where + " is a " + nb::type_name(array.type()).c_str() +
                                  ", expected a tensor (DLPack or buffer protocol)");
     }
-    fill_view(view, imported, rank);
-    dtype = imported.dtype();
-    device_type = imported.device_type();
-    device_id = imported.device_id();
-    inputs_.push_back(std::move(imported));
+    adopt(std::move(imported), inputs_, view, dtype, device_type, device_id, rank);
   }
   if (rank == 0 || rank > kMaxRank) {
     raise(PyExc_ValueError, where + " has rank " + std::to_string(rank) + ", expected 1 to " +
