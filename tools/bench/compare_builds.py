@@ -58,26 +58,26 @@ def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n
 
 
 class PrefillInputs:
-    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [WIDTH, 128]."""
+    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [width, 128]."""
 
-    def __init__(self, heads, rows):
-        self.heads, self.rows = heads, rows
+    def __init__(self, heads, rows, width=WIDTH):
+        self.heads, self.rows, self.width = heads, rows, width
         self.q = torch.randn(rows, heads, 128, device="cuda",
                              dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-        self.keys, self.kscale = fp8_keys(torch.randn(WIDTH, 128, device="cuda",
+        self.keys, self.kscale = fp8_keys(torch.randn(width, 128, device="cuda",
                                                       dtype=torch.bfloat16))
         self.weights = torch.randn(rows, heads, device="cuda")
-        self.ks, self.ke = ranges_for("suffix", rows, WIDTH, "cuda")
+        self.ks, self.ke = ranges_for("suffix", rows, width, "cuda")
 
 
-def prefill_call(lib, inputs, out, path, workspace, k=K):
+def prefill_call(lib, inputs, out, path, workspace, k=K, sorted_output=False):
     """path: 1 dense, 2 fused."""
     def call():
         code = lib.fi_indexer_prefill(
-            out.data_ptr(), k, 0, path, inputs.q.data_ptr(), inputs.rows, inputs.heads,
-            inputs.keys.data_ptr(), inputs.kscale.data_ptr(), WIDTH, inputs.weights.data_ptr(),
-            inputs.ks.data_ptr(), inputs.ke.data_ptr(), workspace.data_ptr(), workspace.numel(),
-            torch.cuda.current_stream().cuda_stream)
+            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), inputs.rows,
+            inputs.heads, inputs.keys.data_ptr(), inputs.kscale.data_ptr(), inputs.width,
+            inputs.weights.data_ptr(), inputs.ks.data_ptr(), inputs.ke.data_ptr(),
+            workspace.data_ptr(), workspace.numel(), torch.cuda.current_stream().cuda_stream)
         if code != 0:
             raise RuntimeError(lib.fi_last_error().decode())
     return call

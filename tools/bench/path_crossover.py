@@ -12,6 +12,8 @@ its range, and fused / dense.
 
     python3 tools/bench/path_crossover.py --shim build/libflashindexer_bench_shim.so \\
         --batches 64,128,256 --widths 65536,131072
+
+--prefill ROWSxKEYS,...: indexer_prefill instead (causal-suffix rows, one call per graph).
 """
 import argparse
 import statistics
@@ -19,7 +21,7 @@ import statistics
 import torch
 
 from bench_logits import DecodeInputs
-from compare_builds import indexer_call, load_shim
+from compare_builds import PrefillInputs, indexer_call, load_shim, prefill_call
 from cuda_timing import capture_graph, event_median_ms
 
 
@@ -34,53 +36,70 @@ def main():
     parser.add_argument("--calls", type=int, default=5, help="calls per captured graph")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--iters", type=int, default=5, help="timed replays per graph per round")
+    parser.add_argument("--prefill", default="",
+                        help="comma-separated prefill shapes ROWSxKEYS (replaces the decode ones)")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     workspace = torch.empty(lib.fi_indexer_workspace_size(args.k), dtype=torch.uint8,
                             device="cuda")
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; k = {args.k}, "
           f"us per call: median over {args.rounds} rotated rounds of the median of "
-          f"{args.iters} replays of a graph of {args.calls} calls (range over the rounds)\n")
+          f"{args.iters} replays of a graph of {args.calls} calls (prefill: 1) (range over the "
+          "rounds)\n")
     print("| H | requests x keys | next_n | order | dense | fused | fused / dense |")
     print("|---:|---|---:|---|---:|---:|---:|")
     for heads in (int(h) for h in args.heads.split(",")):
+        if args.prefill:
+            for shape in args.prefill.split(","):
+                rows, width = (int(x) for x in shape.split("x"))
+                inputs = PrefillInputs(heads, rows, width)
+                compare_paths(args, f"| {heads} | prefill {rows} x {width} | - |", rows, 1,
+                              lambda out, sorted_output, path: prefill_call(
+                                  lib, inputs, out, path, workspace, args.k, sorted_output))
+                del inputs
+                torch.cuda.empty_cache()
+            continue
         for next_n in (int(n) for n in args.next_n.split(",")):
             for width in (int(w) for w in args.widths.split(",")):
                 for batch in (int(b) for b in args.batches.split(",")):
                     inputs = DecodeInputs(heads, batch, width, next_n, False)
-                    graphs = {}
-                    for sorted_output in (False, True):
-                        answers = []
-                        for path, name in ((1, "dense"), (2, "fused")):
-                            out = torch.empty(batch * next_n, args.k, dtype=torch.int32,
-                                              device="cuda")
-                            call = indexer_call(lib, inputs, batch, out, sorted_output, path,
-                                                workspace, next_n, args.k)
-                            call()
-                            torch.cuda.synchronize()
-                            answers.append(out.clone() if sorted_output
-                                           else out.sort(dim=1).values)
-                            graphs[(sorted_output, name)] = (capture_graph(call, args.calls), out)
-                        assert torch.equal(answers[0], answers[1]), (
-                            f"H{heads} {batch}x{width} next_n {next_n}: the paths differ")
-                    keys = list(graphs)
-                    times = {key: [] for key in keys}
-                    for r in range(args.rounds):
-                        for key in keys[r % len(keys):] + keys[:r % len(keys)]:
-                            graph = graphs[key][0]
-                            times[key].append(
-                                event_median_ms(graph.replay, args.iters) / args.calls * 1e3)
-                    for sorted_output in (False, True):
-                        dense = times[(sorted_output, "dense")]
-                        fused = times[(sorted_output, "fused")]
-                        ratio = statistics.median(fused) / statistics.median(dense)
-                        print(f"| {heads} | {batch} x {width} | {next_n} | "
-                              f"{'sorted' if sorted_output else 'unsorted'} | "
-                              f"{statistics.median(dense):.1f} ({min(dense):.1f}-{max(dense):.1f}) | "
-                              f"{statistics.median(fused):.1f} ({min(fused):.1f}-{max(fused):.1f}) | "
-                              f"{ratio:.3f} |", flush=True)
-                    del graphs, inputs
+                    compare_paths(args, f"| {heads} | {batch} x {width} | {next_n} |",
+                                  batch * next_n, args.calls,
+                                  lambda out, sorted_output, path: indexer_call(
+                                      lib, inputs, batch, out, sorted_output, path, workspace,
+                                      next_n, args.k))
+                    del inputs
                     torch.cuda.empty_cache()
+
+
+def compare_paths(args, label, rows, calls, make_call):
+    """Both paths of one shape, unsorted and sorted: checked equal, then timed in rotated rounds
+    (graphs of `calls` calls); prints a table row per order."""
+    graphs = {}
+    for sorted_output in (False, True):
+        answers = []
+        for path, name in ((1, "dense"), (2, "fused")):
+            out = torch.empty(rows, args.k, dtype=torch.int32, device="cuda")
+            call = make_call(out, sorted_output, path)
+            call()
+            torch.cuda.synchronize()
+            answers.append(out.clone() if sorted_output else out.sort(dim=1).values)
+            graphs[(sorted_output, name)] = (capture_graph(call, calls), out)
+        assert torch.equal(answers[0], answers[1]), f"{label}: the paths differ"
+    keys = list(graphs)
+    times = {key: [] for key in keys}
+    for r in range(args.rounds):
+        for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+            graph = graphs[key][0]
+            times[key].append(event_median_ms(graph.replay, args.iters) / calls * 1e3)
+    for sorted_output in (False, True):
+        dense = times[(sorted_output, "dense")]
+        fused = times[(sorted_output, "fused")]
+        ratio = statistics.median(fused) / statistics.median(dense)
+        print(f"{label} {'sorted' if sorted_output else 'unsorted'} | "
+              f"{statistics.median(dense):.1f} ({min(dense):.1f}-{max(dense):.1f}) | "
+              f"{statistics.median(fused):.1f} ({min(fused):.1f}-{max(fused):.1f}) | "
+              f"{ratio:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ namespace flashindexer::cuda::scoring {
 template <int kHeads, int kN, bool kPaged, bool kEmit>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, int grid,
                          cudaStream_t stream) {
-  constexpr int kSharedBytes = SharedLayout<kN, kEmit>::kBytes;
+  constexpr int kSharedBytes = SharedLayout<kHeads, kN, kEmit, kPaged>::kBytes;
   auto* kernel = &score_kernel<kHeads, kN, kPaged, kEmit>;
   // Set on every launch (host-side, capture-safe): a cached "done" flag would be one symbol for
   // every copy of the library in a process (templates' statics are merged process-wide), and

@@ -45,21 +45,35 @@ constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per consumer warpgroup");
+// Who tests the scores against the gate in an emitting instantiation. Prefill at H = 64: one
+// producer warp per consumer warpgroup (an emitter), which reads the warpgroup's finished scores
+// from shared memory (kScoreBuffers per warpgroup). Prefill is bound by the tensor cores, and
+// the test, vote and queue work in the consumers' epilogue delayed their next wgmma: the emitting
+// scan took 1.15x the storing kernel's time, and takes 1.01x with emitters (4096 x 131072 on the
+// H200, docs/benchmarks.md). Elsewhere the consumer warps, each with its own queue:
+//  * decode is bound by reading the cache;
+//  * at H = 32 a tile (8 rows) has twice the scores for the same tensor-core time, and one warp
+//    could not keep up: the scan went from 1.2x to 1.23x the storing kernel's time (its consumers
+//    also keep the 232 registers that emitters would take down to 224).
+template <int kHeads, bool kEmit, bool kPaged>
+inline constexpr bool kEmitters = kEmit && !kPaged && kHeads == 64;
+
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
-// more for its block-table window; prefill consumers need more for H = 32 (8 rows of sums).
+// more for its block-table window, and so do the emitters; the storing prefill consumers need
+// more for H = 32 (8 rows of sums), and the emitting ones, without the queue work, do not.
 // The CTA only owns the registers it was launched with (168 per thread, the most that 65536 / 384
 // rounds down to): a split above that makes the consumers' setmaxnreg.inc wait forever (48 / 232,
 // tried for the emission code, hung decode on the H200). At 224 the emitting paged N = 256
 // consumer spilled 20-28 bytes until its queue addressing became warp-uniform (CandidateQueue);
 // no scoring kernel spills now (tests/cli/check_sass.py).
-template <bool kPaged>
-inline constexpr int kProducerRegisters = kPaged ? 56 : 40;
-template <bool kPaged>
-inline constexpr int kConsumerRegisters = kPaged ? 224 : 232;
+template <bool kWideProducer>
+inline constexpr int kProducerRegisters = kWideProducer ? 56 : 40;
+template <bool kWideProducer>
+inline constexpr int kConsumerRegisters = kWideProducer ? 224 : 232;
 constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
 static_assert(128 * kProducerRegisters<true> + 256 * kConsumerRegisters<true> <=
                   kThreads * kLaunchRegisters,
-              "paged register split exceeds the CTA's registers");
+              "paged and emitting register split exceeds the CTA's registers");
 static_assert(128 * kProducerRegisters<false> + 256 * kConsumerRegisters<false> <=
                   kThreads * kLaunchRegisters,
               "prefill register split exceeds the CTA's registers");
@@ -91,18 +105,33 @@ constexpr int kQueueEntries = 256;
 constexpr int kConsumerWarps = 4 * kConsumerGroups;
 constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, rows' places
 
-// kEmit: the layout of the emitting instantiations (candidate queues); the storing ones keep
-// those bytes for key stages.
-template <int kN, bool kEmit>
+constexpr int kScoreBuffers = 4;
+// Floats per row of a score buffer: the consumer lanes of a quad (rows c, keys k) on distinct banks.
+constexpr int kScoreStride = kTileKeys + 8;
+
+// kEmit: the layout of the emitting instantiations (candidate queues, and with emitters the
+// score buffers); the storing ones keep those bytes for key stages.
+template <int kHeads, int kN, bool kEmit, bool kPaged>
 struct SharedLayout {
+  static constexpr bool kByEmitters = kEmitters<kHeads, kEmit, kPaged>;
   static constexpr int kQBytes = kN * kHeadDim;
-  // Per consumer warp: the queued entries and the reservation (reserve_queue).
-  static constexpr int kQueueBytes =
-      kEmit ? kConsumerWarps * (kQueueEntries * 8 + kQueueMetaWords * 4) : 0;
-  // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues and the four item
-  // barriers; each stage adds its keys, scales and two barriers.
+  // The queues: one per consumer warp, or one per emitter with the same bytes.
+  static constexpr int kQueues = !kEmit ? 0 : kByEmitters ? kConsumerGroups : kConsumerWarps;
+  static constexpr int kQueueCapacity = kQueueEntries * kConsumerWarps / kConsumerGroups;
+  static constexpr int kEntriesPerQueue = kByEmitters ? kQueueCapacity : kQueueEntries;
+  // Per queue: the queued entries and the reservation (reserve_queue).
+  static constexpr int kQueueBytes = kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4);
+  // A score buffer: one tile's scores, a row of kScoreStride floats per query row.
+  static constexpr int kScoreBufferBytes = kN / kHeads * kScoreStride * 4;
+  static constexpr int kScoreBytes =
+      kByEmitters ? kConsumerGroups * kScoreBuffers * kScoreBufferBytes : 0;
+  // Score buffers' full and empty barriers.
+  static constexpr int kScoreBarriers = kByEmitters ? 2 * kConsumerGroups * kScoreBuffers : 0;
+  // Two Q tiles, two weight tiles, two ItemInfos, the candidate queues, the score buffers and
+  // the four item barriers; each stage adds its keys, scales and two barriers.
   static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
-                                     2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes + 4 * 8;
+                                     2 * static_cast<int>(sizeof(ItemInfo)) + kQueueBytes +
+                                     kScoreBytes + (4 + kScoreBarriers) * 8;
   // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
   static constexpr int kStages =
       (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
@@ -112,12 +141,17 @@ struct SharedLayout {
   static constexpr int kScales = kQ + 2 * kQBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;
-  static constexpr int kQueueKeys = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
-  static constexpr int kQueueMeta = kQueueKeys + (kEmit ? kConsumerWarps * kQueueEntries * 8 : 0);
+  static constexpr int kScores = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
+  static constexpr int kQueueKeys = kScores + kScoreBytes;
+  static constexpr int kQueueMeta = kQueueKeys + kQueues * kEntriesPerQueue * 8;
   static constexpr int kBarriers = kQueueKeys + kQueueBytes;
-  static constexpr int kBarrierCount = 2 * kStages + 4;
+  // Stages' full and empty, items' full and empty, then the score buffers' full and empty.
+  static constexpr int kScoreFull = 2 * kStages + 4;
+  static constexpr int kScoreEmpty = kScoreFull + kConsumerGroups * kScoreBuffers;
+  static constexpr int kBarrierCount = 2 * kStages + 4 + kScoreBarriers;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
+  static_assert(kScores % 16 == 0, "the emitters read the score buffers as float4");
 };
 
 // The key tiles of a work item, in order: every tile from `begin` (tile_stride 1), the sampled
@@ -263,13 +297,13 @@ struct TileLoader {
 
 // Publishes one work item (producer warp 0): waits until its Q buffer is free, writes the
 // ItemInfo and starts the Q tile and weights copies.
-template <int kHeads, int kN, bool kEmit>
+template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, uint64_t* q_empty,
                                              uint32_t item_count, const CUtensorMap* q_map,
                                              const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
                                              int rows, int32_t tile_begin, int32_t tile_end,
                                              int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
-  using L = SharedLayout<kN, kEmit>;
+  using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
   // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
@@ -309,7 +343,7 @@ template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
                                         const CUtensorMap* w_map, const CUtensorMap* key_map,
                                         const CUtensorMap* scale_map, uint8_t* smem) {
-  using L = SharedLayout<kN, kEmit>;
+  using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;  // producer warp, 0 .. kProducerWarps - 1
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -340,7 +374,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   uint32_t place = 0;       // tiles given to this warp's consumer so far
   // Loads the tile at `place` if it is this warp's, and moves to the next place.
   auto take_place = [&](int64_t group, int32_t tile) {
-    if (static_cast<int>(place & 1) == warp % 2) {
+    if (kEmitters<kHeads, kEmit, kPaged> || static_cast<int>(place & 1) == warp % 2) {
       const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
       ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
       if (place == 0 && warp == 0 && lane == 0) timeline_stamp(kStampFirstLoad);
@@ -374,9 +408,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     if (walk_begin >= tile_end) return;  // no tile of the walk
 
     if (warp == 0)
-      publish_item<kHeads, kN, kEmit>(items, q_full, q_empty, item_count, q_map, w_map, smem,
-                                      static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo,
-                                      hi, q_bytes, lane);
+      publish_item<kHeads, kN, kPaged, kEmit>(items, q_full, q_empty, item_count, q_map, w_map,
+                                              smem, static_cast<int32_t>(row0), rows, tile_begin,
+                                              tile_end, lo, hi, q_bytes, lane);
     // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
     // consumers: this warp visits only its consumer's steps, found by arithmetic on the walk.
     const int32_t tiles = TileWalk::count(p, tile_begin, tile_end);
@@ -691,20 +725,18 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 // took the whole consumer loop (its stage and wgmma descriptor arithmetic included) off the
 // uniform datapath (H32 prefill emitting kernel: 47 -> 24 R2UR, 80 -> 2 divergence checks, 215
 // -> 64 reconvergence regions).
+// L: the kernel's SharedLayout; `warp` is the queue's index (the consumer warp, or the emitter).
+template <typename L>
 struct CandidateQueue {
   uint8_t* smem;
   uint32_t size;
   int warp;
-  template <int kN>
   __device__ __forceinline__ uint64_t* keys() const {
-    return reinterpret_cast<uint64_t*>(smem + SharedLayout<kN, true>::kQueueKeys) +
-           warp * kQueueEntries;
+    return reinterpret_cast<uint64_t*>(smem + L::kQueueKeys) + warp * L::kEntriesPerQueue;
   }
   // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
-  template <int kN>
   __device__ __forceinline__ int32_t* meta() const {
-    return reinterpret_cast<int32_t*>(smem + SharedLayout<kN, true>::kQueueMeta) +
-           warp * kQueueMetaWords;
+    return reinterpret_cast<int32_t*>(smem + L::kQueueMeta) + warp * kQueueMetaWords;
   }
 };
 
@@ -747,8 +779,8 @@ struct RowGate {
 
 // Queues the visible key `key` of row slot `slot` when its score passes the row's gate. Needs
 // room for 32 entries. Call from the whole warp.
-template <int kN>
-__device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
+template <typename L>
+__device__ __forceinline__ void queue_candidate(CandidateQueue<L>& queue, int slot,
                                                 const RowGate& gate, int32_t lo, int32_t hi,
                                                 int32_t key, float score, int lane) {
   const bool take =
@@ -756,7 +788,7 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
   const uint32_t ballot = __ballot_sync(0xffffffffu, take);
   if (take) {
     const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
-    queue.keys<kN>()[at] = queue_entry(score, slot, static_cast<uint32_t>(key - lo));
+    queue.keys()[at] = queue_entry(score, slot, static_cast<uint32_t>(key - lo));
   }
   queue.size += __popc(ballot);
 }
@@ -780,11 +812,26 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue& queue, int slot,
 template <int kRows>
 inline constexpr bool kOnePassFlush = kRows >= 4;
 
-template <int kN, int kRows>
-__device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue& queue,
+// The reservation's second half: lane q < kRows holds row slot q's entries in the queue (`mine`)
+// and takes their places in the row's slots.
+template <typename L, int kRows>
+__device__ __forceinline__ void reserve_counted(const ScoreParams& p,
+                                                const CandidateQueue<L>& queue, int32_t row0,
+                                                uint32_t mine, int lane) {
+  if (lane < kRows) {
+    auto* row_count = reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane);
+    reinterpret_cast<uint32_t*>(queue.meta() + 1)[lane] =
+        mine > 0 ? atomicAdd(row_count, mine) : 0u;
+  }
+  if (lane == 0) queue.meta()[0] = row0;
+  __syncwarp();
+}
+
+template <typename L, int kRows>
+__device__ __forceinline__ void reserve_queue(const ScoreParams& p, const CandidateQueue<L>& queue,
                                               int32_t row0, int lane) {
-  const uint64_t* keys = queue.keys<kN>();
-  uint32_t* counts = reinterpret_cast<uint32_t*>(queue.meta<kN>() + 1);
+  const uint64_t* keys = queue.keys();
+  uint32_t* counts = reinterpret_cast<uint32_t*>(queue.meta() + 1);
   __syncwarp();
   uint32_t mine = 0;
   if constexpr (kOnePassFlush<kRows>) {
@@ -808,23 +855,19 @@ __device__ __forceinline__ void reserve_queue(const ScoreParams& p, const Candid
       if (lane == q) mine = count;
     }
   }
-  if (lane < kRows) {
-    auto* row_count = reinterpret_cast<uint32_t*>(p.candidate_counts + row0 + lane);
-    counts[lane] = mine > 0 ? atomicAdd(row_count, mine) : 0u;
-  }
-  if (lane == 0) queue.meta<kN>()[0] = row0;
-  __syncwarp();
+  reserve_counted<L, kRows>(p, queue, row0, mine, lane);
 }
 
-template <int kN>
-__device__ __forceinline__ bool queue_reserved(const CandidateQueue& queue) {
-  return queue.meta<kN>()[0] >= 0;
+template <typename L>
+__device__ __forceinline__ bool queue_reserved(const CandidateQueue<L>& queue) {
+  return queue.meta()[0] >= 0;
 }
 
-template <int kN, int kRows>
-__device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue& queue, int lane) {
-  const uint64_t* keys = queue.keys<kN>();
-  int32_t* meta = queue.meta<kN>();
+template <typename L, int kRows>
+__device__ __forceinline__ void write_queue(const ScoreParams& p, CandidateQueue<L>& queue,
+                                            int lane) {
+  const uint64_t* keys = queue.keys();
+  int32_t* meta = queue.meta();
   uint32_t* places = reinterpret_cast<uint32_t*>(meta + 1);
   const int32_t row0 = meta[0];
   const auto capacity = static_cast<uint32_t>(p.candidate_capacity);
@@ -869,7 +912,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   constexpr int kParts = kPartsFor<kN>;
   constexpr int kPartN = kN / kParts;
   static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");
-  using L = SharedLayout<kN, kEmit>;
+  using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
   using R = TileRows<kHeads, kN, kEmit>;
   const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x / 32) % 4;
@@ -881,9 +924,12 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
-  constexpr bool emit = kEmit;  // the launch has p.gate set exactly when kEmit
-  CandidateQueue queue{smem, 0,
-                       __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)};
+  // The launch has p.gate set exactly when kEmit. Decode consumers test their scores; prefill
+  // consumers hand them to their emitter (emit_scores).
+  constexpr bool emit = kEmit && !L::kByEmitters;
+  constexpr bool to_emitter = L::kByEmitters;
+  CandidateQueue<L> queue{smem, 0,
+                          __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)};
   // Entries one owned row's key rows may add (queue_candidate once per key row). The room is
   // checked per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane)
   // may add 128, and flushing whenever that is not free flushed at every tile.
@@ -891,7 +937,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   static_assert(kRowEntries <= kQueueEntries, "a row's candidates must fit the queue");
   // An item's last candidates are written during the next item's first step, after its wgmma
   // is issued: the reservation's atomics then complete while the tensor cores run.
-  if (emit && lane == 0) queue.meta<kN>()[0] = -1;
+  if (emit && lane == 0) queue.meta()[0] = -1;
   __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
@@ -962,7 +1008,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
           ptx::wgmma_commit_group();
         }
       }
-      if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
+      if (emit && queue_reserved(queue)) write_queue<L, R::kRows>(p, queue, lane);
       HeadSums<kHeads, kN> sums[kTilesPerStep] = {};
       // The head sums of each part but the last overlap the wgmma of the parts after it.
       sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);
@@ -998,34 +1044,51 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
                                                                      sums[u]);
         owned_row_sums<kHeads, kN, kEmit>(sums[u], lane, owned[u]);
       }
-#pragma unroll
-      for (int u = 0; u < kTilesPerStep; ++u) {
-        if (u >= tiles) break;
-        const int32_t key0 = tile_of[u] * kTileKeys + key_row;
-        const int32_t key1 = key0 + 8;
+      if constexpr (to_emitter) {
+        // The step's scores, every key of the tile (the emitter tests the visible range), to
+        // this warpgroup's next score buffer.
+        static_assert(kTilesPerStep == 1 && R::kKeyRowsPerLane == 2, "one tile per step");
+        const uint32_t my_step = my_tiles - 1;
+        const int slot = consumer * kScoreBuffers + static_cast<int>(my_step % kScoreBuffers);
+        ptx::mbarrier_wait(&barriers[L::kScoreEmpty + slot], ((my_step / kScoreBuffers) & 1) ^ 1);
+        float* scores = reinterpret_cast<float*>(smem + L::kScores + slot * L::kScoreBufferBytes);
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
-          const int q = R::row(i, lane);
-          if constexpr (emit) {  // (the storing branch reads two key rows per lane)
-            if (queue.size > kQueueEntries - kRowEntries) {
-              reserve_queue<kN, R::kRows>(p, queue, row0, lane);
-              write_queue<kN, R::kRows>(p, queue, lane);
-            }
-            const RowGate row_gate(gate[i]);
+          float* row_scores = scores + R::row(i, lane) * kScoreStride + key_row;
+          row_scores[0] = owned[0][i][0] * half_scale[0][0];
+          row_scores[8] = owned[0][i][1] * half_scale[0][1];
+        }
+        ptx::mbarrier_arrive(&barriers[L::kScoreFull + slot]);
+      } else {
 #pragma unroll
-            for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
-              const int32_t key = key0 + 8 * R::key_half(r, lane);
-              queue_candidate<kN>(queue, q, row_gate, lo[i], hi[i], key,
-                                  owned[u][i][r] * half_scale[u][r], lane);
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u >= tiles) break;
+          const int32_t key0 = tile_of[u] * kTileKeys + key_row;
+          const int32_t key1 = key0 + 8;
+#pragma unroll
+          for (int i = 0; i < R::kPerLane; ++i) {
+            const int q = R::row(i, lane);
+            if constexpr (emit) {  // (the storing branch reads two key rows per lane)
+              if (queue.size > kQueueEntries - kRowEntries) {
+                reserve_queue<L, R::kRows>(p, queue, row0, lane);
+                write_queue<L, R::kRows>(p, queue, lane);
+              }
+              const RowGate row_gate(gate[i]);
+#pragma unroll
+              for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
+                const int32_t key = key0 + 8 * R::key_half(r, lane);
+                queue_candidate(queue, q, row_gate, lo[i], hi[i], key,
+                                owned[u][i][r] * half_scale[u][r], lane);
+              }
+            } else {
+              // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
+              const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;
+              float* out = p.logits + static_cast<int64_t>(row0 + q) * p.logits_stride;
+              const float score0 = owned[u][i][0] * half_scale[u][0];
+              const float score1 = owned[u][i][1] * half_scale[u][1];
+              if (key0 >= lo[i] && key0 < hi[i]) out[column0] = score0;
+              if (key1 >= lo[i] && key1 < hi[i]) out[column0 + 8] = score1;
             }
-          } else {
-            // Sampled tiles are stored side by side: tile t at column block t / tile_stride.
-            const int32_t column0 = (tile_of[u] >> p.tile_shift) * kTileKeys + key_row;
-            float* out = p.logits + static_cast<int64_t>(row0 + q) * p.logits_stride;
-            const float score0 = owned[u][i][0] * half_scale[u][0];
-            const float score1 = owned[u][i][1] * half_scale[u][1];
-            if (key0 >= lo[i] && key0 < hi[i]) out[column0] = score0;
-            if (key1 >= lo[i] && key1 < hi[i]) out[column0 + 8] = score1;
           }
         }
       }
@@ -1040,15 +1103,139 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
     }
     if (emit) {
       // A warpgroup without a step in this item may still hold the previous item's entries.
-      if (queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
-      if (queue.size > 0) reserve_queue<kN, R::kRows>(p, queue, row0, lane);
+      if (queue_reserved(queue)) write_queue<L, R::kRows>(p, queue, lane);
+      if (queue.size > 0) reserve_queue<L, R::kRows>(p, queue, row0, lane);
     }
     // Every consumer thread, after its last read; the weights were read by ld.shared and are
     // refilled by TMA (see the stage release above).
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(&q_empty[buffer]);
   }
-  if (emit && queue_reserved<kN>(queue)) write_queue<kN, R::kRows>(p, queue, lane);
+  if (emit && queue_reserved(queue)) write_queue<L, R::kRows>(p, queue, lane);
+}
+
+// ---- emitters (prefill) ---------------------------------------------------------------------
+
+// Producer warp 2 c + 1 in the emitting prefill scan: tests consumer warpgroup c's scores
+// against the rows' gates and places the candidates (kEmitters). It walks the items and steps
+// as the consumers do, reads each of warpgroup c's steps from its score buffer (rows of
+// kScoreStride floats, key k of the tile at column k) and releases the buffer once read. One
+// warp must keep up with a warpgroup's tensor-core work (~1600 cycles per tile), so
+// each lane owns one row for the whole item (its gate and range in registers) and 2 kRows of
+// its keys, tested without a vote each: a lane's taken scores form a mask, and one warp scan of
+// the masks' counts places them all. Each row's entries are counted as they are queued, so the
+// flush (about once per item: the queue holds the four consumer queues' entries) takes its
+// places without a counting pass; its wait for the atomics holds only this warp, while the
+// consumers fill the next buffers.
+template <int kHeads, int kN, bool kPaged, bool kEmit>
+__device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem, int consumer) {
+  using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
+  constexpr int kRows = kN / kHeads;
+  constexpr int kLanesPerRow = 32 / kRows;
+  constexpr int kVectors = kTileKeys / 4 / kLanesPerRow;  // float4 of the row per lane
+  constexpr int kMine = 4 * kVectors;                     // scores per lane
+  static_assert(L::kByEmitters && kTilesPerStepFor<kN, kEmit> == 1 && kRows <= kMaxRowsPerGroup &&
+                    32 % kRows == 0,
+                "emitters take one tile per step, a whole number of lanes per row");
+  const int lane = threadIdx.x % 32;
+  const int row = lane / kLanesPerRow;  // the row slot this lane tests
+  const int first_lane = row * kLanesPerRow;
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* q_full = barriers + 2 * L::kStages;
+  uint64_t* q_empty = q_full + 2;
+  const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
+  CandidateQueue<L> queue{smem, 0, __shfl_sync(0xffffffffu, consumer, 0)};
+  uint32_t my_steps = 0;    // steps of warpgroup `consumer` read so far
+  uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
+  for (uint32_t item_count = 0;; ++item_count) {
+    const int buffer = item_count & 1;
+    ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
+    const ItemInfo& info = items[buffer];
+    const int32_t row0 = info.row0;
+    if (row0 < 0) break;
+    const int32_t tile_end = info.tile_end;
+    int32_t lo = 0;
+    int32_t hi = 0;  // an empty range for rows past info.rows
+    float gate = 0.0f;
+    if (row < info.rows) {
+      lo = info.lo[row];
+      hi = info.hi[row];
+      if (lo < hi) gate = __ldg(p.gate + row0 + row);
+    }
+    const RowGate row_gate(gate);
+    uint32_t row_entries = 0;  // this row's entries in the queue (kept by its first lane)
+    auto flush = [&] {
+      const uint32_t mine =
+          __shfl_sync(0xffffffffu, row_entries, min(lane, kRows - 1) * kLanesPerRow);
+      reserve_counted<L, kRows>(p, queue, row0, mine, lane);
+      write_queue<L, kRows>(p, queue, lane);
+      row_entries = 0;
+    };
+    for (TileWalk walk(p, info.tile_begin); walk.tile < tile_end; ++step_count) {
+      const int32_t tile = walk.tile;
+      walk.next(p);
+      if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
+      if (queue.size > static_cast<uint32_t>(L::kEntriesPerQueue - kRows * kTileKeys)) flush();
+      const int slot = consumer * kScoreBuffers + static_cast<int>(my_steps % kScoreBuffers);
+      ptx::mbarrier_wait(&barriers[L::kScoreFull + slot], (my_steps / kScoreBuffers) & 1);
+      ++my_steps;
+      // Vector v of this lane: the row's columns 4 (lane % kLanesPerRow) + 4 kLanesPerRow v + 0..3.
+      const float* scores =
+          reinterpret_cast<const float*>(smem + L::kScores + slot * L::kScoreBufferBytes) +
+          row * kScoreStride + 4 * (lane % kLanesPerRow);
+      const int32_t key0 = tile * kTileKeys + 4 * (lane % kLanesPerRow);
+      // Score e of this lane is element e % 4 of vector e / 4 (its column, key - key0: column()).
+      auto column = [](int e) { return 4 * kLanesPerRow * (e / 4) + e % 4; };
+      uint32_t taken = 0;
+#pragma unroll
+      for (int v = 0; v < kVectors; ++v) {
+        const float4 four = *reinterpret_cast<const float4*>(scores + column(4 * v));
+        const float values[4] = {four.x, four.y, four.z, four.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int e = 4 * v + i;
+          const int32_t key = key0 + column(e);
+          const bool take = static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) &&
+                            row_gate.passes(values[i]);
+          taken |= static_cast<uint32_t>(take) << e;
+        }
+      }
+      // Places: an inclusive scan of the lanes' counts.
+      const uint32_t count = __popc(taken);
+      uint32_t through = count;
+#pragma unroll
+      for (int offset = 1; offset < 32; offset *= 2) {
+        const uint32_t below = __shfl_up_sync(0xffffffffu, through, offset);
+        if (lane >= offset) through += below;
+      }
+      const uint32_t total = __shfl_sync(0xffffffffu, through, 31);
+      // The row's count: its last lane's scan minus the lane before its first.
+      const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);
+      const uint32_t row_before = __shfl_sync(0xffffffffu, through, max(first_lane - 1, 0));
+      row_entries += row_through - (first_lane > 0 ? row_before : 0);
+      // The taken scores are read again (a few per tile): holding all 2 kRows of them took more
+      // registers than the producer warpgroup has (H = 32 spilled).
+      if (taken != 0) {
+        uint64_t* keys = queue.keys() + queue.size + (through - count);
+#pragma unroll
+        for (int e = 0; e < kMine; ++e) {
+          if (taken & (1u << e)) {
+            *keys++ =
+                queue_entry(scores[column(e)], row, static_cast<uint32_t>(key0 + column(e) - lo));
+          }
+        }
+      }
+      queue.size += total;
+      // The proxy fence is not what orders these reads (the consumers' stores wrote them, not
+      // TMA); it keeps to the rule that check_sass.py holds every arrival to.
+      ptx::fence_proxy_async_shared();
+      ptx::mbarrier_arrive(&barriers[L::kScoreEmpty + slot]);
+    }
+    __syncwarp();
+    if (queue.size > 0) flush();
+    ptx::fence_proxy_async_shared();  // as above; TMA refills this item's Q buffer
+    ptx::mbarrier_arrive(&q_empty[buffer]);
+  }
 }
 
 // ---- the kernel -----------------------------------------------------------------------------
@@ -1061,7 +1248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap scale_map, const ScoreParams params) {
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
-  using L = SharedLayout<kN, kEmit>;
+  using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
   extern __shared__ __align__(16) uint8_t smem[];
   // The 128-byte swizzle pattern is anchored to 1024-byte boundaries. On sm_90 a kernel without
   // static shared memory gets its dynamic shared memory right after the 1 KiB the system
@@ -1075,6 +1262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 8.88 -> 8.40 ms in alternation; decode H64 b64 x 131072 298-299 -> 288-290 us once the
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  constexpr bool kWideProducer = kPaged || kEmitters<kHeads, kEmit, kPaged>;
 
   if (threadIdx.x == 0) {
     timeline_stamp(kStampEntry);
@@ -1083,9 +1271,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       ptx::mbarrier_init(&barriers[s], 1);                 // full: producer + TMA bytes
       ptx::mbarrier_init(&barriers[L::kStages + s], 128);  // empty: the consuming WG's threads
     }
+    // q_empty: every consumer thread, and every emitter lane.
+    constexpr int kItemReaders =
+        128 * kConsumerGroups + (L::kByEmitters ? 32 * kConsumerGroups : 0);
     for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);                          // q_full
-      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], 128 * kConsumerGroups);  // q_empty
+      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);                 // q_full
+      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);  // q_empty
+    }
+    for (int b = 0; b < kConsumerGroups * kScoreBuffers && L::kByEmitters; ++b) {
+      ptx::mbarrier_init(&barriers[L::kScoreFull + b], 128);  // the consumer warpgroup's threads
+      ptx::mbarrier_init(&barriers[L::kScoreEmpty + b], 32);  // the emitter's lanes
     }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
@@ -1100,10 +1295,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) timeline_stamp(kStampReady);
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_decrease<kProducerRegisters<kPaged>>();
+    ptx::setmaxnreg_decrease<kProducerRegisters<kWideProducer>>();
+    if constexpr (kEmitters<kHeads, kEmit, kPaged>) {
+      const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+      if (warp % 2 == 1) {
+        emit_scores<kHeads, kN, kPaged, kEmit>(params, smem, warp / 2);
+        return;
+      }
+    }
     produce<kHeads, kN, kPaged, kEmit>(params, &q_map, &w_map, &key_map, &scale_map, smem);
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters<kPaged>>();
+    ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
     consume<kHeads, kN, kPaged, kEmit>(params, smem, warpgroup - 1);
   }
 }
