@@ -61,9 +61,10 @@ struct TensorView {
 
 // Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode): the dense
 // path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
-// the same answer bit for bit. kAuto picks by shape; today it is the dense path everywhere, the
-// faster one in every case measured (docs/design.md, "GPU indexer"). The fused path takes rows
-// of at most 2^29 keys (kInvalidArgument beyond). Ignored on the CPU.
+// the same answer bit for bit. kAuto is the dense path everywhere: the fused path is faster only
+// on prefill rows that each see 262144 keys or more (H = 64), which a call's shape does not show
+// (docs/benchmarks.md, "Emitter warps for H = 64 prefill"). The fused path takes rows of at most
+// 2^29 keys (kInvalidArgument beyond). Ignored on the CPU.
 enum class IndexerPath { kAuto, kDense, kFused };
 
 // Execution settings shared by every op.

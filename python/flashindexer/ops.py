@@ -273,7 +273,8 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
     per call; pass one to keep allocation off the hot path (any size >= one batch of rows works).
     path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit;
-    "auto" picks by shape). Ignored on the CPU.
+    "auto" is dense). "fused" is faster at H = 64 when every row sees 262144 keys or more.
+    Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:

@@ -25,8 +25,9 @@ Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width
       op, options, width, k, row_unit, 0, [](size_t) { return size_t{0}; }, slab);
 }
 
-// kAuto is the dense path for every shape: it was measured faster than the fused path in every
-// benchmark case so far (docs/benchmarks.md, "Fused indexer"). The fused path runs when asked.
+// kAuto is the dense path for every shape. The fused path is ahead only on H = 64 prefill rows
+// that each see 262144 keys or more, and a prefill call's width is its chunk's keys, not a row's
+// (docs/benchmarks.md, "Emitter warps for H = 64 prefill"). The fused path runs when asked.
 bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
 
 }  // namespace

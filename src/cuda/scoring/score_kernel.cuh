@@ -19,7 +19,9 @@
 //    rows (TileColumn); with fewer, a quad reduce-scatter adds the other lanes' heads.
 //
 // The same kernel samples and emits candidates for the fused indexer (ScoreParams::tile_stride,
-// ::gate): the scores it compares are the very values it would store.
+// ::gate): the scores it compares are the very values it would store. In the emitting prefill
+// scan at H = 64 (kEmitters) producer warps 1 and 3 are emitters instead of loaders: the
+// consumers store their scores to shared memory and the emitters test them (emit_scores).
 //
 // Determinism: each (row, key) is computed in one fixed order (the wgmma over D, then heads in
 // ascending n-block order into four chains combined as (s0 + s2) + (s1 + s3), or into one sum per
@@ -1163,7 +1165,7 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
       if (lo < hi) gate = __ldg(p.gate + row0 + row);
     }
     const RowGate row_gate(gate);
-    uint32_t row_entries = 0;  // this row's entries in the queue (kept by its first lane)
+    uint32_t row_entries = 0;  // this row's entries in the queue (on every lane of the row)
     auto flush = [&] {
       const uint32_t mine =
           __shfl_sync(0xffffffffu, row_entries, min(lane, kRows - 1) * kLanesPerRow);
@@ -1213,8 +1215,8 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
       const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);
       const uint32_t row_before = __shfl_sync(0xffffffffu, through, max(first_lane - 1, 0));
       row_entries += row_through - (first_lane > 0 ? row_before : 0);
-      // The taken scores are read again (a few per tile): holding all 2 kRows of them took more
-      // registers than the producer warpgroup has (H = 32 spilled).
+      // The taken scores (a few per tile) are read again from the buffer, released only after:
+      // holding all 2 kRows of them spilled in a 40-register emitter (tried at H = 32).
       if (taken != 0) {
         uint64_t* keys = queue.keys() + queue.size + (through - count);
 #pragma unroll
