@@ -341,6 +341,15 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
   }
 }
 
+// The reading side of publish_item (consumers and emitters): waits until item `item_count` is
+// published in its buffer (item_count & 1) and returns it; row0 < 0 ends the CTA's work.
+__device__ __forceinline__ const ItemInfo& wait_for_item(const ItemInfo* items, uint64_t* q_full,
+                                                         uint32_t item_count) {
+  const int buffer = item_count & 1;
+  ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
+  return items[buffer];
+}
+
 template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
                                         const CUtensorMap* w_map, const CUtensorMap* key_map,
@@ -947,8 +956,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
   for (uint32_t item_count = 0;; ++item_count) {
     const int buffer = item_count & 1;
-    ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
-    const ItemInfo& info = items[buffer];
+    const ItemInfo& info = wait_for_item(items, q_full, item_count);
     const int32_t row0 = info.row0;
     if (row0 < 0) {
       if (threadIdx.x % 128 == 0) {
@@ -1151,8 +1159,7 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
   uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
   for (uint32_t item_count = 0;; ++item_count) {
     const int buffer = item_count & 1;
-    ptx::mbarrier_wait(&q_full[buffer], (item_count >> 1) & 1);
-    const ItemInfo& info = items[buffer];
+    const ItemInfo& info = wait_for_item(items, q_full, item_count);
     const int32_t row0 = info.row0;
     if (row0 < 0) break;
     const int32_t tile_end = info.tile_end;
