@@ -238,9 +238,11 @@ TEST(IndexerPrefillCuda, RequiresAWorkspace) {
 TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   // No GPU needed: the workspace is carved before anything touches the device. A workspace that
-  // holds the dense path's slab for one row but not the fused path's per-row arrays as well.
+  // holds the dense path's slab for one row but not the fused path's per-row arrays, which lie
+  // over it: rows of 9000 keys are gated, and one row's 8192 candidate slots take 64 KiB, more
+  // than its 36 KiB of logits.
   FI_SEEDED_RNG(rng);
-  const int64_t keys = 20000;
+  const int64_t keys = 9000;
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, keys, 64, 128);
   HostTensor out = poisoned_topk_output(8, 512);
   std::vector<uint8_t> host_workspace(indexer_cuda_workspace_size(512) - kRecommendedSlab +
@@ -261,7 +263,8 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
 TEST(IndexerWorkspace, SlabAndKeptRegionAreDisjointAlignedAndInside) {
   // Host arithmetic only (carve_slab never touches the memory): every workspace size from the
   // minimum up gives a slab of whole row units and a kept region, both 1 KiB aligned, disjoint,
-  // inside the workspace, after the top-k scratch.
+  // inside the workspace, after the top-k scratch; the slab's region holds what the caller lays
+  // over it (the fused path's candidates) when that is more than a row unit's logits.
   using flashindexer::cuda::carve_slab;
   using flashindexer::cuda::Slab;
   const int64_t width = 70000;
@@ -270,31 +273,37 @@ TEST(IndexerWorkspace, SlabAndKeptRegionAreDisjointAlignedAndInside) {
   // A made-up, 1 KiB-aligned address: carve_slab only does arithmetic on it.
   void* const base = reinterpret_cast<void*>(uintptr_t{1} << 30);
   for (int64_t row_unit : {int64_t{1}, int64_t{3}}) {
-    for (size_t extra : {size_t{0}, size_t{777}, size_t{5} << 20, size_t{300} << 20}) {
-      const size_t unit = static_cast<size_t>(row_unit) * (width + 255) / 256 * 256 * 4;
-      RunOptions options;
-      options.workspace = static_cast<uint8_t*>(base) + 16;
-      options.workspace_bytes =
-          flashindexer::cuda::topk_per_row_workspace_bound(k) + 4096 + unit + keep_minimum + extra;
-      Slab slab;
-      const Status status = carve_slab(
-          "test", options, width, k, row_unit, keep_minimum,
-          [](size_t region) { return region / 2; }, &slab);
-      ASSERT_TRUE(status.ok()) << status_text(status);
-      const auto begin = reinterpret_cast<uintptr_t>(options.workspace);
-      const auto end = begin + options.workspace_bytes;
-      const auto slab_begin = reinterpret_cast<uintptr_t>(slab.logits);
-      const auto slab_end = slab_begin + static_cast<size_t>(slab.rows) * slab.pitch * 4;
-      const auto kept_begin = reinterpret_cast<uintptr_t>(slab.kept);
-      const auto kept_end = kept_begin + slab.kept_bytes;
-      EXPECT_GE(slab.rows, row_unit);
-      EXPECT_EQ(slab.rows % row_unit, 0);
-      EXPECT_GE(slab.kept_bytes, keep_minimum);
-      EXPECT_EQ(slab_begin % 1024, 0u);
-      EXPECT_EQ(kept_begin % 1024, 0u);
-      EXPECT_GE(slab_begin, begin + flashindexer::cuda::topk_per_row_workspace_bound(k));
-      EXPECT_LE(slab_end, kept_begin);
-      EXPECT_LE(kept_end, end);
+    const size_t unit = static_cast<size_t>(row_unit) * (width + 255) / 256 * 256 * 4;
+    for (size_t overlay_minimum : {size_t{0}, 2 * unit + 5}) {
+      for (size_t extra : {size_t{0}, size_t{777}, size_t{5} << 20, size_t{300} << 20}) {
+        SCOPED_TRACE(::testing::Message() << "row unit " << row_unit << ", overlay "
+                                          << overlay_minimum << ", extra " << extra);
+        RunOptions options;
+        options.workspace = static_cast<uint8_t*>(base) + 16;
+        options.workspace_bytes = flashindexer::cuda::topk_per_row_workspace_bound(k) + 5120 +
+                                  std::max(unit, overlay_minimum) + keep_minimum + extra;
+        Slab slab;
+        const Status status = carve_slab(
+            "test", options, width, k, row_unit, keep_minimum, overlay_minimum,
+            [](size_t region) { return region / 2; }, &slab);
+        ASSERT_TRUE(status.ok()) << status_text(status);
+        const auto begin = reinterpret_cast<uintptr_t>(options.workspace);
+        const auto end = begin + options.workspace_bytes;
+        const auto slab_begin = reinterpret_cast<uintptr_t>(slab.logits);
+        const auto slab_end = slab_begin + static_cast<size_t>(slab.rows) * slab.pitch * 4;
+        const auto kept_begin = reinterpret_cast<uintptr_t>(slab.kept);
+        const auto kept_end = kept_begin + slab.kept_bytes;
+        EXPECT_GE(slab.rows, row_unit);
+        EXPECT_EQ(slab.rows % row_unit, 0);
+        EXPECT_GE(slab.kept_bytes, keep_minimum);
+        EXPECT_GE(slab.logits_bytes, overlay_minimum);
+        EXPECT_EQ(slab_begin % 1024, 0u);
+        EXPECT_EQ(kept_begin % 1024, 0u);
+        EXPECT_GE(slab_begin, begin + flashindexer::cuda::topk_per_row_workspace_bound(k));
+        EXPECT_LE(slab_end, slab_begin + slab.logits_bytes);
+        EXPECT_LE(slab_begin + slab.logits_bytes, kept_begin);
+        EXPECT_LE(kept_end, end);
+      }
     }
   }
 }

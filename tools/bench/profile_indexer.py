@@ -3,13 +3,13 @@
 
 torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64,
 page 64, next_n 1 or --next-n, 131072 keys or --width, k = 2048, batch 1 and 64 or --batches,
-unsorted and sorted),
-and with --prefill-rows of a graph of one indexer_prefill call (H = 64 and 32, causal-suffix
-rows, 131072 keys, unsorted); each kernel instantiation's time and launches are given per call,
-with the call's span.
+unsorted and sorted), and with --prefill-rows of a graph of one indexer_prefill call (H = 64 and
+32, causal-suffix rows, 131072 keys or --prefill-width, unsorted); each kernel instantiation's
+time and launches are given per call, with the call's span.
 
     python3 tools/bench/profile_indexer.py --shim build/libflashindexer_bench_shim.so \
         [--batches 1,64] [--next-n 1] [--width 131072] [--prefill-rows 2048]
+        [--prefill-width 131072]
 """
 import argparse
 import collections
@@ -49,6 +49,7 @@ def main():
     parser.add_argument("--width", type=int, default=WIDTH, help="decode keys per request")
     parser.add_argument("--prefill-rows", type=int, default=0,
                         help="also indexer_prefill of this many causal-suffix rows (H = 64, 32)")
+    parser.add_argument("--prefill-width", type=int, default=WIDTH, help="prefill keys")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8, device="cuda")
@@ -62,8 +63,9 @@ def main():
                           indexer_call(lib, i, b, out, s, path, workspace, args.next_n)))
     if args.prefill_rows > 0:
         for heads in (64, 32):
-            inputs = PrefillInputs(heads, args.prefill_rows)
-            cases.append((f"prefill H{heads} {args.prefill_rows}x{WIDTH}", args.prefill_rows,
+            inputs = PrefillInputs(heads, args.prefill_rows, args.prefill_width)
+            cases.append((f"prefill H{heads} {args.prefill_rows}x{args.prefill_width}",
+                          args.prefill_rows,
                           False, 1, lambda out, path, i=inputs:
                           prefill_call(lib, i, out, path, workspace)))
     for name, rows, sorted_output, calls, make in cases:

@@ -22,7 +22,7 @@ constexpr size_t kDefaultSlabBytes = size_t{256} << 20;
 Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width, int k,
                         int64_t row_unit, Slab* slab) {
   return carve_slab(
-      op, options, width, k, row_unit, 0, [](size_t) { return size_t{0}; }, slab);
+      op, options, width, k, row_unit, 0, 0, [](size_t) { return size_t{0}; }, slab);
 }
 
 // kAuto is the dense path for every shape. The fused path is ahead only on H = 64 prefill rows

@@ -73,19 +73,24 @@ struct FusedShape {
     tile_stride = int32_t{1} << tile_shift;
     sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
   }
-  // Bytes the per-row arrays of `rows` rows take (RowArrays: six arrays, each rounded up to 256
-  // bytes).
-  static constexpr size_t kArraySlack = 6 * 256;
-  size_t rows_bytes(int64_t rows) const {
-    return static_cast<size_t>(rows) * row_bytes() + kArraySlack;
-  }
-  size_t row_bytes() const {
+  // The per-row arrays: the candidates and the sample, which are dead once the select has run
+  // and so lie over the fallback's logits, and four small ones (counts, gate, fallback ranges)
+  // kept apart, since the fallback reads them. Each array is rounded up to 256 bytes.
+  static constexpr size_t kKeptRowBytes = 4 * sizeof(int32_t);
+  size_t overlay_row_bytes() const {
     return static_cast<size_t>(capacity) * sizeof(uint64_t) +
-           static_cast<size_t>(sample_stride) * sizeof(float) + 4 * sizeof(int32_t);
+           static_cast<size_t>(sample_stride) * sizeof(float);
+  }
+  size_t overlay_bytes(int64_t rows) const {
+    return static_cast<size_t>(rows) * overlay_row_bytes() + 2 * 256;
+  }
+  static size_t kept_bytes(int64_t rows) {
+    return static_cast<size_t>(rows) * kKeptRowBytes + 4 * 256;
   }
 };
 
-// The per-row arrays of one batch, carved from the region the slab keeps for them.
+// The per-row arrays of one batch: the candidates and sample over the slab's logits, the others
+// in the region the slab keeps.
 struct RowArrays {
   int64_t rows = 0;  // rows per batch (a multiple of the row unit)
   uint64_t* candidates = nullptr;
@@ -96,23 +101,34 @@ struct RowArrays {
   int32_t* fallback_hi = nullptr;
 };
 
-RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t row_unit) {
+// Batches of equal rows (but the last), as few as the slab allows: each batch pays the tails of
+// its sample, scan and select.
+RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t rows, int64_t row_unit) {
   RowArrays a;
-  a.rows = static_cast<int64_t>((slab.kept_bytes - FusedShape::kArraySlack) / shape.row_bytes()) /
-           row_unit * row_unit;
-  unsigned char* next = slab.kept;
-  auto take = [&](size_t bytes) {
-    unsigned char* at = next;
-    next += (bytes + 255) / 256 * 256;
-    return at;
+  const auto most =
+      static_cast<int64_t>(
+          std::min((slab.kept_bytes - FusedShape::kept_bytes(0)) / FusedShape::kKeptRowBytes,
+                   (slab.logits_bytes - shape.overlay_bytes(0)) / shape.overlay_row_bytes())) /
+      row_unit * row_unit;
+  const int64_t batches = std::max<int64_t>((rows + most - 1) / most, 1);
+  a.rows = std::max<int64_t>((rows + batches - 1) / batches, 1);
+  a.rows = (a.rows + row_unit - 1) / row_unit * row_unit;
+  auto carve = [](unsigned char* start) {
+    return [next = start](size_t bytes) mutable {
+      unsigned char* at = next;
+      next += (bytes + 255) / 256 * 256;
+      return at;
+    };
   };
-  const auto rows = static_cast<size_t>(a.rows);
-  a.candidates = reinterpret_cast<uint64_t*>(take(rows * shape.capacity * sizeof(uint64_t)));
-  a.sample = reinterpret_cast<float*>(take(rows * shape.sample_stride * sizeof(float)));
-  a.counts = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
-  a.gate = reinterpret_cast<float*>(take(rows * sizeof(float)));
-  a.fallback_lo = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
-  a.fallback_hi = reinterpret_cast<int32_t*>(take(rows * sizeof(int32_t)));
+  const auto n = static_cast<size_t>(a.rows);
+  auto overlay = carve(reinterpret_cast<unsigned char*>(slab.logits));
+  a.candidates = reinterpret_cast<uint64_t*>(overlay(n * shape.capacity * sizeof(uint64_t)));
+  a.sample = reinterpret_cast<float*>(overlay(n * shape.sample_stride * sizeof(float)));
+  auto kept = carve(slab.kept);
+  a.counts = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
+  a.gate = reinterpret_cast<float*>(kept(n * sizeof(float)));
+  a.fallback_lo = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
+  a.fallback_hi = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
   return a;
 }
 
@@ -229,17 +245,21 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
         width, " keys per row (the dense path takes any)"));
   }
   const FusedShape shape(width, k);
-  const size_t unit_bytes = shape.rows_bytes(row_unit);
-  const size_t all_rows_bytes = shape.rows_bytes(rows);
   Slab slab;
-  // Half of the workspace for the per-row arrays (fewer, longer batches), the rest for the
-  // fallback's logits; no more than all rows need.
-  auto keep = [&](size_t region) { return std::min(region / 2, all_rows_bytes); };
-  if (Status status = carve_slab(op, options, width, k, row_unit, unit_bytes, keep, &slab);
+  // The kept arrays of as many rows as the region holds with their candidates and samples (no
+  // more than all rows need); the rest is the logits slab, which the batch's candidates and
+  // sample share with its fallback.
+  auto keep = [&](size_t region) {
+    const auto fit =
+        static_cast<int64_t>(region / (shape.overlay_row_bytes() + FusedShape::kKeptRowBytes));
+    return FusedShape::kept_bytes(std::min(fit, rows));
+  };
+  if (Status status = carve_slab(op, options, width, k, row_unit, FusedShape::kept_bytes(row_unit),
+                                 shape.overlay_bytes(row_unit), keep, &slab);
       !status.ok()) {
     return status;
   }
-  const RowArrays arrays = carve_rows(slab, shape, row_unit);
+  const RowArrays arrays = carve_rows(slab, shape, rows, row_unit);
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
   for (int64_t first = 0; first < rows; first += arrays.rows) {
     const int64_t count = std::min(arrays.rows, rows - first);
@@ -318,10 +338,10 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
 
 size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k) {
   const FusedShape shape(width, k);
-  const size_t kept = align_slab(shape.rows_bytes(batch_rows));
-  const size_t slab =
-      align_slab(static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float));
-  return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment + 2 * std::max(kept, slab);
+  const size_t logits = static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float);
+  return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment +
+         align_slab(FusedShape::kept_bytes(batch_rows)) +
+         align_slab(std::max(shape.overlay_bytes(batch_rows), logits));
 }
 
 void set_fused_capacity_for_testing(int capacity) {

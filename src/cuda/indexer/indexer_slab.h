@@ -40,20 +40,23 @@ struct Slab {
   int64_t pitch = 0;              // floats between logits rows
   int64_t rows = 0;               // logits rows the slab holds (a multiple of the row unit)
   RunOptions topk_run;            // the caller's stream, the top-k scratch as workspace
+  size_t logits_bytes = 0;        // bytes from `logits` on that the slab may use
   unsigned char* kept = nullptr;  // the region kept for the caller, `kept_bytes` long, aligned
   size_t kept_bytes = 0;
 };
 
 // Carves the workspace for rows of `width` logits, a whole number of `row_unit` rows per batch,
 // keeping `keep(slab_region_bytes)` bytes of the region after the top-k scratch for the caller
-// (who needs at least `keep_minimum`).
+// (who needs at least `keep_minimum`). A caller that also lays its own arrays over the logits
+// while they are not live (the fused path) needs at least `overlay_minimum` bytes there.
 template <typename Keep>
 Status carve_slab(const char* op, const RunOptions& options, int64_t width, int k, int64_t row_unit,
-                  size_t keep_minimum, Keep keep, Slab* slab) {
+                  size_t keep_minimum, size_t overlay_minimum, Keep keep, Slab* slab) {
   const size_t topk_bytes = topk_per_row_workspace_bound(k);
   slab->pitch = slab_pitch(width);
   const size_t unit_bytes = static_cast<size_t>(row_unit) * slab->pitch * sizeof(float);
-  const size_t needed = topk_bytes + kSlabAlignment + unit_bytes +
+  const size_t logits_minimum = std::max(unit_bytes, align_slab(overlay_minimum));
+  const size_t needed = topk_bytes + kSlabAlignment + logits_minimum +
                         (keep_minimum > 0 ? align_slab(keep_minimum) + kSlabAlignment : 0);
   if (options.workspace == nullptr || options.workspace_bytes < needed) {
     return Status::WorkspaceTooSmall(concat(
@@ -74,7 +77,7 @@ Status carve_slab(const char* op, const RunOptions& options, int64_t width, int 
   size_t region = options.workspace_bytes - (slab_start - reinterpret_cast<uintptr_t>(base));
   if (keep_minimum > 0) {
     const size_t kept = std::clamp(align_slab(keep(region)), align_slab(keep_minimum),
-                                   region - unit_bytes - kSlabAlignment);
+                                   region - logits_minimum - kSlabAlignment);
     slab->kept_bytes = kept;
     region -= kept;
     slab->kept =
@@ -82,6 +85,7 @@ Status carve_slab(const char* op, const RunOptions& options, int64_t width, int 
     region = region / kSlabAlignment * kSlabAlignment;
   }
   slab->logits = reinterpret_cast<float*>(slab_start);
+  slab->logits_bytes = region;
   slab->rows = static_cast<int64_t>(region / unit_bytes) * row_unit;
   slab->topk_run = options;
   slab->topk_run.workspace = base;
