@@ -532,6 +532,37 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
   }
 }
 
+// Two rows of forty fall back (the short rows fit the candidate slots and take every key): the
+// fallback's scoring spreads those rows' keys over many work items, and its top-k leaves every
+// other row's answer alone.
+TEST(FusedIndexerCuda, FewRowsFallingBackEqualTheCpuSelection) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int64_t rows = 40;
+  const int64_t keys = 6000;
+  const int k = 64;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
+  for (int64_t t = 0; t < rows; ++t) {
+    // 90 keys (< the 100 slots) for most rows; about 470 of 6000 pass the gate of the long ones.
+    const bool long_row = t == 3 || t == 29;
+    const auto start = static_cast<int32_t>(long_row ? 0 : rng.uniform_int(0, keys - 90));
+    p.ks.data<int32_t>()[t] = start;
+    p.ke.data<int32_t>()[t] = long_row ? static_cast<int32_t>(keys - t) : start + 90;
+  }
+  const DevicePrefill device(p);
+  const ForcedCapacity forced(100);
+  for (bool sorted : {true, false}) {
+    const HostTensor expected = cpu_topk_of_gpu_logits(
+        device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
+    for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
+      SCOPED_TRACE(::testing::Message() << "sorted " << sorted << ", batch rows " << batch_rows);
+      const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
+      EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused),
+                           expected, k, sorted));
+    }
+  }
+}
+
 // The same for decode: the select hands the fallback each incomplete row's length (1-D and 2-D
 // context lengths), and the fallback's top-k leaves every other row's answer alone. H = 64 with
 // next_n 2 and 1, H = 32 with next_n 1: the emitting scan's two-tile and four-tile steps.

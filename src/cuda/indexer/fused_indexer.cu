@@ -75,7 +75,8 @@ struct FusedShape {
   }
   // The per-row arrays: the candidates and the sample, which are dead once the select has run
   // and so lie over the fallback's logits, and four small ones (counts, gate, fallback ranges)
-  // kept apart, since the fallback reads them. Each array is rounded up to 256 bytes.
+  // kept apart with the count of fallback rows, since the fallback reads them. Each array is
+  // rounded up to 256 bytes.
   static constexpr size_t kKeptRowBytes = 4 * sizeof(int32_t);
   size_t overlay_row_bytes() const {
     return static_cast<size_t>(capacity) * sizeof(uint64_t) +
@@ -85,7 +86,7 @@ struct FusedShape {
     return static_cast<size_t>(rows) * overlay_row_bytes() + 2 * 256;
   }
   static size_t kept_bytes(int64_t rows) {
-    return static_cast<size_t>(rows) * kKeptRowBytes + 4 * 256;
+    return static_cast<size_t>(rows) * kKeptRowBytes + 5 * 256;
   }
 };
 
@@ -99,6 +100,7 @@ struct RowArrays {
   float* gate = nullptr;
   int32_t* fallback_lo = nullptr;
   int32_t* fallback_hi = nullptr;
+  int32_t* fallback_rows = nullptr;  // [1]
 };
 
 // Batches of equal rows (but the last), as few as the slab allows: each batch pays the tails of
@@ -129,6 +131,7 @@ RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t rows, in
   a.gate = reinterpret_cast<float*>(kept(n * sizeof(float)));
   a.fallback_lo = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
   a.fallback_hi = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
+  a.fallback_rows = reinterpret_cast<int32_t*>(kept(sizeof(int32_t)));
   return a;
 }
 
@@ -206,11 +209,12 @@ struct DecodeForm {
 
 // The fallback of rows [first, first + count): dense scoring + top-k over the slab, batch by
 // batch, for the rows the fallback ranges keep (the others are empty: no work, and the top-k
-// leaves their rows, which the select has written). lo / hi: the fallback ranges of these rows.
+// leaves their rows, which the select has written). lo / hi: the fallback ranges of these rows;
+// live: how many of them are not empty.
 template <typename Form>
 Status run_fallback(const char* op, const Form& form, const FusedShape& shape, const Slab& slab,
                     const TensorView& out, int64_t first, int64_t count, int32_t* lo, int32_t* hi,
-                    bool sorted, void* stream) {
+                    const int32_t* live, bool sorted, void* stream) {
   for (int64_t done = 0; done < count; done += slab.rows) {
     const int64_t part = std::min(slab.rows, count - done);
     const TensorView logits = slab_view(slab, part, shape.width);
@@ -220,10 +224,15 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
         !status.ok()) {
       return status;
     }
-    // A row that fell back is rare: one prefill work item per group (the empty rows' items cost
-    // one range check each), no more decode CTAs than requests (the shares skip empty ones).
-    call.params.chunk_keys *= call.params.chunks;
-    call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
+    // Prefill: the kernel sizes its items by the live rows (a row alone took ~1 ms of one CTA
+    // as a single item of 128K keys). Decode: no more CTAs than requests (the shares skip the
+    // empty ones and spread the others' tiles).
+    if constexpr (Form::kPaged) {
+      call.params.chunk_keys *= call.params.chunks;
+      call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
+    } else {
+      call.params.live_rows = live;
+    }
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
     if (Status status =
             topk_per_row(leading_rows(out, first + done, part), logits,
@@ -282,6 +291,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     state.counts = arrays.counts;
     state.capacity = shape.capacity;
     state.k = k;
+    state.fallback_rows = arrays.fallback_rows;
     if (shape.gated) {
       ScoringCall sample = call;
       sample.params.tile_stride = shape.tile_stride;
@@ -317,6 +327,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     if (shape.gated) {  // only gated rows can be incomplete
       select.fallback_lo = Form::kPaged ? nullptr : arrays.fallback_lo;
       select.fallback_hi = arrays.fallback_hi;
+      select.fallback_rows = arrays.fallback_rows;
     }
     if (Status status =
             to_status(topk::launch_merge(select, count, false, stream), op, "select kernel launch");
@@ -325,7 +336,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     }
     if (shape.gated) {
       if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
-                                       arrays.fallback_hi, sorted, stream);
+                                       arrays.fallback_hi, arrays.fallback_rows, sorted, stream);
           !status.ok()) {
         return status;
       }

@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   if (threadIdx.x == 0) {
     sampled = 0;
     emitted = 0;
+    if (row == 0 && s.fallback_rows != nullptr) *s.fallback_rows = 0;
   }
   uint32_t gate = 0;
   if (s.sample != nullptr) {

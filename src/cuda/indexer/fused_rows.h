@@ -23,6 +23,7 @@ struct RowState {
   int32_t* counts = nullptr;       // [rows] keys emitted (past the capacity: overflow)
   int32_t capacity = 0;            // candidate slots per row
   int k = 0;
+  int32_t* fallback_rows = nullptr;  // [1] zeroed here, counted by the select
 };
 
 // Keys of the sample a row's gate may draw on: sampled tiles of the widest row.

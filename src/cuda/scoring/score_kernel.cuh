@@ -450,10 +450,21 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   } else {
     // Prefill: items (group, chunk) in turn, chunk-major, so the CTAs working at the same time
     // read the same keys (from L2).
-    const int64_t total_items = p.groups * p.chunks;
+    int64_t chunks = p.chunks;
+    int64_t chunk_keys = p.chunk_keys;
+    if (p.live_rows != nullptr) {
+      // About two items per CTA over the live rows' groups, at most the planned chunks.
+      const int64_t live = *p.live_rows;
+      const int64_t wanted =
+          live <= 0 ? 0 : min(max((2 * gridDim.x + live - 1) / live, int64_t{1}), p.chunks);
+      const int64_t merged = wanted == 0 ? 1 : (p.chunks + wanted - 1) / wanted;
+      chunks = wanted == 0 ? 0 : (p.chunks + merged - 1) / merged;
+      chunk_keys = p.chunk_keys * merged;
+    }
+    const int64_t total_items = p.groups * chunks;
     for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
       const int64_t chunk = item / p.groups;
-      run_item(item % p.groups, chunk * p.chunk_keys, (chunk + 1) * p.chunk_keys);
+      run_item(item % p.groups, chunk * chunk_keys, (chunk + 1) * chunk_keys);
     }
   }
   if (warp == 0 && lane == 0) timeline_stamp(kStampProducerDone);

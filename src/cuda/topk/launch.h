@@ -47,6 +47,7 @@ struct Params {
   // and select. fallback_lo may be nullptr (decode: the ranges start at 0).
   int32_t* fallback_lo;  // [rows]
   int32_t* fallback_hi;  // [rows]
+  int32_t* fallback_rows;  // [1] counts the rows given a fallback range (zeroed before), or nullptr
 };
 
 // The output, row ranges, k and order of a launch over `width` columns (one split; no logits).

@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
       if (p.fallback_hi != nullptr) {  // the fused indexer's select: its fallback takes the row
         if (p.fallback_lo != nullptr) p.fallback_lo[row] = gate_failed ? row_start : 0;
         p.fallback_hi[row] = gate_failed ? row_start + row_count : 0;
+        if (gate_failed && p.fallback_rows != nullptr) atomicAdd(p.fallback_rows, 1);
       }
     }
   }
