@@ -408,7 +408,7 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
 // ----------------------------------------------------------------------------- fused, gated rows
 
 // Score shapes that stress a sampled gate.
-enum class Scores { kRandom, kTies, kCommonOffset, kSkewed, kNonFinite };
+enum class Scores { kRandom, kTies, kCommonOffset, kSkewed, kNonFinite, kZeroRows };
 
 const char* scores_name(Scores scores) {
   switch (scores) {
@@ -420,6 +420,8 @@ const char* scores_name(Scores scores) {
       return "common offset";
     case Scores::kSkewed:
       return "skewed";
+    case Scores::kZeroRows:
+      return "zero query rows";
     default:
       return "NaN/inf";
   }
@@ -428,7 +430,7 @@ const char* scores_name(Scores scores) {
 // Reshapes a prefill problem's scores: ties (repeated keys), a large common offset (every key is
 // one base key with one byte changed, so scores differ in their last bits), skewed (a few keys
 // scaled by 2^12), NaN and +-inf (infinite head weights on some rows: relu(x) x inf is inf, or
-// NaN where x = 0).
+// NaN where x = 0), zero query rows (every key of such a row scores the same: all tie).
 void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
   const int64_t n = p.num_keys;
   const int64_t bytes = value_bytes_per_row(p.format, p.head_dim);
@@ -456,6 +458,13 @@ void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
         }
       }
       break;
+    case Scores::kZeroRows: {
+      const int64_t row_bytes = p.heads * value_bytes_per_row(p.format, p.head_dim);
+      for (int64_t t = 2; t < p.rows; t += 7) {
+        std::memset(p.q.values.bytes() + t * row_bytes, 0, row_bytes);
+      }
+      break;
+    }
     default:
       break;
   }
@@ -481,7 +490,7 @@ TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
   FI_SEEDED_RNG(rng);
   int index = 0;
   for (Scores scores : {Scores::kRandom, Scores::kTies, Scores::kCommonOffset, Scores::kSkewed,
-                        Scores::kNonFinite}) {
+                        Scores::kNonFinite, Scores::kZeroRows}) {
     for (int k : {512, 2048, 4096}) {
       const int heads = index % 2 == 0 ? 64 : 32;
       const int64_t rows = rng.uniform_int(40, 90);

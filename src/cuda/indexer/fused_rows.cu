@@ -45,6 +45,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   __shared__ topk::HistShared hs;
   __shared__ uint32_t sampled;
   __shared__ uint32_t emitted;
+  __shared__ uint32_t passing;
   ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
   const int64_t row = blockIdx.x;
   int32_t lo = 0;
@@ -54,9 +55,11 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
   if (threadIdx.x == 0) {
     sampled = 0;
     emitted = 0;
+    passing = 0;
     if (row == 0 && s.fallback_rows != nullptr) *s.fallback_rows = 0;
   }
   uint32_t gate = 0;
+  bool overflows = false;  // CTA-uniform
   if (s.sample != nullptr) {
     // Sample slot i holds key (i / 64) * tile_stride * 64 + i % 64, written only where visible.
     // 32-bit index arithmetic: slots are < 8192, keys < 2^31 (plan checks).
@@ -113,18 +116,36 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
     for (int j = 0; j < kSlotsPerThread; ++j) {
       taken |= static_cast<uint32_t>((valid >> j & 1) && keys[j] >= gate) << j;
     }
-    uint64_t* slots = s.candidates + row * s.capacity;
-    place_warp_keys(taken, &emitted, [&](uint32_t at, int j) {
-      if (at < static_cast<uint32_t>(s.capacity)) {
-        slots[at] = rank_key(keys[j], static_cast<uint32_t>(key_of(j) - lo));
-      }
-    });
+    if (gate != 0) {
+      // Heavy ties at the gate (a row of equal scores: all keys pass) predict far more keys than
+      // the slots: such a row takes the fallback at once, rather than after a scan that emits
+      // every key it sees (a row of zero queries cost the scan ~1 ms at 128K keys, H200).
+      const uint32_t warp_passing = __reduce_add_sync(0xffffffffu, __popc(taken));
+      if ((threadIdx.x & 31) == 0) atomicAdd(&passing, warp_passing);
+      __syncthreads();
+      overflows = static_cast<double>(passing) * static_cast<double>(length) >
+                  2.0 * static_cast<double>(s.capacity) * static_cast<double>(sampled);
+    }
+    if (overflows) {
+      if (threadIdx.x == 0) emitted = static_cast<uint32_t>(s.capacity) + 1;
+    } else {
+      uint64_t* slots = s.candidates + row * s.capacity;
+      place_warp_keys(taken, &emitted, [&](uint32_t at, int j) {
+        if (at < static_cast<uint32_t>(s.capacity)) {
+          slots[at] = rank_key(keys[j], static_cast<uint32_t>(key_of(j) - lo));
+        }
+      });
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     s.counts[row] = static_cast<int32_t>(emitted);
     // The scan compares scores with the threshold as a float (key_threshold: the same keys pass).
-    s.gate[row] = gate == 0 ? __uint_as_float(0x7fc00000u) : key_threshold(gate);
+    // A row that overflows already: +inf, so that the scan emits next to nothing (what it
+    // emits counts on past the slots).
+    s.gate[row] = overflows ? __uint_as_float(0x7f800000u)
+                  : gate == 0 ? __uint_as_float(0x7fc00000u)
+                              : key_threshold(gate);
   }
 }
 

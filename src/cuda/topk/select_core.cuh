@@ -734,6 +734,9 @@ __device__ inline void select_from_global(const T* scores, int64_t n, uint32_t w
     }
     above_taken += both & 0xffffu;
     ties_seen += both >> 16;
+    // Every key above the boundary and every tie wanted are placed: nothing after them is.
+    // (A row of equal scores ends after its first `want` keys, not after the whole row.)
+    if (above_taken >= above_wanted && ties_seen >= ties_wanted) break;
   }
   __syncthreads();
 }
