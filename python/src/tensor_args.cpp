@@ -422,15 +422,11 @@ RunOptions ArgumentList::options(uintptr_t cuda_stream, nb::handle workspace, in
   int device_type = 0;
   int device_id = 0;
   import(where, workspace, /*writable=*/true, scratch, dtype, device_type, device_id);
-  int64_t elements = 1;
-  int64_t expected_stride = 1;
-  bool contiguous = true;
-  for (int d = scratch.rank - 1; d >= 0; --d) {
-    contiguous &= scratch.shape[d] <= 1 || scratch.stride[d] == expected_stride;
-    expected_stride *= scratch.shape[d];
-    elements *= scratch.shape[d];
+  const int64_t elements = scratch.numel();
+  // An empty workspace is refused by the op that needs room, whatever its strides.
+  if (elements > 0 && !scratch.is_contiguous()) {
+    raise(PyExc_ValueError, where + " must be contiguous");
   }
-  if (!contiguous) raise(PyExc_ValueError, where + " must be contiguous");
   const bool on_cuda = device_type == kDLCUDA || device_type == kDLCUDAManaged;
   const bool op_on_cuda = cuda_device_ >= 0;
   if (on_cuda != op_on_cuda || (on_cuda && device_id != cuda_device_)) {
