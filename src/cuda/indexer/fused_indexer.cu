@@ -5,7 +5,8 @@
 //     of the widest row) into a small sample buffer;
 //  2. gate: per row, a lower bound of the sample's rank-r score, with r set so that about
 //     k (1 + 4 / sqrt(q)) keys pass (rows that fit the candidate slots take every key); the
-//     sampled keys that pass become the row's first candidates;
+//     sampled keys that pass become the row's first candidates. A row whose sampled keys at or
+//     above the gate predict more than twice its slots (heavy ties) is marked overflowing;
 //  3. scan: the scoring kernel computes every other score, with the same arithmetic as
 //     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
 //     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
@@ -13,10 +14,11 @@
 //     them best first, or in ascending index order when unsorted output was asked for (never in
 //     slot order, which the atomics decide); for a row whose candidates are incomplete
 //     (overflow, or fewer than min(k, length) keys passed) it writes nothing but the row's
-//     visible range into the fallback ranges ([0, 0) for complete rows);
-//  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab +
-//     topk_per_row, with every other row's range empty (their scoring work items are skipped and
-//     the top-k leaves their answers alone).
+//     visible range into the fallback ranges ([0, 0) for complete rows) and counts the row;
+//  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab (laid over
+//     the batch's candidates, dead by then) + topk_per_row, with every other row's range empty
+//     (their scoring work items are skipped, the counted rows' keys spread over the grid, and
+//     the top-k leaves the other answers alone).
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
 // All decisions on the host come from shapes: no host sync, graph-capturable.
