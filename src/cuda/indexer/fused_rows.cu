@@ -6,6 +6,7 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/rank_key.cuh"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/indexer/fused_rows.h"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/topk/config.h"
@@ -25,7 +26,7 @@ static_assert(kSlotsPerThread * topk::kThreads == kMaxSampleTiles * kTileKeys);
 template <typename Place>
 __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter, Place place) {
   const uint32_t count = __popc(take);
-  const uint32_t inclusive = topk::warp_inclusive_scan(count);
+  const uint32_t inclusive = warp_inclusive_scan(count);
   uint32_t base = 0;
   if ((threadIdx.x & 31) == 31) base = atomicAdd(counter, inclusive);
   uint32_t at = __shfl_sync(0xffffffffu, base, 31) + inclusive - count;

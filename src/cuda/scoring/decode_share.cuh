@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/scoring/score_params.h"
 
@@ -54,12 +55,8 @@ __device__ __forceinline__ void for_each_share_piece(const ScoreParams& p, int l
     const int32_t mine = group0 + lane;
     // 32 requests' tiles fit an int32 (each has fewer than 2^25: width < 2^31).
     const int32_t tiles = mine < p.groups ? request_tiles(p, mine) : 0;
-    int32_t through = tiles;  // tiles of this batch's requests up to and including this one
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const int32_t before = __shfl_up_sync(0xffffffffu, through, offset);
-      if (lane >= offset) through += before;
-    }
+    // Tiles of this batch's requests up to and including this one.
+    const int32_t through = warp_inclusive_scan(tiles);
     // The first request whose tiles end after share_begin holds the share's first tile.
     const uint32_t past = __ballot_sync(0xffffffffu, base + through > share_begin);
     if (past != 0) {

@@ -35,6 +35,7 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/rank_key.cuh"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/common/wgmma_e4m3.cuh"
 #include "cuda/scoring/decode_share.cuh"
 #include "cuda/scoring/row_range.cuh"
@@ -1222,12 +1223,7 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
       }
       // Places: an inclusive scan of the lanes' counts.
       const uint32_t count = __popc(taken);
-      uint32_t through = count;
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        const uint32_t below = __shfl_up_sync(0xffffffffu, through, offset);
-        if (lane >= offset) through += below;
-      }
+      const uint32_t through = warp_inclusive_scan(count);
       const uint32_t total = __shfl_sync(0xffffffffu, through, 31);
       // The row's count: its last lane's scan minus the lane before its first.
       const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/common/rank_key.cuh"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/launch.h"
 #include "cuda/topk/sort_rows.cuh"
@@ -89,16 +90,6 @@ struct Scores<uint16_t> {
     keys[3] = score_key(half_bits(g.y, 1));
   }
 };
-
-__device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t value) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const uint32_t other = __shfl_up_sync(0xffffffffu, value, offset);
-    if (lane >= offset) value += other;
-  }
-  return value;
-}
 
 // Exclusive prefix of `value` over the CTA in thread order; `total` gets the sum.
 // scratch: kWarps + 1 words of shared memory. Contains barriers: call from all threads.
