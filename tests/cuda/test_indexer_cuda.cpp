@@ -525,18 +525,21 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
   FI_SEEDED_RNG(rng);
   const int64_t rows = 45;
   const int64_t keys = 6000;
-  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
-  add_ties(rng, p.keys, {KFormat::kFP8, 64, 128}, keys);
-  const DevicePrefill device(p);
-  for (int capacity : {300, 1000}) {
-    for (int k : {64, 512}) {
-      SCOPED_TRACE(::testing::Message() << "capacity " << capacity << " k=" << k);
-      const HostTensor expected = cpu_topk_of_gpu_logits(
-          device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
-      const ForcedCapacity forced(capacity);
-      const DeviceBuffer workspace = fused_workspace(k, 6, keys);
-      EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k, IndexerPath::kFused),
-                           expected, k, true));
+  for (int heads : {64, 32}) {  // the emitters of each H (two at 64, three taking turns at 32)
+    PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
+    add_ties(rng, p.keys, {KFormat::kFP8, heads, 128}, keys);
+    const DevicePrefill device(p);
+    for (int capacity : {300, 1000}) {
+      for (int k : {64, 512}) {
+        SCOPED_TRACE(::testing::Message() << "H=" << heads << " capacity " << capacity
+                                          << " k=" << k);
+        const HostTensor expected = cpu_topk_of_gpu_logits(
+            device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
+        const ForcedCapacity forced(capacity);
+        const DeviceBuffer workspace = fused_workspace(k, 6, keys);
+        EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k, IndexerPath::kFused),
+                             expected, k, true));
+      }
     }
   }
 }

@@ -20,8 +20,8 @@
 //
 // The same kernel samples and emits candidates for the fused indexer (ScoreParams::tile_stride,
 // ::gate): the scores it compares are the very values it would store. In the emitting prefill
-// scan at H = 64 (kEmitters) producer warps 1 and 3 are emitters instead of loaders: the
-// consumers store their scores to shared memory and the emitters test them (emit_scores).
+// scan (kEmitters) producer warps 2-3 (H = 64) or 1-3 (H = 32) are emitters instead of loaders:
+// the consumers store their scores to shared memory and the emitters test them (emit_scores).
 //
 // Determinism: each (row, key) is computed in one fixed order (the wgmma over D, then heads in
 // ascending n-block order into four chains combined as (s0 + s2) + (s1 + s3), or into one sum per
@@ -48,18 +48,19 @@ constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
 constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
 constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
 static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per consumer warpgroup");
-// Who tests the scores against the gate in an emitting instantiation. Prefill at H = 64: one
-// producer warp per consumer warpgroup (an emitter), which reads the warpgroup's finished scores
-// from shared memory (kScoreBuffers per warpgroup). Prefill is bound by the tensor cores, and
-// the test, vote and queue work in the consumers' epilogue delayed their next wgmma: the emitting
-// scan took 1.15x the storing kernel's time, and takes 1.01x with emitters (4096 x 131072 on the
-// H200, docs/benchmarks.md). Elsewhere the consumer warps, each with its own queue:
-//  * decode is bound by reading the cache;
-//  * at H = 32 a tile (8 rows) has twice the scores for the same tensor-core time, and one warp
-//    could not keep up: the scan went from 1.2x to 1.23x the storing kernel's time (its consumers
-//    also keep the 232 registers that emitters would take down to 224).
+// Who tests the scores against the gate in an emitting instantiation. Prefill: three producer
+// warps (emitters), which take the steps in turn and read the consumers' finished scores from
+// shared memory (kScoreBuffers per consumer warpgroup); producer warp 0 alone loads both
+// warpgroups' tiles. Prefill is bound by the tensor cores, and the test, vote and queue work in
+// the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
+// 1.2x (H = 32) the storing kernel's time. One emitter per warpgroup kept up at H = 64 but not at
+// H = 32, whose tiles (8 rows) have twice the scores for the same tensor-core time; with three,
+// fused prefill at H = 32 is 12-17 % faster and H = 64 no slower (H200, docs/benchmarks.md).
+// Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
+// the cache, which wants every producer warp loading.
 template <int kHeads, bool kEmit, bool kPaged>
-inline constexpr bool kEmitters = kEmit && !kPaged && kHeads == 64;
+inline constexpr bool kEmitters = kEmit && !kPaged;
+constexpr int kEmitterWarps = 3;
 
 // Register split (65536 per SM = 128 producer + 256 consumer threads): the paged producer needs
 // more for its block-table window, and so do the emitters; the storing prefill consumers need
@@ -119,11 +120,12 @@ struct SharedLayout {
   static constexpr bool kByEmitters = kEmitters<kHeads, kEmit, kPaged>;
   static constexpr int kQBytes = kN * kHeadDim;
   // The queues: one per consumer warp, or one per emitter with the same bytes.
-  static constexpr int kQueues = !kEmit ? 0 : kByEmitters ? kConsumerGroups : kConsumerWarps;
-  static constexpr int kQueueCapacity = kQueueEntries * kConsumerWarps / kConsumerGroups;
+  static constexpr int kQueues = !kEmit ? 0 : kByEmitters ? kEmitterWarps : kConsumerWarps;
+  static constexpr int kQueueCapacity = kQueueEntries * kConsumerWarps / kEmitterWarps;
   static constexpr int kEntriesPerQueue = kByEmitters ? kQueueCapacity : kQueueEntries;
   // Per queue: the queued entries and the reservation (reserve_queue).
-  static constexpr int kQueueBytes = kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4);
+  static constexpr int kQueueBytes = (kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4) + 15) /
+                                     16 * 16;
   // A score buffer: one tile's scores, a row of kScoreStride floats per query row.
   static constexpr int kScoreBufferBytes = kN / kHeads * kScoreStride * 4;
   static constexpr int kScoreBytes =
@@ -154,6 +156,7 @@ struct SharedLayout {
   static constexpr int kBarrierCount = 2 * kStages + 4 + kScoreBarriers;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
+  static_assert(kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(kScores % 16 == 0, "the emitters read the score buffers as float4");
 };
 
@@ -381,20 +384,23 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   // two phases behind (its parity would pass a wait one pass early). Taking turns over all tiles
   // did that: with uneven steps a warp could go many places without a tile of one half, run
   // ahead on the other half, and load into a stage whose previous tile had not been consumed.
-  const int consumer = warp / 2;
-  uint32_t step_count = 0;  // consumer steps so far (as consume counts them)
-  uint32_t place = 0;       // tiles given to this warp's consumer so far
-  // Loads the tile at `place` if it is this warp's, and moves to the next place.
-  auto take_place = [&](int64_t group, int32_t tile) {
-    if (kEmitters<kHeads, kEmit, kPaged> || static_cast<int>(place & 1) == warp % 2) {
-      const uint32_t stage = consumer * L::kHalfStages + place % L::kHalfStages;
-      ptx::mbarrier_wait(&empty[stage], ((place / L::kHalfStages) & 1) ^ 1);
-      if (place == 0 && warp == 0 && lane == 0) timeline_stamp(kStampFirstLoad);
+  // With emitters (one tile per step), warp 0 alone loads both consumers' tiles in step order.
+  constexpr bool kOneLoader = kEmitters<kHeads, kEmit, kPaged>;
+  const int consumer = warp / 2;  // (a single loader: both)
+  uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
+  uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
+  uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
+  // Loads the tile at consumer c's place `at` if it is this warp's, and moves to the next place.
+  auto take_place = [&](int c, uint32_t& at, int64_t group, int32_t tile) {
+    if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
+      const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
+      ptx::mbarrier_wait(&empty[stage], ((at / L::kHalfStages) & 1) ^ 1);
+      if (at == 0 && warp == 0 && lane == 0) timeline_stamp(kStampFirstLoad);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
                   &full[stage], lane);
     }
-    ++place;
+    ++at;
   };
   uint32_t item_count = 0;
   // One work item: group's keys in [key_begin, key_end).
@@ -424,20 +430,34 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
                                               smem, static_cast<int32_t>(row0), rows, tile_begin,
                                               tile_end, lo, hi, q_bytes, lane);
     // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
-    // consumers: this warp visits only its consumer's steps, found by arithmetic on the walk.
+    // consumers: a warp visits only its consumer's steps, found by arithmetic on the walk (a
+    // single loader visits all).
     const int32_t tiles = TileWalk::count(p, tile_begin, tile_end);
     const uint32_t steps = (tiles + kTilesPerStep - 1) / kTilesPerStep;
-    const uint32_t first_step = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
-                                kConsumerGroups;  // this consumer's first step of the item
-    int32_t step_tile = TileWalk::advance(p, walk_begin, first_step * kTilesPerStep);
-    for (uint32_t s = first_step; s < steps; s += kConsumerGroups) {
-#pragma unroll
-      for (int u = 0; u < kTilesPerStep; ++u) {
-        if (s * kTilesPerStep + u < static_cast<uint32_t>(tiles)) {
-          take_place(group, TileWalk::advance(p, step_tile, u));
+    if constexpr (kOneLoader) {
+      static_assert(kTilesPerStep == 1, "emitters take one tile per step");
+      int32_t tile = walk_begin;
+      for (uint32_t s = 0; s < steps; ++s) {
+        if ((step_count + s) % kConsumerGroups == 0) {
+          take_place(0, place, group, tile);
+        } else {
+          take_place(1, other_place, group, tile);
         }
+        tile = TileWalk::advance(p, tile, 1);
       }
-      step_tile = TileWalk::advance(p, step_tile, kConsumerGroups * kTilesPerStep);
+    } else {
+      const uint32_t first_step = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
+                                  kConsumerGroups;  // this consumer's first step of the item
+      int32_t step_tile = TileWalk::advance(p, walk_begin, first_step * kTilesPerStep);
+      for (uint32_t s = first_step; s < steps; s += kConsumerGroups) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (s * kTilesPerStep + u < static_cast<uint32_t>(tiles)) {
+            take_place(consumer, place, group, TileWalk::advance(p, step_tile, u));
+          }
+        }
+        step_tile = TileWalk::advance(p, step_tile, kConsumerGroups * kTilesPerStep);
+      }
     }
     step_count += steps;
     ++item_count;
@@ -1138,19 +1158,23 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 
 // ---- emitters (prefill) ---------------------------------------------------------------------
 
-// Producer warp 2 c + 1 in the emitting prefill scan: tests consumer warpgroup c's scores
-// against the rows' gates and places the candidates (kEmitters). It walks the items and steps
-// as the consumers do, reads each of warpgroup c's steps from its score buffer (rows of
-// kScoreStride floats, key k of the tile at column k) and releases the buffer once read. One
-// warp must keep up with a warpgroup's tensor-core work (~1600 cycles per tile), so
-// each lane owns one row for the whole item (its gate and range in registers) and 2 kRows of
-// its keys, tested without a vote each: a lane's taken scores form a mask, and one warp scan of
-// the masks' counts places them all. Each row's entries are counted as they are queued, so the
-// flush (about once per item: the queue holds the four consumer queues' entries) takes its
-// places without a counting pass; its wait for the atomics holds only this warp, while the
-// consumers fill the next buffers.
+// Emitter `emitter` (producer warp emitter + 1) in the emitting prefill scan: tests the
+// consumers' scores against the rows' gates and places the candidates (kEmitters). It walks the
+// items and steps as the consumers do and takes every third step, reads it from its consumer
+// warpgroup's score buffer (rows of kScoreStride floats, key k of the tile at column k) and
+// releases the buffer once read. The emitters must keep up with the tensor-core work (~1600
+// cycles per tile and warpgroup), so each lane owns one row for the whole item (its gate and
+// range in registers) and 2 kRows of its keys, tested without a vote each: a lane's taken scores
+// form a mask, and one warp scan of the masks' counts places them all. Each row's entries are
+// counted as they are queued, so the flush (when a step's entries do not fit, and at the item's
+// end) takes its places without a counting pass; its wait for the atomics holds only this warp,
+// while the consumers fill the next buffers.
+// Buffer phases: a warpgroup's step j uses buffer j % kScoreBuffers, and an emitter waits for its
+// phase j / kScoreBuffers by parity, which is sound only if step j - kScoreBuffers has been
+// written. An emitter's steps of one warpgroup are 3 of that warpgroup's steps apart (global
+// steps 6 apart), and it read the previous one itself.
 template <int kHeads, int kN, bool kPaged, bool kEmit>
-__device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem, int consumer) {
+__device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem, int emitter) {
   using L = SharedLayout<kHeads, kN, kEmit, kPaged>;
   constexpr int kRows = kN / kHeads;
   constexpr int kLanesPerRow = 32 / kRows;
@@ -1159,6 +1183,9 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
   static_assert(L::kByEmitters && kTilesPerStepFor<kN, kEmit> == 1 && kRows <= kMaxRowsPerGroup &&
                     32 % kRows == 0,
                 "emitters take one tile per step, a whole number of lanes per row");
+  static_assert(kScoreBuffers >= 3 && kConsumerGroups == 2 && kEmitterWarps == 3,
+                "an emitter's steps of a warpgroup lie within kScoreBuffers of each other");
+  static_assert(L::kEntriesPerQueue >= kRows * kTileKeys, "a step's entries fit an empty queue");
   const int lane = threadIdx.x % 32;
   const int row = lane / kLanesPerRow;  // the row slot this lane tests
   const int first_lane = row * kLanesPerRow;
@@ -1166,9 +1193,8 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
   uint64_t* q_full = barriers + 2 * L::kStages;
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
-  CandidateQueue<L> queue{smem, 0, __shfl_sync(0xffffffffu, consumer, 0)};
-  uint32_t my_steps = 0;    // steps of warpgroup `consumer` read so far
-  uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
+  CandidateQueue<L> queue{smem, 0, __shfl_sync(0xffffffffu, emitter, 0)};
+  uint32_t step_count = 0;  // steps so far; step s is consumer s % 2's step s / 2
   for (uint32_t item_count = 0;; ++item_count) {
     const int buffer = item_count & 1;
     const ItemInfo& info = wait_for_item(items, q_full, item_count);
@@ -1195,11 +1221,11 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
     for (TileWalk walk(p, info.tile_begin); walk.tile < tile_end; ++step_count) {
       const int32_t tile = walk.tile;
       walk.next(p);
-      if (static_cast<int>(step_count % kConsumerGroups) != consumer) continue;
-      if (queue.size > static_cast<uint32_t>(L::kEntriesPerQueue - kRows * kTileKeys)) flush();
-      const int slot = consumer * kScoreBuffers + static_cast<int>(my_steps % kScoreBuffers);
-      ptx::mbarrier_wait(&barriers[L::kScoreFull + slot], (my_steps / kScoreBuffers) & 1);
-      ++my_steps;
+      if (static_cast<int>(step_count % kEmitterWarps) != emitter) continue;
+      const uint32_t step = step_count / kConsumerGroups;  // of warpgroup step_count % 2
+      const int slot = static_cast<int>(step_count % kConsumerGroups) * kScoreBuffers +
+                       static_cast<int>(step % kScoreBuffers);
+      ptx::mbarrier_wait(&barriers[L::kScoreFull + slot], (step / kScoreBuffers) & 1);
       // Vector v of this lane: the row's columns 4 (lane % kLanesPerRow) + 4 kLanesPerRow v + 0..3.
       const float* scores =
           reinterpret_cast<const float*>(smem + L::kScores + slot * L::kScoreBufferBytes) +
@@ -1225,6 +1251,8 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
       const uint32_t count = __popc(taken);
       const uint32_t through = warp_inclusive_scan(count);
       const uint32_t total = __shfl_sync(0xffffffffu, through, 31);
+      // Flushed only when this step's entries do not fit (a whole tile may pass its gates).
+      if (queue.size + total > static_cast<uint32_t>(L::kEntriesPerQueue)) flush();
       // The row's count: its last lane's scan minus the lane before its first.
       const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);
       const uint32_t row_before = __shfl_sync(0xffffffffu, through, max(first_lane - 1, 0));
@@ -1289,14 +1317,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // q_empty: every consumer thread, and every emitter lane.
     constexpr int kItemReaders =
-        128 * kConsumerGroups + (L::kByEmitters ? 32 * kConsumerGroups : 0);
+        128 * kConsumerGroups + (L::kByEmitters ? 32 * kEmitterWarps : 0);
     for (int b = 0; b < 2; ++b) {
       ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);                 // q_full
       ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);  // q_empty
     }
     for (int b = 0; b < kConsumerGroups * kScoreBuffers && L::kByEmitters; ++b) {
       ptx::mbarrier_init(&barriers[L::kScoreFull + b], 128);  // the consumer warpgroup's threads
-      ptx::mbarrier_init(&barriers[L::kScoreEmpty + b], 32);  // the emitter's lanes
+      ptx::mbarrier_init(&barriers[L::kScoreEmpty + b], 32);  // an emitter's lanes
     }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
@@ -1314,8 +1342,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::setmaxnreg_decrease<kProducerRegisters<kWideProducer>>();
     if constexpr (kEmitters<kHeads, kEmit, kPaged>) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
-      if (warp % 2 == 1) {
-        emit_scores<kHeads, kN, kPaged, kEmit>(params, smem, warp / 2);
+      if (warp > 0) {
+        emit_scores<kHeads, kN, kPaged, kEmit>(params, smem, warp - 1);
         return;
       }
     }
