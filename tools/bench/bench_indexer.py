@@ -25,7 +25,7 @@ import argparse
 import torch
 
 import flashindexer as fi
-from bench_logits import Ceilings, DecodeInputs, fp8_keys, graph_ms, print_table, ranges_for
+from bench_logits import Ceilings, DecodeInputs, PrefillInputs, graph_ms, print_table
 from bench_logits import add_only_argument, selected
 
 K = 2048
@@ -83,33 +83,31 @@ def row(name, times, flop, fp8_tflops, anchor):
             f"| {times['torch.topk']:.3f} | {peer:.3f} | {anchor_text} | {speedup} |")
 
 
-class PrefillInputs:
-    """Random prefill inputs (causal-suffix rows) and a workspace of
-    indexer_cuda_workspace_size(k) bytes for the indexer over them."""
+class IndexerPrefillInputs(PrefillInputs):
+    """PrefillInputs and a workspace of indexer_cuda_workspace_size(k) bytes for the indexer
+    over them."""
 
     def __init__(self, heads, rows, keys, k=K, device="cuda"):
+        super().__init__(heads, rows, keys, device)
         self.k = k
-        self.q = torch.randn(rows, heads, 128, device=device,
-                             dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-        self.keys = fp8_keys(torch.randn(keys, 128, device=device, dtype=torch.bfloat16))
-        self.weights = torch.randn(rows, heads, device=device)
-        self.ks, self.ke = ranges_for("suffix", rows, keys, device)
         self.workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
                                      device=device)
 
     def indexer(self, sorted=False, out=None, path="auto"):
-        return fi.indexer_prefill(self.q, self.keys, self.weights, self.ks, self.ke, self.k,
-                                  sorted=sorted, out=out, workspace=self.workspace, path=path)
+        return fi.indexer_prefill(self.q, (self.keys, self.kscale), self.weights, self.ks,
+                                  self.ke, self.k, sorted=sorted, out=out,
+                                  workspace=self.workspace, path=path)
 
 
 def bench_prefill(case, fp8_tflops, iters, k):
     name, heads, rows, keys, anchor, batch = case
-    inputs = PrefillInputs(heads, rows, keys, k)
+    inputs = IndexerPrefillInputs(heads, rows, keys, k)
     ks, ke = inputs.ks, inputs.ke
     logits = torch.full((rows, keys), float("-inf"), device="cuda")
 
     def run_logits():
-        fi.mqa_logits(inputs.q, inputs.keys, inputs.weights, ks, ke, clean=False, out=logits)
+        fi.mqa_logits(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke, clean=False,
+                      out=logits)
 
     def run_topk(out, topk_workspace):
         fi.topk_per_row(logits, k, ks=ks, ke=ke, out=out, workspace=topk_workspace)
@@ -152,7 +150,7 @@ def bench_decode(case, fp8_tflops, iters, k, next_n):
 
 def bench_long(heads, rows, keys, iters, k):
     """Both indexer paths alone (a [rows, keys] logits tensor would not be worth its 64 GiB)."""
-    inputs = PrefillInputs(heads, rows, keys, k)
+    inputs = IndexerPrefillInputs(heads, rows, keys, k)
 
     def run(path, out=None):
         return inputs.indexer(sorted=True, out=out, path=path)

@@ -233,6 +233,20 @@ def bench_prefill(lib, case, ceil, iters, warm_ms, batch, check_rows, check):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
+class PrefillInputs:
+    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [width, 128] e4m3
+    with fp32 scales kscale [width], weights [rows, heads], ks / ke [rows]."""
+
+    def __init__(self, heads, rows, width, device="cuda"):
+        self.heads, self.rows, self.width = heads, rows, width
+        self.q = torch.randn(rows, heads, 128, device=device,
+                             dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+        self.keys, self.kscale = fp8_keys(torch.randn(width, 128, device=device,
+                                                      dtype=torch.bfloat16))
+        self.weights = torch.randn(rows, heads, device=device)
+        self.ks, self.ke = ranges_for("suffix", rows, width, device)
+
+
 class DecodeInputs:
     """A paged FP8 K cache (page 64, shuffled pages) with random keys, bf16 and FP8 queries,
     weights, 2-D context lengths [batch, next_n] and the block table of one decode step."""

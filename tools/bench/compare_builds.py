@@ -19,7 +19,7 @@ import ctypes
 
 import torch
 
-from bench_logits import DecodeInputs, add_only_argument, fp8_keys, ranges_for, selected
+from bench_logits import DecodeInputs, PrefillInputs, add_only_argument, selected
 from bench_topk import load_shim as load_topk_shim
 from bench_topk import make_call as topk_call
 from cuda_timing import capture_graph, event_median_ms
@@ -55,19 +55,6 @@ def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n
         if code != 0:
             raise RuntimeError(lib.fi_last_error().decode())
     return call
-
-
-class PrefillInputs:
-    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [width, 128]."""
-
-    def __init__(self, heads, rows, width=WIDTH):
-        self.heads, self.rows, self.width = heads, rows, width
-        self.q = torch.randn(rows, heads, 128, device="cuda",
-                             dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-        self.keys, self.kscale = fp8_keys(torch.randn(width, 128, device="cuda",
-                                                      dtype=torch.bfloat16))
-        self.weights = torch.randn(rows, heads, device="cuda")
-        self.ks, self.ke = ranges_for("suffix", rows, width, "cuda")
 
 
 def prefill_call(lib, inputs, out, path, workspace, k=K, sorted_output=False):

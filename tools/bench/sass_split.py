@@ -84,12 +84,12 @@ def main():
     args = parser.parse_args()
     if args.call:
         import torch
-        from compare_builds import K, PrefillInputs, load_shim, prefill_call
+        from compare_builds import K, WIDTH, PrefillInputs, load_shim, prefill_call
         lib = load_shim(args.call)
         workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8,
                                 device="cuda")
         out = torch.empty(args.rows, K, dtype=torch.int32, device="cuda")
-        inputs = PrefillInputs(args.heads, args.rows)
+        inputs = PrefillInputs(args.heads, args.rows, WIDTH)
         prefill_call(lib, inputs, out, 1 if args.path == "dense" else 2, workspace)()
         torch.cuda.synchronize()
         return
