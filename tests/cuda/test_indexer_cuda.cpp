@@ -525,7 +525,7 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
   FI_SEEDED_RNG(rng);
   const int64_t rows = 45;
   const int64_t keys = 6000;
-  for (int heads : {64, 32}) {  // the emitters of each H (two at 64, three taking turns at 32)
+  for (int heads : {64, 32}) {  // the emitting scan's queues at both H (4 and 8 rows per tile)
     PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
     add_ties(rng, p.keys, {KFormat::kFP8, heads, 128}, keys);
     const DevicePrefill device(p);

@@ -20,8 +20,8 @@
 //
 // The same kernel samples and emits candidates for the fused indexer (ScoreParams::tile_stride,
 // ::gate): the scores it compares are the very values it would store. In the emitting prefill
-// scan (kEmitters) producer warps 2-3 (H = 64) or 1-3 (H = 32) are emitters instead of loaders:
-// the consumers store their scores to shared memory and the emitters test them (emit_scores).
+// scan (kEmitters) producer warps 1-3 are emitters instead of loaders: the consumers store
+// their scores to shared memory and the emitters test them (emit_scores).
 //
 // Determinism: each (row, key) is computed in one fixed order (the wgmma over D, then heads in
 // ascending n-block order into four chains combined as (s0 + s2) + (s1 + s3), or into one sum per
@@ -968,7 +968,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
   // The launch has p.gate set exactly when kEmit. Decode consumers test their scores; prefill
-  // consumers hand them to their emitter (emit_scores).
+  // consumers hand them to the emitters (emit_scores).
   constexpr bool emit = kEmit && !L::kByEmitters;
   constexpr bool to_emitter = L::kByEmitters;
   CandidateQueue<L> queue{smem, 0,
@@ -1167,8 +1167,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 // range in registers) and 2 kRows of its keys, tested without a vote each: a lane's taken scores
 // form a mask, and one warp scan of the masks' counts places them all. Each row's entries are
 // counted as they are queued, so the flush (when a step's entries do not fit, and at the item's
-// end) takes its places without a counting pass; its wait for the atomics holds only this warp,
-// while the consumers fill the next buffers.
+// end) takes its places without a counting pass; it holds only this warp while the consumers
+// fill the next buffers, though at H = 32 the flushes still take ~6 % of the scan (their writes,
+// not the wait for the places: docs/design.md).
 // Buffer phases: a warpgroup's step j uses buffer j % kScoreBuffers, and an emitter waits for its
 // phase j / kScoreBuffers by parity, which is sound only if step j - kScoreBuffers has been
 // written. An emitter's steps of one warpgroup are 3 of that warpgroup's steps apart (global
