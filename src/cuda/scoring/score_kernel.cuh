@@ -55,7 +55,7 @@ static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per con
 // the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
 // 1.2x (H = 32) the storing kernel's time. One emitter per warpgroup kept up at H = 64 but not at
 // H = 32, whose tiles (8 rows) have twice the scores for the same tensor-core time; with three,
-// fused prefill at H = 32 is 12-17 % faster and H = 64 no slower (H200, docs/benchmarks.md).
+// fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/benchmarks.md).
 // Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
 // the cache, which wants every producer warp loading.
 template <int kHeads, bool kEmit, bool kPaged>
