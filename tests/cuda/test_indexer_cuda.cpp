@@ -92,6 +92,13 @@ HostTensor cpu_topk_of_gpu_logits(const DeviceProblem& device, int64_t rows, int
   return expected;
 }
 
+// cpu_topk_of_gpu_logits of a prefill problem over its own rows' ks / ke.
+HostTensor cpu_topk_of_gpu_logits(const DevicePrefill& device, const PrefillProblem& p, int k,
+                                  bool sorted) {
+  return cpu_topk_of_gpu_logits(device, p.rows, p.num_keys,
+                                RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
+}
+
 // The same selection by the dense GPU pair (mqa_logits + topk_per_row on the device).
 template <typename DeviceProblem>
 HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t width,
@@ -192,8 +199,7 @@ TEST(IndexerPrefillCuda, MultiRequestChunkEqualsTheCpuSelection) {
     p.ke.data<int32_t>()[t] = static_cast<int32_t>(second ? keys - rows + t + 1 : 19000 + t);
   }
   const DevicePrefill device(p);
-  const HostTensor expected = cpu_topk_of_gpu_logits(
-      device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
+  const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
   for (IndexerPath path : kPaths) {
     SCOPED_TRACE(path_name(path));
     const DeviceBuffer workspace = path_workspace(path, k, 64, keys);
@@ -502,8 +508,7 @@ TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
       PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
       shape_scores(rng, p, scores);
       const DevicePrefill device(p);
-      const HostTensor expected = cpu_topk_of_gpu_logits(
-          device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
+      const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
       for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
         SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows);
         const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
@@ -531,10 +536,9 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
     const DevicePrefill device(p);
     for (int capacity : {300, 1000}) {
       for (int k : {64, 512}) {
-        SCOPED_TRACE(::testing::Message() << "H=" << heads << " capacity " << capacity
-                                          << " k=" << k);
-        const HostTensor expected = cpu_topk_of_gpu_logits(
-            device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, true);
+        SCOPED_TRACE(::testing::Message()
+                     << "H=" << heads << " capacity " << capacity << " k=" << k);
+        const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
         const ForcedCapacity forced(capacity);
         const DeviceBuffer workspace = fused_workspace(k, 6, keys);
         EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k, IndexerPath::kFused),
@@ -564,8 +568,7 @@ TEST(FusedIndexerCuda, FewRowsFallingBackEqualTheCpuSelection) {
   const DevicePrefill device(p);
   const ForcedCapacity forced(100);
   for (bool sorted : {true, false}) {
-    const HostTensor expected = cpu_topk_of_gpu_logits(
-        device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
+    const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
     for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
       SCOPED_TRACE(::testing::Message() << "sorted " << sorted << ", batch rows " << batch_rows);
       const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
@@ -619,8 +622,7 @@ TEST(FusedIndexerCuda, MillionKeyRows) {
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 64, 128);
   const DevicePrefill device(p);
   const int k = 2048;
-  const HostTensor expected = cpu_topk_of_gpu_logits(
-      device, rows, keys, RowRanges::prefill(p.ks.view(), p.ke.view()), k, false);
+  const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, false);
   const DeviceBuffer workspace = fused_workspace(k, 0, keys);
   EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, false, workspace, k, IndexerPath::kFused),
                        expected, k, false));
