@@ -78,26 +78,32 @@ TEST(MqaLogitsCuda, MatchesReferenceWithinDerivedTolerance) {
   }
 }
 
-// Causal-suffix rows (ks = 0, ke = keys - rows + t + 1) and two-request chunks, larger than the
-// reference can score quickly: compared with the CPU backend by DeepGEMM's metric.
+// Causal-suffix rows (ks = 0, ke = keys - rows + t + 1), two-request chunks and a chunk of 13
+// requests (each row group sees one request's keys, so most work items see nothing; one request
+// sees no keys at all), larger than the reference can score quickly: compared with the CPU
+// backend by DeepGEMM's metric.
 TEST(MqaLogitsCuda, MatchesTheCpuBackendOnLargerChunks) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (int heads : {32, 64}) {
-    for (bool two_requests : {false, true}) {
+    for (int requests : {1, 2, 13}) {
       const int64_t rows = 517;
-      const int64_t keys = 6000;
-      SCOPED_TRACE(::testing::Message() << "H=" << heads << " two requests " << two_requests);
+      const int64_t keys = requests == 13 ? 24000 : 6000;
+      SCOPED_TRACE(::testing::Message() << "H=" << heads << " requests " << requests);
       PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
       std::vector<int64_t> starts, ends;
       for (int64_t t = 0; t < rows; ++t) {
         int64_t start = 0;
         int64_t end = keys - rows + t + 1;
-        if (two_requests && t >= rows / 2) {
+        if (requests == 2 && t >= rows / 2) {
           start = 2500;  // the second request's keys start mid-tile
           end = start + 1000 + t;
-        } else if (two_requests) {
+        } else if (requests == 2) {
           end = 1000 + t;
+        } else if (requests == 13) {
+          const int64_t request = t * requests / rows;
+          start = request * 1841;  // mid-tile
+          end = request == 4 ? start : start + 1000 + t % 40 * 20;
         }
         p.ks.data<int32_t>()[t] = static_cast<int32_t>(start);
         p.ke.data<int32_t>()[t] = static_cast<int32_t>(end);

@@ -233,18 +233,29 @@ def bench_prefill(lib, case, ceil, iters, warm_ms, batch, check_rows, check):
             f"| {anchor_text} | {sim_diff:.1e} | {ref_diff:.1e} |")
 
 
-class PrefillInputs:
-    """Random causal-suffix prefill inputs: q [rows, heads, 128] e4m3, keys [width, 128] e4m3
-    with fp32 scales kscale [width], weights [rows, heads], ks / ke [rows]."""
+def chunk_ranges(rows, keys, requests, device):
+    """ks / ke [rows] of a prefill chunk of `requests` equal requests: request j's rows (rows /
+    requests of them, in order) are the causal suffix of its own keys / requests packed keys."""
+    if rows % requests or keys % requests:
+        raise ValueError(f"{requests} requests must divide rows {rows} and keys {keys}")
+    ks, ke = ranges_for("suffix", rows // requests, keys // requests, device)
+    offsets = torch.arange(requests, device=device, dtype=torch.int32) * (keys // requests)
+    return ((ks + offsets[:, None]).flatten(), (ke + offsets[:, None]).flatten())
 
-    def __init__(self, heads, rows, width, device="cuda"):
+
+class PrefillInputs:
+    """Random prefill inputs of one causal-suffix request (or `requests` equal ones packed:
+    chunk_ranges): q [rows, heads, 128] e4m3, keys [width, 128] e4m3 with fp32 scales kscale
+    [width], weights [rows, heads], ks / ke [rows]."""
+
+    def __init__(self, heads, rows, width, device="cuda", requests=1):
         self.heads, self.rows, self.width = heads, rows, width
         self.q = torch.randn(rows, heads, 128, device=device,
                              dtype=torch.bfloat16).to(torch.float8_e4m3fn)
         self.keys, self.kscale = fp8_keys(torch.randn(width, 128, device=device,
                                                       dtype=torch.bfloat16))
         self.weights = torch.randn(rows, heads, device=device)
-        self.ks, self.ke = ranges_for("suffix", rows, width, device)
+        self.ks, self.ke = chunk_ranges(rows, width, requests, device)
 
 
 class DecodeInputs:

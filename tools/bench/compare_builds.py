@@ -6,7 +6,7 @@ k = 2048 or --k) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths),
 (--next-n), dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys or --prefill-width, k = 2048 or --k)
-at H = 64 and 32, dense and fused, unsorted (--prefill-rows). The top-k cases keep k = 2048. Times in us:
+at H = 64 and 32, dense and fused, unsorted (--prefill-rows; --prefill-requests). The top-k cases keep k = 2048. Times in us:
 CUDA-graph replay of --calls consecutive calls (per call; prefill: one call), warm L2, median of
 --iters (prefill: of 5). Every shim must give the same indices (sorted output; unsorted compared
 as sets).
@@ -77,6 +77,8 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per captured graph")
     parser.add_argument("--prefill-rows", type=int, default=2048)
+    parser.add_argument("--prefill-requests", type=int, default=1,
+                        help="equal requests packed in the prefill chunk (bench_logits.chunk_ranges)")
     parser.add_argument("--prefill-width", type=int, default=WIDTH,
                         help="keys of the prefill cases (the last row sees them all)")
     parser.add_argument("--batches", default="1,64",
@@ -123,10 +125,12 @@ def main():
                           topk_call(lib, x, out, K, "decode", s), rows, sorted_output, args.calls,
                           K))
     for heads in (64, 32):
-        name = f"prefill H{heads} {args.prefill_rows}x{args.prefill_width}{k_name}"
+        chunk = f"/{args.prefill_requests}" if args.prefill_requests > 1 else ""
+        name = f"prefill H{heads} {args.prefill_rows}x{args.prefill_width}{chunk}{k_name}"
         if not selected(args.only, name):
             continue
-        inputs = PrefillInputs(heads, args.prefill_rows, args.prefill_width)
+        inputs = PrefillInputs(heads, args.prefill_rows, args.prefill_width,
+                               requests=args.prefill_requests)
         for path, path_name in ((1, "dense"), (2, "fused")):
             cases.append((f"{name} {path_name}", lambda lib, out, i=inputs, p=path:
                           prefill_call(lib, i, out, p, workspace, k), args.prefill_rows, False, 1,

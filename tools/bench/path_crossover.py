@@ -13,7 +13,8 @@ its range, and fused / dense.
     python3 tools/bench/path_crossover.py --shim build/libflashindexer_bench_shim.so \\
         --batches 64,128,256 --widths 65536,131072
 
---prefill ROWSxKEYS,...: indexer_prefill instead (causal-suffix rows, one call per graph).
+--prefill ROWSxKEYS[/R],...: indexer_prefill instead (causal-suffix rows, one call per graph;
+/R: a chunk of R equal requests, each row seeing KEYS / R keys at most).
 """
 import argparse
 import statistics
@@ -37,7 +38,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--iters", type=int, default=5, help="timed replays per graph per round")
     parser.add_argument("--prefill", default="",
-                        help="comma-separated prefill shapes ROWSxKEYS (replaces the decode ones)")
+                        help="comma-separated prefill shapes ROWSxKEYS or ROWSxKEYS/REQUESTS "
+                        "(replaces the decode ones)")
     args = parser.parse_args()
     lib = load_shim(args.shim)
     workspace = torch.empty(lib.fi_indexer_workspace_size(args.k), dtype=torch.uint8,
@@ -51,9 +53,12 @@ def main():
     for heads in (int(h) for h in args.heads.split(",")):
         if args.prefill:
             for shape in args.prefill.split(","):
-                rows, width = (int(x) for x in shape.split("x"))
-                inputs = PrefillInputs(heads, rows, width)
-                compare_paths(args, f"| {heads} | prefill {rows} x {width} | - |", rows, 1,
+                size, _, requests = shape.partition("/")
+                rows, width = (int(x) for x in size.split("x"))
+                requests = int(requests or 1)
+                inputs = PrefillInputs(heads, rows, width, requests=requests)
+                chunk = f" in {requests} requests" if requests > 1 else ""
+                compare_paths(args, f"| {heads} | prefill {rows} x {width}{chunk} | - |", rows, 1,
                               lambda out, sorted_output, path: prefill_call(
                                   lib, inputs, out, path, workspace, args.k, sorted_output))
                 del inputs

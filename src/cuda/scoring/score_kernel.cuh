@@ -354,6 +354,34 @@ __device__ __forceinline__ const ItemInfo& wait_for_item(const ItemInfo* items, 
   return items[buffer];
 }
 
+// What the rows of one work item see of its keys [key_begin, key_end), over a segment of kWidth
+// lanes: lane `at` of the segment holds row row0 + at (if at < rows) and its range [lo, hi), and
+// every lane the keys [first, last) that some row sees (first >= last: none); rows with nothing
+// visible do not widen them.
+template <bool kPaged, int kWidth>
+struct ItemKeys {
+  int32_t lo = 0;
+  int32_t hi = 0;  // an empty range on lanes past the rows
+  int32_t first;
+  int32_t last;
+
+  __device__ __forceinline__ ItemKeys(const ScoreParams& p, int64_t row0, int rows,
+                                      int64_t key_begin, int64_t key_end, int at) {
+    if (at < rows) row_range<kPaged>(p, row0 + at, lo, hi);
+    first = lo < hi ? static_cast<int32_t>(max(static_cast<int64_t>(lo), key_begin)) : INT32_MAX;
+    last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), key_end)) : 0;
+#pragma unroll
+    for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
+    }
+  }
+  // Whether the walk (TileWalk) has a tile among those keys.
+  __device__ __forceinline__ bool any_tile(const ScoreParams& p) const {
+    return first < last && TileWalk(p, first / kTileKeys).tile < (last + kTileKeys - 1) / kTileKeys;
+  }
+};
+
 template <int kHeads, int kN, bool kPaged, bool kEmit>
 __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap* q_map,
                                         const CUtensorMap* w_map, const CUtensorMap* key_map,
@@ -407,23 +435,13 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   auto run_item = [&](int64_t group, int64_t key_begin, int64_t key_end) {
     const int64_t row0 = group * p.rows_per_group;
     const int rows = static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
-    int32_t lo = 0;
-    int32_t hi = 0;
-    if (lane < rows) row_range<kPaged>(p, row0 + lane, lo, hi);
-    // The group's keys within the item's; rows with nothing visible do not widen them.
-    int32_t first = lo < hi ? static_cast<int32_t>(max(static_cast<int64_t>(lo), key_begin))
-                            : INT32_MAX;
-    int32_t last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), key_end)) : 0;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
-      last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
-    }
-    if (first >= last) return;
-    const int32_t tile_begin = first / kTileKeys;
-    const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
+    const ItemKeys<kPaged, 32> keys(p, row0, rows, key_begin, key_end, lane);
+    if (!keys.any_tile(p)) return;
+    const int32_t lo = keys.lo;
+    const int32_t hi = keys.hi;
+    const int32_t tile_begin = keys.first / kTileKeys;
+    const int32_t tile_end = (keys.last + kTileKeys - 1) / kTileKeys;
     const int32_t walk_begin = TileWalk(p, tile_begin).tile;
-    if (walk_begin >= tile_end) return;  // no tile of the walk
 
     if (warp == 0)
       publish_item<kHeads, kN, kPaged, kEmit>(items, q_full, q_empty, item_count, q_map, w_map,
@@ -482,10 +500,43 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
       chunks = wanted == 0 ? 0 : (p.chunks + merged - 1) / merged;
       chunk_keys = p.chunk_keys * merged;
     }
-    const int64_t total_items = p.groups * chunks;
-    for (int64_t item = blockIdx.x; item < total_items; item += gridDim.x) {
-      const int64_t chunk = item / p.groups;
-      run_item(item % p.groups, chunk * chunk_keys, (chunk + 1) * chunk_keys);
+    // This CTA's items are blockIdx.x + i gridDim.x, chunk-major (item = chunk * groups +
+    // group). In a chunk of several requests most items see nothing (a group sees only its own
+    // request's keys), and checking them one at a time cost a dependent load of the rows' ranges
+    // each: the warp checks kLookahead items at once, kRows lanes each, and runs those with a
+    // tile, in order. Lane segment s follows item base + s gridDim.x as (group, chunk), advanced
+    // without a division (the 40-register producer spilled with one per item).
+    constexpr int kRows = kN / kHeads;  // rows_per_group of a prefill launch
+    constexpr int kLookahead = 32 / kRows;
+    static_assert(32 % kRows == 0, "whole items per warp");
+    // rows < 2^31 (checked); with no groups there are no items (p.groups > 0 below).
+    const auto groups = static_cast<int32_t>(max(p.groups, int64_t{1}));
+    const int64_t item = blockIdx.x + static_cast<int64_t>(lane / kRows) * gridDim.x;
+    auto group = static_cast<int32_t>(item % groups);
+    auto chunk = static_cast<int32_t>(item / groups);
+    const int64_t advance = static_cast<int64_t>(kLookahead) * gridDim.x;
+    const auto advance_groups = static_cast<int32_t>(advance % groups);
+    const auto advance_chunks = static_cast<int32_t>(advance / groups);
+    while (p.groups > 0 && __shfl_sync(0xffffffffu, chunk, 0) < chunks) {
+      const int64_t row0 = static_cast<int64_t>(group) * kRows;
+      const int rows =
+          chunk < chunks ? static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0)) : 0;
+      const int64_t key_begin = static_cast<int64_t>(chunk) * chunk_keys;
+      const ItemKeys<kPaged, kRows> keys(p, row0, rows, key_begin, key_begin + chunk_keys,
+                                         lane % kRows);
+      uint32_t pending = __ballot_sync(0xffffffffu, lane % kRows == 0 && keys.any_tile(p));
+      for (; pending != 0; pending &= pending - 1) {
+        const int from = __ffs(pending) - 1;  // the item's first lane
+        const int64_t begin =
+            static_cast<int64_t>(__shfl_sync(0xffffffffu, chunk, from)) * chunk_keys;
+        run_item(__shfl_sync(0xffffffffu, group, from), begin, begin + chunk_keys);
+      }
+      group += advance_groups;
+      chunk += advance_chunks;
+      if (group >= groups) {
+        group -= groups;
+        ++chunk;
+      }
     }
   }
   if (warp == 0 && lane == 0) timeline_stamp(kStampProducerDone);
