@@ -431,16 +431,17 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     ++at;
   };
   uint32_t item_count = 0;
-  // One work item: group's keys in [key_begin, key_end).
-  auto run_item = [&](int64_t group, int64_t key_begin, int64_t key_end) {
+  auto group_rows = [&](int64_t row0) {
+    return static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
+  };
+  // One work item of `group`, whose rows see the keys [first, last) of the item, a tile of the
+  // walk among them (ItemKeys::any_tile); lane j holds row j's range [lo, hi), an empty one past
+  // the group's rows.
+  auto run_item = [&](int64_t group, int32_t lo, int32_t hi, int32_t first, int32_t last) {
     const int64_t row0 = group * p.rows_per_group;
-    const int rows = static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
-    const ItemKeys<kPaged, 32> keys(p, row0, rows, key_begin, key_end, lane);
-    if (!keys.any_tile(p)) return;
-    const int32_t lo = keys.lo;
-    const int32_t hi = keys.hi;
-    const int32_t tile_begin = keys.first / kTileKeys;
-    const int32_t tile_end = (keys.last + kTileKeys - 1) / kTileKeys;
+    const int rows = group_rows(row0);
+    const int32_t tile_begin = first / kTileKeys;
+    const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
     const int32_t walk_begin = TileWalk(p, tile_begin).tile;
 
     if (warp == 0)
@@ -483,8 +484,11 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   if constexpr (kPaged) {
     // Decode: this CTA's equal share of all requests' key tiles (decode_share.cuh).
     for_each_share_piece(p, lane, [&](int64_t group, int32_t tile_begin, int32_t tile_end) {
-      run_item(group, static_cast<int64_t>(tile_begin) * kTileKeys,
-               static_cast<int64_t>(tile_end) * kTileKeys);
+      const int64_t row0 = group * p.rows_per_group;
+      const ItemKeys<kPaged, 32> keys(p, row0, group_rows(row0),
+                                      static_cast<int64_t>(tile_begin) * kTileKeys,
+                                      static_cast<int64_t>(tile_end) * kTileKeys, lane);
+      if (keys.any_tile(p)) run_item(group, keys.lo, keys.hi, keys.first, keys.last);
     });
   } else {
     // Prefill: items (group, chunk) in turn, chunk-major, so the CTAs working at the same time
@@ -504,8 +508,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     // group). In a chunk of several requests most items see nothing (a group sees only its own
     // request's keys), and checking them one at a time cost a dependent load of the rows' ranges
     // each: the warp checks kLookahead items at once, kRows lanes each, and runs those with a
-    // tile, in order. Lane segment s follows item base + s gridDim.x as (group, chunk), advanced
-    // without a division (the 40-register producer spilled with one per item).
+    // tile, in order, with the ranges it loaded. Lane segment s follows item base + s gridDim.x
+    // as (group, chunk), advanced without a division (the 40-register producer spilled with one
+    // per item).
     constexpr int kRows = kN / kHeads;  // rows_per_group of a prefill launch
     constexpr int kLookahead = 32 / kRows;
     static_assert(32 % kRows == 0, "whole items per warp");
@@ -519,17 +524,18 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     const auto advance_chunks = static_cast<int32_t>(advance / groups);
     while (p.groups > 0 && __shfl_sync(0xffffffffu, chunk, 0) < chunks) {
       const int64_t row0 = static_cast<int64_t>(group) * kRows;
-      const int rows =
-          chunk < chunks ? static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0)) : 0;
+      const int rows = chunk < chunks ? group_rows(row0) : 0;
       const int64_t key_begin = static_cast<int64_t>(chunk) * chunk_keys;
       const ItemKeys<kPaged, kRows> keys(p, row0, rows, key_begin, key_begin + chunk_keys,
                                          lane % kRows);
       uint32_t pending = __ballot_sync(0xffffffffu, lane % kRows == 0 && keys.any_tile(p));
       for (; pending != 0; pending &= pending - 1) {
         const int from = __ffs(pending) - 1;  // the item's first lane
-        const int64_t begin =
-            static_cast<int64_t>(__shfl_sync(0xffffffffu, chunk, from)) * chunk_keys;
-        run_item(__shfl_sync(0xffffffffu, group, from), begin, begin + chunk_keys);
+        const int32_t lo = __shfl_sync(0xffffffffu, keys.lo, from + lane % kRows);
+        const int32_t hi = __shfl_sync(0xffffffffu, keys.hi, from + lane % kRows);
+        run_item(__shfl_sync(0xffffffffu, group, from), lane < kRows ? lo : 0,
+                 lane < kRows ? hi : 0, __shfl_sync(0xffffffffu, keys.first, from),
+                 __shfl_sync(0xffffffffu, keys.last, from));
       }
       group += advance_groups;
       chunk += advance_chunks;
