@@ -36,6 +36,18 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 // CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
+// Rows that see at least this many keys (RunOptions::min_row_keys) take the fused path under
+// kAuto at k <= kFusedMaxAutoK: measured at H = 32 and 64 (k = 512 and 2048), the fused path is
+// level with the dense one or ahead on rows of 127K-262K keys and behind on rows of 64K and
+// fewer (docs/benchmarks.md, "Which path for which rows").
+constexpr int64_t kFusedMinRowKeys = 98304;
+constexpr int kFusedMaxAutoK = 2048;
+
+// The path indexer_prefill takes on CUDA tensors with these options at `k`: options.indexer_path
+// unless it is kAuto; kAuto is kFused when k <= kFusedMaxAutoK and options.min_row_keys >=
+// kFusedMinRowKeys, else kDense. indexer_decode's kAuto is always kDense (docs/design.md).
+IndexerPath cuda_prefill_path(int k, const RunOptions& options);
+
 // Recommended bytes of RunOptions::workspace for indexer_prefill / indexer_decode on CUDA tensors
 // at `k` on the current device: the top-k scratch plus a 256 MiB logits slab (512 rows of 128K
 // keys per batch). Independent of rows and keys; 0 in a build without CUDA.

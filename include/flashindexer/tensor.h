@@ -61,10 +61,11 @@ struct TensorView {
 
 // Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode): the dense
 // path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
-// the same answer bit for bit. kAuto is the dense path everywhere: the fused path is faster only
-// on prefill rows that each see 262144 keys or more (H = 64), which a call's shape does not show
-// (docs/benchmarks.md, "Emitter warps for H = 64 prefill"). The fused path takes rows of at most
-// 2^29 keys (kInvalidArgument beyond). Ignored on the CPU.
+// the same answer bit for bit. kAuto is the dense path but for prefill calls whose rows are known
+// to be long (RunOptions::min_row_keys, cuda_prefill_path in indexer.h): the fused path is
+// level or ahead on rows of ~128K keys and more and behind on rows of 64K and fewer, and a call's
+// shape gives its chunk's packed keys, not what a row sees (docs/design.md, "Dispatch"). The
+// fused path takes rows of at most 2^29 keys (kInvalidArgument beyond). Ignored on the CPU.
 enum class IndexerPath { kAuto, kDense, kFused };
 
 // Execution settings shared by every op.
@@ -78,6 +79,10 @@ struct RunOptions {
   // CPU threads; 0 = the OpenMP default. Results never depend on this number.
   int cpu_threads = 0;
   IndexerPath indexer_path = IndexerPath::kAuto;
+  // indexer_prefill on CUDA with kAuto: the fewest keys any row of the call sees (ke - ks), when
+  // the caller knows it (a serving engine knows its requests' context lengths); 0 = unknown. It
+  // only picks the path (a wrong value costs time, never the answer); must be >= 0.
+  int64_t min_row_keys = 0;
 };
 
 }  // namespace flashindexer

@@ -263,7 +263,7 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
 
 
 def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
-                    stream=None, cpu_threads=0, path="auto"):
+                    stream=None, cpu_threads=0, path="auto", min_row_keys=0):
     """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
     [M, N] logits in memory.
 
@@ -272,9 +272,11 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     Returns out [M, k] int32: key indices relative to ks[t], -1 past a row's visible keys.
     CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
     per call; pass one to keep allocation off the hot path (any size >= one batch of rows works).
-    path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit;
-    "auto" is dense). "fused" is faster at H = 64 when every row sees 262144 keys or more.
-    Ignored on the CPU.
+    path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit).
+    min_row_keys: the fewest keys any row sees (min of ke - ks), when the caller knows it without
+    reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and
+    min_row_keys >= FUSED_MIN_ROW_KEYS (98304: rows that long are where it is level or ahead),
+    else the dense one. A wrong value costs time, never the answer. Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
@@ -282,7 +284,8 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     workspace = _indexer_workspace(weights, k, workspace)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted,
-                       stream_handle(stream, [weights]), workspace, cpu_threads, path)
+                       stream_handle(stream, [weights]), workspace, cpu_threads, path,
+                       min_row_keys)
     return out
 
 
@@ -318,6 +321,12 @@ def build_info():
 def cuda_device_count():
     """CUDA devices visible now (0 without the CUDA backend or a GPU). Initialises CUDA."""
     return int(_C.cuda_device_count())
+
+
+def cuda_prefill_path(k, path="auto", min_row_keys=0):
+    """"dense" or "fused": the CUDA implementation indexer_prefill runs with these arguments.
+    "auto" is "fused" when k <= 2048 and min_row_keys >= FUSED_MIN_ROW_KEYS, else "dense"."""
+    return _C.cuda_prefill_path(int(k), path, int(min_row_keys))
 
 
 def cuda_device_runs_kernels(device=0, reason=False):

@@ -197,13 +197,13 @@ def _(out, logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=False):
 @torch.library.custom_op("flashindexer::indexer_prefill", mutates_args=())
 def _indexer_prefill(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
                      k_scales: Tensor, weights: Tensor, ks: Tensor, ke: Tensor, k: int,
-                     sorted: bool = False) -> Tensor:
+                     sorted: bool = False, min_row_keys: int = 0) -> Tensor:
     return _ops.indexer_prefill(_q(q_values, q_scales), (k_values, k_scales), weights, ks, ke, k,
-                                sorted=sorted)
+                                sorted=sorted, min_row_keys=min_row_keys)
 
 
 @_indexer_prefill.register_fake
-def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, k, sorted=False):
+def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, k, sorted=False, min_row_keys=0):
     return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
 
 
@@ -281,10 +281,10 @@ def topk_per_row(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=Fal
     return torch.ops.flashindexer.topk_per_row(logits, k, ks, ke, lengths, next_n, sorted)
 
 
-def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False):
+def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0):
     q_values, q_scales = _split(q)
     return torch.ops.flashindexer.indexer_prefill(q_values, q_scales, keys[0], keys[1], weights,
-                                                  ks, ke, k, sorted)
+                                                  ks, ke, k, sorted, min_row_keys)
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False):

@@ -197,17 +197,26 @@ fi::IndexerPath parse_path(const char* op, const std::string& path) {
 void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
                      nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
                      bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
-                     const std::string& path) {
+                     const std::string& path, int64_t min_row_keys) {
   ArgumentList args("indexer_prefill");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView out_view = args.output("out", out);
   fi::RunOptions options = args.options(stream, workspace, cpu_threads);
   options.indexer_path = parse_path("indexer_prefill", path);
+  options.min_row_keys = min_row_keys;
   args.run([&] {
     return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
                                fi::TopKOptions{.sorted = sorted}, options);
   });
+}
+
+// "dense" or "fused": the CUDA path indexer_prefill takes (fi::cuda_prefill_path).
+std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_keys) {
+  fi::RunOptions options;
+  options.indexer_path = parse_path("cuda_prefill_path", path);
+  options.min_row_keys = min_row_keys;
+  return fi::cuda_prefill_path(k, options) == fi::IndexerPath::kFused ? "fused" : "dense";
 }
 
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
@@ -250,6 +259,7 @@ NB_MODULE(_C, m) {
   m.doc() = "FlashIndexer C++ API over DLPack tensors (use the flashindexer package instead).";
   m.attr("__version__") = fi::kVersion;
   m.attr("MAX_TOPK") = fi::kMaxTopK;
+  m.attr("FUSED_MIN_ROW_KEYS") = fi::kFusedMinRowKeys;
   const auto stream = nb::arg("stream") = 0;
   const auto threads = nb::arg("cpu_threads") = 0;
   const auto workspace = nb::arg("workspace").none() = nb::none();
@@ -278,7 +288,10 @@ NB_MODULE(_C, m) {
         nb::arg("next_n") = 1, nb::arg("sorted") = false, stream, workspace, threads);
   m.def("indexer_prefill", &indexer_prefill, any("out"), any("q_values"), any("q_scales"),
         any("k_values"), any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("k"),
-        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");
+        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
+        nb::arg("min_row_keys") = 0);
+  m.def("cuda_prefill_path", &cuda_prefill_path, nb::arg("k"), nb::arg("path") = "auto",
+        nb::arg("min_row_keys") = 0);
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");

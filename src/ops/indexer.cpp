@@ -14,6 +14,12 @@ size_t indexer_cpu_workspace_size(int k, int threads) {
   return cpu::indexer_slots(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
 }
 
+IndexerPath cuda_prefill_path(int k, const RunOptions& options) {
+  if (options.indexer_path != IndexerPath::kAuto) return options.indexer_path;
+  return k <= kFusedMaxAutoK && options.min_row_keys >= kFusedMinRowKeys ? IndexerPath::kFused
+                                                                         : IndexerPath::kDense;
+}
+
 size_t indexer_cuda_workspace_size(int k) {
 #ifdef FLASHINDEXER_WITH_CUDA
   return cuda::indexer_workspace_size(k);
@@ -30,11 +36,16 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
   const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, ks, ke, -1);
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
+  check.require(options.min_row_keys >= 0,
+                concat("options.min_row_keys is ", options.min_row_keys,
+                       "; expected >= 0 (the fewest keys a row sees, 0 when unknown)"));
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
-    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, options);
+    RunOptions chosen = options;
+    chosen.indexer_path = cuda_prefill_path(k, options);
+    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, chosen);
 #else
     return not_on_cuda(check.op());
 #endif

@@ -302,6 +302,35 @@ TEST(IndexerPrefill, RejectsKsGreaterThanKe) {
                          StatusCode::kInvalidArgument, {"ks"}));
 }
 
+TEST(IndexerPrefill, RejectsNegativeMinRowKeys) {
+  Rng rng(8);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 4, 100, 32, 128);
+  HostTensor out = poisoned_topk_output(4, 8);
+  RunOptions options;
+  options.min_row_keys = -1;
+  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                         p.ks.view(), p.ke.view(), 8, TopKOptions{}, options),
+                         StatusCode::kInvalidArgument, {"min_row_keys"}));
+}
+
+// kAuto takes the fused path only for long rows the caller vouches for, at k <= 2048; an explicit
+// path is kept whatever the hint.
+TEST(IndexerPrefill, AutoPathIsFusedOnlyForRowsKnownToBeLong) {
+  auto path = [](int k, IndexerPath asked, int64_t min_row_keys) {
+    RunOptions options;
+    options.indexer_path = asked;
+    options.min_row_keys = min_row_keys;
+    return cuda_prefill_path(k, options);
+  };
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, 0), IndexerPath::kDense);
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys - 1), IndexerPath::kDense);
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys), IndexerPath::kFused);
+  EXPECT_EQ(path(512, IndexerPath::kAuto, 1 << 20), IndexerPath::kFused);
+  EXPECT_EQ(path(kFusedMaxAutoK + 1, IndexerPath::kAuto, 1 << 20), IndexerPath::kDense);
+  EXPECT_EQ(path(4096, IndexerPath::kFused, 0), IndexerPath::kFused);
+  EXPECT_EQ(path(512, IndexerPath::kDense, 1 << 20), IndexerPath::kDense);
+}
+
 TEST(IndexerPrefill, RejectsOutputNarrowerThanK) {
   Rng rng(7);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 6, 100, 32, 128);

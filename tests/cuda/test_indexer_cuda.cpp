@@ -52,7 +52,9 @@ DeviceBuffer path_workspace(IndexerPath path, int k, int64_t rows, int64_t width
 
 constexpr IndexerPath kPaths[] = {IndexerPath::kDense, IndexerPath::kFused};
 
-const char* path_name(IndexerPath path) { return path == IndexerPath::kFused ? "fused" : "dense"; }
+const char* path_name(IndexerPath path) {
+  return path == IndexerPath::kFused ? "fused" : path == IndexerPath::kDense ? "dense" : "auto";
+}
 
 RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr,
                           IndexerPath path = IndexerPath::kAuto) {
@@ -257,13 +259,18 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   options.workspace =
       host_workspace.data() + (16 - reinterpret_cast<uintptr_t>(host_workspace.data()) % 16) % 16;
   options.workspace_bytes = host_workspace.size() - 16;
-  options.indexer_path = IndexerPath::kFused;
-  const Status status = indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
-                                        labelled_cuda(p.keys.view()),
-                                        labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()),
-                                        labelled_cuda(p.ke.view()), 512, TopKOptions{}, options);
-  EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
-                         {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}));
+  // The fused path asked for, or chosen by kAuto for rows the caller says are long.
+  for (IndexerPath path : {IndexerPath::kFused, IndexerPath::kAuto}) {
+    options.indexer_path = path;
+    options.min_row_keys = path == IndexerPath::kAuto ? kFusedMinRowKeys : 0;
+    const Status status = indexer_prefill(
+        labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
+        labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()),
+        512, TopKOptions{}, options);
+    EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
+                           {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}))
+        << path_name(path);
+  }
 }
 
 TEST(IndexerWorkspace, SlabAndKeptRegionAreDisjointAlignedAndInside) {

@@ -74,6 +74,22 @@ def test_indexer_path_is_ignored_on_the_cpu(rng, path):
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True))
 
 
+def test_auto_path_takes_the_fused_one_for_rows_known_to_be_long(rng):
+    long = fi.FUSED_MIN_ROW_KEYS
+    assert fi.cuda_prefill_path(2048) == "dense"
+    assert fi.cuda_prefill_path(2048, min_row_keys=long - 1) == "dense"
+    assert fi.cuda_prefill_path(2048, min_row_keys=long) == "fused"
+    assert fi.cuda_prefill_path(4096, min_row_keys=long) == "dense"
+    assert fi.cuda_prefill_path(4096, path="fused") == "fused"
+    assert fi.cuda_prefill_path(512, path="dense", min_row_keys=long) == "dense"
+    q, keys, weights, ks, ke = prefill_problem(rng)
+    np.testing.assert_array_equal(  # a hint (even a wrong one) never changes the answer
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True, min_row_keys=long),
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True))
+    with pytest.raises(ValueError, match="indexer_prefill: options.min_row_keys is -1"):
+        fi.indexer_prefill(q, keys, weights, ks, ke, 16, min_row_keys=-1)
+
+
 def test_indexer_rejects_an_unknown_path(rng):
     q, keys, weights, ks, ke = prefill_problem(rng)
     with pytest.raises(ValueError, match="indexer_prefill: path is \"fast\""):

@@ -25,9 +25,9 @@ Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width
       op, options, width, k, row_unit, 0, 0, [](size_t) { return size_t{0}; }, slab);
 }
 
-// kAuto is the dense path for every shape. The fused path is ahead only on H = 64 prefill rows
-// that each see 262144 keys or more, and a prefill call's width is its chunk's keys, not a row's
-// (docs/benchmarks.md, "Emitter warps for H = 64 prefill"). The fused path runs when asked.
+// kAuto is the dense path here: indexer_prefill's kAuto is resolved before (cuda_prefill_path,
+// on the caller's min_row_keys), and at decode the fused path leads on no shape by more than the
+// spread between runs (docs/design.md, "Dispatch").
 bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
 
 }  // namespace
