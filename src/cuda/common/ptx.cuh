@@ -202,7 +202,15 @@ __device__ __forceinline__ void cp_async_8(void* shared, const void* global) {
                : "memory");
 }
 
-// Waits for this thread's cp_async_8 copies; a barrier then makes them visible to the CTA.
+// The same for 16 bytes (both addresses 16-byte aligned); L2 only (.cg): the data is read once.
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address(shared)),
+               "l"(global)
+               : "memory");
+}
+
+// Waits for this thread's cp_async_8 / cp_async_16 copies; a barrier then makes them visible to
+// the CTA.
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }

@@ -17,11 +17,16 @@ namespace {
 
 using scoring::kTileKeys;
 
-// Sample slots per thread: the sampled tiles of the widest row, held in registers.
-constexpr int kSlotsPerThread = kMaxSampleTiles * kTileKeys / topk::kThreads;
-static_assert(kSlotsPerThread * topk::kThreads == kMaxSampleTiles * kTileKeys);
+// Sample slots per thread: the sampled tiles of the widest row, kSlotsPerThread per thread.
+constexpr int kSampleSlots = kMaxSampleTiles * kTileKeys;
+constexpr int kSlotsPerThread = kSampleSlots / topk::kThreads;
+static_assert(kSlotsPerThread * topk::kThreads == kSampleSlots && kSlotsPerThread % 4 == 0);
+// Gate CTAs per SM: the sample goes through shared memory, not registers, so that four CTAs
+// (4 x ~43 KiB) fit with at most 32 registers per thread; the gate is a chain of barriers and
+// short phases, and more CTAs per SM overlap them.
+constexpr int kGateCtasPerSm = 4;
 
-// Places this warp's keys[j] with bit j of `take` at consecutive positions from *counter (one
+// Places this warp's slots j with bit j of `take` at consecutive positions from *counter (one
 // shared atomic per warp), in any order; calls place(position, j) for each.
 template <typename Place>
 __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter, Place place) {
@@ -36,13 +41,15 @@ __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter
   }
 }
 
-// One CTA per row (the top-k's block size, for its histogram select). The row's sample is read
-// once, into registers (kSlotsPerThread slots per thread, all loads in flight at once), and the
-// gather for the threshold and the emission work from there: gathering it slot by slot with a
-// global load each and reading it again to emit took 4.4 of the kernel's 7 us at batch 1 (H200).
+// One CTA per row (the top-k's block size, for its histogram select). The row's sample is copied
+// into shared memory (cp.async: every copy of a thread in flight at once, no registers held),
+// each thread turns its own slots into score keys in place (0, the key of NaN and the lowest,
+// where the key is not visible), and the threshold and the emission read them there. Holding the sample in registers instead (16 slots per thread, 60
+// registers) allowed two CTAs per SM.
 template <bool kPaged>
-__global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_constant__ RowState s) {
-  __shared__ uint32_t sample[kMaxSampleTiles * kTileKeys];
+__global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
+    gate_kernel(const __grid_constant__ RowState s) {
+  __shared__ __align__(16) uint32_t sample[kSampleSlots];
   __shared__ topk::HistShared hs;
   __shared__ uint32_t sampled;
   __shared__ uint32_t emitted;
@@ -66,8 +73,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
     // 32-bit index arithmetic: slots are < 8192, keys < 2^31 (plan checks).
     const int32_t stride = s.tile_stride;
     const float* row_sample = s.sample + row * s.sample_stride;
-    // Slot j of this thread: four consecutive slots per 16-byte load, the loads kThreads apart,
-    // from the row's slot 0: the loads do not wait for the row's range.
+    // Slot j of this thread: four consecutive slots per 16-byte copy, the copies kThreads apart.
     auto slot_of = [&](int j) {
       return (j / 4) * (4 * topk::kThreads) + 4 * static_cast<int32_t>(threadIdx.x) + j % 4;
     };
@@ -75,31 +81,28 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
       const int32_t i = slot_of(j);
       return (i / kTileKeys) * stride * kTileKeys + i % kTileKeys;
     };
-    // Every load is issued before any is used (the row's slots lie below sample_stride, a
-    // multiple of 64: a vector is below it or not at all; rows are 256-byte aligned).
-    uint4 raw[kSlotsPerThread / 4];
+    // The row's slots lie below sample_stride, a multiple of 64: a vector is below it or not at
+    // all; rows are 256-byte aligned. A slot at or past it is never visible (its key is past the
+    // widest row).
 #pragma unroll
     for (int v = 0; v < kSlotsPerThread / 4; ++v) {
       const int32_t i = slot_of(4 * v);
-      raw[v] = i < s.sample_stride ? __ldg(reinterpret_cast<const uint4*>(row_sample + i))
-                                   : make_uint4(0, 0, 0, 0);
+      if (i < s.sample_stride) ptx::cp_async_16(sample + i, row_sample + i);
     }
-    uint32_t keys[kSlotsPerThread];
-    uint32_t valid = 0;  // bit j: slot j holds a visible key
+    ptx::cp_async_wait_all();  // this thread's own slots: no barrier before it reads them
+    uint32_t valid = 0;        // bit j: slot j holds a visible key
 #pragma unroll
     for (int j = 0; j < kSlotsPerThread; ++j) {
       const int32_t key = key_of(j);
       const bool visible = key >= lo && key < hi;
-      const uint4& r = raw[j / 4];
-      const uint32_t bits = j % 4 == 0 ? r.x : j % 4 == 1 ? r.y : j % 4 == 2 ? r.z : r.w;
-      keys[j] = visible ? score_key(bits) : 0u;
+      sample[slot_of(j)] = visible ? score_key(sample[slot_of(j)]) : 0u;
       valid |= static_cast<uint32_t>(visible) << j;
     }
-    __syncthreads();  // sampled and emitted are zeroed
+    const uint32_t warp_valid = __reduce_add_sync(0xffffffffu, __popc(valid));
+    if ((threadIdx.x & 31) == 0) atomicAdd(&sampled, warp_valid);
+    __syncthreads();  // the keys, and sampled
     if (length > s.capacity) {
-      // The gate depends on the sample's histogram only, not on the order of this gather.
-      place_warp_keys(valid, &sampled, [&](uint32_t at, int j) { sample[at] = keys[j]; });
-      __syncthreads();
+      // The rank-th largest of the slots is the rank-th largest visible key: the others are 0.
       const uint32_t n = sampled;
       if (n > 0) {
         const float q =
@@ -107,15 +110,15 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
         const float r = q + topk::kSampleSigmas * sqrtf(q) + topk::kRankSlack;
         const uint32_t rank = r >= static_cast<float>(n) ? n : static_cast<uint32_t>(r);
         uint32_t largest = 0;
-        topk::sample_threshold(sample, static_cast<int>(n), rank < 1 ? 1u : rank, false, hs, gate,
-                               largest);
+        const auto slots = static_cast<int>(min(s.sample_stride, int64_t{kSampleSlots}));
+        topk::sample_threshold(sample, slots, rank < 1 ? 1u : rank, false, hs, gate, largest);
       }
     }
     // The candidates' order does not matter: the select ranks them by rank key.
     uint32_t taken = 0;  // bit j: slot j passes the gate
 #pragma unroll
     for (int j = 0; j < kSlotsPerThread; ++j) {
-      taken |= static_cast<uint32_t>((valid >> j & 1) && keys[j] >= gate) << j;
+      taken |= static_cast<uint32_t>((valid >> j & 1) && sample[slot_of(j)] >= gate) << j;
     }
     if (gate != 0) {
       // Heavy ties at the gate (a row of equal scores: all keys pass) predict far more keys than
@@ -133,7 +136,7 @@ __global__ void __launch_bounds__(topk::kThreads) gate_kernel(const __grid_const
       uint64_t* slots = s.candidates + row * s.capacity;
       place_warp_keys(taken, &emitted, [&](uint32_t at, int j) {
         if (at < static_cast<uint32_t>(s.capacity)) {
-          slots[at] = rank_key(keys[j], static_cast<uint32_t>(key_of(j) - lo));
+          slots[at] = rank_key(sample[slot_of(j)], static_cast<uint32_t>(key_of(j) - lo));
         }
       });
     }
