@@ -50,8 +50,9 @@ MAX_TOPK = _C.MAX_TOPK
 FUSED_MIN_ROW_KEYS = _C.FUSED_MIN_ROW_KEYS
 
 __all__ = [
-    "FUSED_MIN_ROW_KEYS", "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info", "build_k_cache",
-    "bytes_per_key", "cuda_device_count", "cuda_device_runs_kernels", "cuda_prefill_path", "dequantize_k_fp8",
+    "FUSED_MIN_ROW_KEYS", "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info",
+    "build_k_cache", "bytes_per_key", "cuda_device_count", "cuda_device_runs_kernels",
+    "cuda_prefill_path", "dequantize_k_fp8",
     "dequantize_mxfp4", "empty_k_cache", "gather_k_workspace", "indexer_cpu_workspace_size",
     "indexer_cuda_workspace_size", "indexer_decode",
     "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",

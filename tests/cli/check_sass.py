@@ -4,7 +4,8 @@
   * Top-k kernels (src/cuda/topk/): no YIELD. ptxas once put one into every loop of the segment
     kernel (after an unrelated change added a second inlined row_range), and its streaming loop
     ran at half speed with otherwise the same instructions (docs/benchmarks.md).
-  * Top-k kernels: no local stores (none spills), so a new spill does not land unseen.
+  * Top-k kernels and the fused indexer's gate (src/cuda/indexer/): no local stores (none
+    spills), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma),
     and none stores to local memory (none spills since the emitting paged N = 256 stopped).
   * Scoring kernels: no barrier arrival (SYNCS.ARRIVE...A1T0, a consumer releasing a stage or a
@@ -63,8 +64,8 @@ def count(lines, opcode):
 
 
 def local_store_failures(name, lines):
-    """A failure for a kernel that stores to local memory (a spill), for the top-k and scoring
-    kernels alike."""
+    """A failure for a kernel that stores to local memory (a spill), for the top-k, indexer and
+    scoring kernels alike."""
     stores = count(lines, "STL(?:\\.\\w+)*")
     return [f"{name}: {stores} local stores (expected none)"] if stores else []
 
@@ -90,7 +91,8 @@ def main():
     objects = os.path.join(sys.argv[1], "CMakeFiles", "flashindexer.dir", "src", "cuda")
     topk = sorted(glob.glob(os.path.join(objects, "topk", "*.cu.o")))
     scoring = sorted(glob.glob(os.path.join(objects, "scoring", "*.cu.o")))
-    if not topk or not scoring:
+    indexer = sorted(glob.glob(os.path.join(objects, "indexer", "*.cu.o")))
+    if not topk or not scoring or not indexer:
         sys.exit(f"no CUDA object files under {objects} (was the CUDA backend built?)")
     cuobjdump = find_cuobjdump(sys.argv[2] if len(sys.argv) > 2 else None)
     if cuobjdump is None:
@@ -105,6 +107,13 @@ def main():
             if yields:
                 failures.append(f"{name}: {yields} YIELD instructions (expected none)")
             failures += local_store_failures(name, lines)
+    indexer_kernels = 0
+    for path in indexer:
+        for name, lines in kernels(cuobjdump, path).items():
+            indexer_kernels += 1
+            failures += local_store_failures(name, lines)
+    if indexer_kernels == 0:
+        failures.append("no indexer kernel (the fused gate) found")
     score_kernels = 0
     for path in scoring:
         for name, lines in kernels(cuobjdump, path).items():
@@ -122,7 +131,8 @@ def main():
         failures.append("no score_kernel instantiation found")
     for failure in failures:
         print("FAIL", failure)
-    print(f"checked {checked} top-k kernels and {score_kernels} scoring kernels with {cuobjdump}")
+    print(f"checked {checked} top-k kernels, {indexer_kernels} indexer kernels and {score_kernels} "
+          f"scoring kernels with {cuobjdump}")
     sys.exit(1 if failures else 0)
 
 

@@ -44,14 +44,14 @@ __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter
 // One CTA per row (the top-k's block size, for its histogram select). The row's sample is copied
 // into shared memory (cp.async: every copy of a thread in flight at once, no registers held),
 // each thread turns its own slots into score keys in place (0, the key of NaN and the lowest,
-// where the key is not visible), and the threshold and the emission read them there. Holding the sample in registers instead (16 slots per thread, 60
-// registers) allowed two CTAs per SM.
+// where the key is not visible), and the threshold and the emission read them there. Holding the
+// sample in registers instead (16 slots per thread, 60 registers) allowed two CTAs per SM.
 template <bool kPaged>
 __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     gate_kernel(const __grid_constant__ RowState s) {
   __shared__ __align__(16) uint32_t sample[kSampleSlots];
   __shared__ topk::HistShared hs;
-  __shared__ uint32_t sampled;
+  __shared__ uint32_t warp_sampled[topk::kWarps];  // visible slots of each warp
   __shared__ uint32_t emitted;
   __shared__ uint32_t passing;
   ptx::wait_prior_grids();  // launched as a programmatic dependent (launch.h)
@@ -61,7 +61,6 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
   scoring::row_range<kPaged>(s.ranges, row, lo, hi);
   const int64_t length = hi - lo;
   if (threadIdx.x == 0) {
-    sampled = 0;
     emitted = 0;
     passing = 0;
     if (row == 0 && s.fallback_rows != nullptr) *s.fallback_rows = 0;
@@ -99,11 +98,19 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
       valid |= static_cast<uint32_t>(visible) << j;
     }
     const uint32_t warp_valid = __reduce_add_sync(0xffffffffu, __popc(valid));
-    if ((threadIdx.x & 31) == 0) atomicAdd(&sampled, warp_valid);
-    __syncthreads();  // the keys, and sampled
+    if ((threadIdx.x & 31) == 0) warp_sampled[threadIdx.x / 32] = warp_valid;
+    __syncthreads();  // the keys, warp_sampled, and the counters zeroed
+    // The row's visible slots, summed where needed (a register held across the threshold's
+    // select spilled).
+    auto sampled = [&] {
+      uint32_t n = 0;
+#pragma unroll
+      for (int w = 0; w < topk::kWarps; ++w) n += warp_sampled[w];
+      return n;
+    };
     if (length > s.capacity) {
       // The rank-th largest of the slots is the rank-th largest visible key: the others are 0.
-      const uint32_t n = sampled;
+      const uint32_t n = sampled();
       if (n > 0) {
         const float q =
             static_cast<float>(n) * static_cast<float>(s.k) / static_cast<float>(length);
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
       if ((threadIdx.x & 31) == 0) atomicAdd(&passing, warp_passing);
       __syncthreads();
       overflows = static_cast<double>(passing) * static_cast<double>(length) >
-                  2.0 * static_cast<double>(s.capacity) * static_cast<double>(sampled);
+                  2.0 * static_cast<double>(s.capacity) * static_cast<double>(sampled());
     }
     if (overflows) {
       if (threadIdx.x == 0) emitted = static_cast<uint32_t>(s.capacity) + 1;
