@@ -6,10 +6,10 @@ k = 2048 or --k) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths),
 (--next-n), dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys or --prefill-width, k = 2048 or --k)
-at H = 64 and 32, dense and fused, unsorted (--prefill-rows; --prefill-requests). The top-k cases keep k = 2048. Times in us:
-CUDA-graph replay of --calls consecutive calls (per call; prefill: one call), warm L2, median of
---iters (prefill: of 5). Every shim must give the same indices (sorted output; unsorted compared
-as sets).
+at H = 64 and 32, dense and fused, unsorted (--prefill-rows; --prefill-requests packs equal
+requests). The top-k cases keep k = 2048. Times in us: CUDA-graph replay of --calls
+consecutive calls (per call; prefill: one call), warm L2, median of --iters (prefill: of 5).
+Every shim must give the same indices (sorted output; unsorted compared as sets).
 
     python3 tools/bench/compare_builds.py old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so
@@ -78,7 +78,8 @@ def main():
     parser.add_argument("--calls", type=int, default=10, help="calls per captured graph")
     parser.add_argument("--prefill-rows", type=int, default=2048)
     parser.add_argument("--prefill-requests", type=int, default=1,
-                        help="equal requests packed in the prefill chunk (bench_logits.chunk_ranges)")
+                        help="equal requests packed in the prefill chunk "
+                        "(bench_logits.chunk_ranges)")
     parser.add_argument("--prefill-width", type=int, default=WIDTH,
                         help="keys of the prefill cases (the last row sees them all)")
     parser.add_argument("--batches", default="1,64",
