@@ -27,7 +27,8 @@ static_assert(kSlotsPerThread * topk::kThreads == kSampleSlots && kSlotsPerThrea
 constexpr int kGateCtasPerSm = 4;
 
 // Places this warp's slots j with bit j of `take` at consecutive positions from *counter (one
-// shared atomic per warp), in any order; calls place(position, j) for each.
+// shared atomic per warp), in any order; calls place(position, j) for each. The loop visits the
+// set bits only: a row passes ~k of its up to 8192 sampled keys' gate, a few per thread.
 template <typename Place>
 __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter, Place place) {
   const uint32_t count = __popc(take);
@@ -35,10 +36,7 @@ __device__ __forceinline__ void place_warp_keys(uint32_t take, uint32_t* counter
   uint32_t base = 0;
   if ((threadIdx.x & 31) == 31) base = atomicAdd(counter, inclusive);
   uint32_t at = __shfl_sync(0xffffffffu, base, 31) + inclusive - count;
-#pragma unroll
-  for (int j = 0; j < kSlotsPerThread; ++j) {
-    if (take >> j & 1) place(at++, j);
-  }
+  for (; take != 0; take &= take - 1) place(at++, __ffs(take) - 1);
 }
 
 // One CTA per row (the top-k's block size, for its histogram select). The row's sample is copied
@@ -72,30 +70,43 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     // 32-bit index arithmetic: slots are < 8192, keys < 2^31 (plan checks).
     const int32_t stride = s.tile_stride;
     const float* row_sample = s.sample + row * s.sample_stride;
-    // Slot j of this thread: four consecutive slots per 16-byte copy, the copies kThreads apart.
+    const auto row_slots = static_cast<int32_t>(min(s.sample_stride, int64_t{kSampleSlots}));
+    // Slot j of this thread: four consecutive slots per 16-byte vector (j / 4), the vectors
+    // kThreads apart; a vector's four slots are consecutive keys of one tile.
     auto slot_of = [&](int j) {
       return (j / 4) * (4 * topk::kThreads) + 4 * static_cast<int32_t>(threadIdx.x) + j % 4;
     };
-    auto key_of = [&](int j) {
-      const int32_t i = slot_of(j);
-      return (i / kTileKeys) * stride * kTileKeys + i % kTileKeys;
+    auto key_of_slot = [&](int32_t i) {  // i >= 0: unsigned division is a shift
+      const auto slot = static_cast<uint32_t>(i);
+      return static_cast<int32_t>((slot / kTileKeys) * stride * kTileKeys + slot % kTileKeys);
     };
+    auto key_of = [&](int j) { return key_of_slot(slot_of(j)); };
     // The row's slots lie below sample_stride, a multiple of 64: a vector is below it or not at
-    // all; rows are 256-byte aligned. A slot at or past it is never visible (its key is past the
-    // widest row).
+    // all; rows are 256-byte aligned. A vector at or past it is neither copied nor read: its
+    // keys are past the widest row, never visible.
 #pragma unroll
     for (int v = 0; v < kSlotsPerThread / 4; ++v) {
       const int32_t i = slot_of(4 * v);
-      if (i < s.sample_stride) ptx::cp_async_16(sample + i, row_sample + i);
+      if (i < row_slots) ptx::cp_async_16(sample + i, row_sample + i);
     }
     ptx::cp_async_wait_all();  // this thread's own slots: no barrier before it reads them
-    uint32_t valid = 0;        // bit j: slot j holds a visible key
+    // Each vector is read and written back whole (a 16-byte access per thread: no bank
+    // conflicts, where four 4-byte ones 16 bytes apart conflicted four ways).
+    uint32_t valid = 0;  // bit j: slot j holds a visible key
 #pragma unroll
-    for (int j = 0; j < kSlotsPerThread; ++j) {
-      const int32_t key = key_of(j);
-      const bool visible = key >= lo && key < hi;
-      sample[slot_of(j)] = visible ? score_key(sample[slot_of(j)]) : 0u;
-      valid |= static_cast<uint32_t>(visible) << j;
+    for (int v = 0; v < kSlotsPerThread / 4; ++v) {
+      const int32_t i = slot_of(4 * v);
+      if (i >= row_slots) continue;
+      const int32_t first = key_of_slot(i);
+      uint4 keys = *reinterpret_cast<const uint4*>(sample + i);
+      uint32_t* key = &keys.x;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool visible = first + e >= lo && first + e < hi;
+        key[e] = visible ? score_key(key[e]) : 0u;
+        valid |= static_cast<uint32_t>(visible) << (4 * v + e);
+      }
+      *reinterpret_cast<uint4*>(sample + i) = keys;
     }
     const uint32_t warp_valid = __reduce_add_sync(0xffffffffu, __popc(valid));
     if ((threadIdx.x & 31) == 0) warp_sampled[threadIdx.x / 32] = warp_valid;
@@ -117,15 +128,21 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
         const float r = q + topk::kSampleSigmas * sqrtf(q) + topk::kRankSlack;
         const uint32_t rank = r >= static_cast<float>(n) ? n : static_cast<uint32_t>(r);
         uint32_t largest = 0;
-        const auto slots = static_cast<int>(min(s.sample_stride, int64_t{kSampleSlots}));
-        topk::sample_threshold(sample, slots, rank < 1 ? 1u : rank, false, hs, gate, largest);
+        topk::sample_threshold(sample, row_slots, rank < 1 ? 1u : rank, false, hs, gate, largest);
       }
     }
     // The candidates' order does not matter: the select ranks them by rank key.
     uint32_t taken = 0;  // bit j: slot j passes the gate
 #pragma unroll
-    for (int j = 0; j < kSlotsPerThread; ++j) {
-      taken |= static_cast<uint32_t>((valid >> j & 1) && sample[slot_of(j)] >= gate) << j;
+    for (int v = 0; v < kSlotsPerThread / 4; ++v) {
+      const uint32_t visible = valid >> (4 * v) & 0xfu;
+      if (visible == 0) continue;
+      const uint4 keys = *reinterpret_cast<const uint4*>(sample + slot_of(4 * v));
+      const uint32_t* key = &keys.x;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        taken |= static_cast<uint32_t>((visible >> e & 1) && key[e] >= gate) << (4 * v + e);
+      }
     }
     if (gate != 0) {
       // Heavy ties at the gate (a row of equal scores: all keys pass) predict far more keys than

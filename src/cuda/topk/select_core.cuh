@@ -253,10 +253,10 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
     __syncthreads();
     // Warp w owns groups [w * per_warp, (w + 1) * per_warp), lane l the l-th of every 32 (16-byte
     // loads without bank conflicts); the warp's indices of a step are consecutive, so its stores
-    // are coalesced. One warp scan per 128 words and one bit loop per 64: with a scan per 32
-    // words and a loop per word, prefill 4096 x 131072 k = 2048 took 0.633 ms against 0.628
-    // (bf16 0.561 against 0.552; H200). (Scattered stores of a thread owning 8 consecutive
-    // words, or indices staged in shared memory first, measured no better than coalesced ones.)
+    // are coalesced. One warp scan per 128 words: with a scan per 32 words, prefill 4096 x
+    // 131072 k = 2048 took 0.633 ms against 0.628 (bf16 0.561 against 0.552; H200). (Scattered
+    // stores of a thread owning 8 consecutive words, or indices staged in shared memory first,
+    // measured no better than coalesced ones.)
     const int per_warp = (group_count + kWarps * 32 - 1) / (kWarps * 32) * 32;
     const int lane = threadIdx.x & 31;
     const int first = (threadIdx.x >> 5) * per_warp;
@@ -273,18 +273,22 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
     for (int step = first; step < last; step += 32) {
       const int g = step + lane;
       const uint4 words = g < last ? groups[g] : make_uint4(0, 0, 0, 0);
-      const uint64_t low = (static_cast<uint64_t>(words.y) << 32) | words.x;
-      const uint64_t high = (static_cast<uint64_t>(words.w) << 32) | words.z;
-      const uint32_t count = __popcll(low) + __popcll(high);
+      const uint32_t count = __popc(words.x) + __popc(words.y) + __popc(words.z) + __popc(words.w);
       const uint32_t inclusive = warp_inclusive_scan(count);
-      uint32_t at = place + inclusive - count;
-      const uint32_t index = first_index + static_cast<uint32_t>(g) * 128;
-      for (uint64_t bits = low; bits != 0; bits &= bits - 1) {
-        out[at++ * stride] = static_cast<int32_t>(index + __ffsll(bits) - 1);
-      }
-      for (uint64_t bits = high; bits != 0; bits &= bits - 1) {
-        out[at++ * stride] = static_cast<int32_t>(index + 64 + __ffsll(bits) - 1);
-      }
+      // A bit loop per 32-bit word with a stepped pointer: 10 instructions per index where 64-bit
+      // words and an index multiply took 27 (ncu, the fused select at H32 prefill).
+      int32_t* to = out + static_cast<int64_t>(place + inclusive - count) * stride;
+      const int32_t index = static_cast<int32_t>(first_index + static_cast<uint32_t>(g) * 128);
+      auto write_bits = [&](uint32_t bits, int32_t first_bit) {
+        for (; bits != 0; bits &= bits - 1) {
+          *to = first_bit + __ffs(bits) - 1;
+          to += stride;
+        }
+      };
+      write_bits(words.x, index);
+      write_bits(words.y, index + 32);
+      write_bits(words.z, index + 64);
+      write_bits(words.w, index + 96);
       place += __shfl_sync(0xffffffffu, inclusive, 31);
     }
     written += total;
@@ -381,6 +385,7 @@ struct HistShared {
   uint64_t cutoff;
   uint64_t gather[kBruteForceMax + 8];    // + 8: the unrolled scan reads past m
   uint8_t gathered_warp[kBruteForceMax];  // the warp whose slice held gather[i]
+  uint32_t taken[kWarps];                 // select_dense: each warp's keys at or above the cutoff
 };
 
 // The highest of the kHistBinsPerThread bins thread t owns: 2047 - 4t (down to 2044 - 4t).
@@ -606,19 +611,33 @@ __device__ __forceinline__ uint32_t compact_cutoff(const Candidates& c, uint64_t
                              [&](uint32_t position, uint64_t key) { selection[position] = key; });
 }
 
-// Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into
-// selection[0, count); returns count (= min(want, candidates)).
-__device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint32_t min_key,
-                                        uint32_t max_key, uint64_t* selection, HistShared& hs) {
-  uint64_t cutoff = 0;  // every key: all wanted
-  if (want == 0) {
-    cutoff = ~uint64_t{0};  // no key: +inf is 0xff800000, so no rank key is all ones
-  } else if (want < c.valid) {
+// The cutoff of the `want` largest of c's candidates (score keys within [min_key, max_key]): the
+// rank key K with exactly min(want, candidates) of them >= K (0: all; all ones: none). Each
+// warp's count of those goes to warp_taken (kWarps words of shared memory). Contains barriers.
+__device__ inline uint64_t dense_cutoff(const Candidates& c, uint32_t want, uint32_t min_key,
+                                        uint32_t max_key, HistShared& hs, uint32_t* warp_taken) {
+  if (want > 0 && want < c.valid) {
     const uint64_t lo = static_cast<uint64_t>(min_key) << 32;
     const uint64_t hi = (static_cast<uint64_t>(max_key) << 32) | 0xffffffffu;
-    cutoff = select_cutoff(c, want, lo, hi, shift_for_range(hi - lo), false, hs);
+    return select_cutoff(c, want, lo, hi, shift_for_range(hi - lo), false, hs, warp_taken);
   }
-  return compact_cutoff(c, cutoff, selection, hs.scan);
+  const int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) warp_taken[warp] = want > 0 ? c.count(warp) : 0u;
+  __syncthreads();
+  // No key: +inf is 0xff800000, so no rank key is all ones.
+  return want > 0 ? 0 : ~uint64_t{0};
+}
+
+// Selects the `want` largest of c's candidates (score keys within [min_key, max_key]) into
+// selection[0, count) in slot order; returns count (= min(want, candidates)). The cutoff's
+// search counts each warp's keys above it, so the compaction needs no counting pass.
+__device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint32_t min_key,
+                                        uint32_t max_key, uint64_t* selection, HistShared& hs) {
+  const uint64_t cutoff = dense_cutoff(c, want, min_key, max_key, hs, hs.taken);
+  const uint32_t count = place_taken(
+      c, cutoff, hs.taken, [&](uint32_t position, uint64_t key) { selection[position] = key; });
+  __syncthreads();
+  return count;
 }
 
 // A lower bound T of the sample's rank-th largest key, at most 2^10 key steps below it: two

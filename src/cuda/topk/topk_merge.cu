@@ -30,12 +30,20 @@ namespace {
 
 static_assert(kMaxSplits <= 32, "one lane per split reads the split counts");
 
+// The selection's slots. Unsorted answers use them as the bitmap of their indices, so there are
+// at least 2048 (16 KiB: one window of 131072 keys) whatever k.
+__host__ __device__ inline int merge_selection_slots(int k) {
+  constexpr int kBitmapSlots = 2048;
+  const int slots = selection_capacity(k);
+  return slots > kBitmapSlots ? slots : kBitmapSlots;
+}
+
 template <typename T, int kCapacity>
 __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1)
     topk_merge_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
   uint64_t* buffer = shared_keys;                 // [kCapacity]
-  uint64_t* selection = shared_keys + kCapacity;  // [selection_capacity(k)]
+  uint64_t* selection = shared_keys + kCapacity;  // [merge_selection_slots(k)]
   __shared__ HistShared hs;
   __shared__ SelectState state;
   __shared__ int gate_failed;
@@ -82,20 +90,29 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   // thread is in flight at once. Loads into registers (16 rank keys per thread, 2 CTAs per SM
   // leave 64 registers) were issued one after another's store: 3.5 of the one-row select's
   // 13 us at k = 2048 (H200).
-  constexpr int kPerThread = kCapacity / kThreads;
   const uint64_t* keys = p.split_keys + row * p.splits * p.split_capacity;
-  const int dense = p.splits * p.split_capacity;
-  // One split (the fused indexer's candidates) needs no division per slot, which took 2.8 us of
-  // that select. The others keep theirs: with a multiply-high in its place ptxas put YIELDs into
-  // this kernel's loops (tests/cli/check_sass.py rejects them in top-k kernels).
-  const bool one_split = p.splits == 1;
+  if (p.splits == 1) {
+    // One split (the fused indexer's candidates): its count bounds the loop, with no division
+    // or offset lookup per slot (a fixed loop over all 8192 slots was 16 % of that select's
+    // instructions, with ~3K candidates per row at H32 prefill).
+    const uint32_t count = split_offsets[1];
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+      ptx::cp_async_8(buffer + i, keys + i);
+    }
+  } else {
+    // Splits' slots to their places in split order. (With a multiply-high in place of the
+    // division ptxas put YIELDs into this kernel's loops; tests/cli/check_sass.py rejects them in
+    // top-k kernels.)
+    constexpr int kPerThread = kCapacity / kThreads;
+    const int dense = p.splits * p.split_capacity;
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int g = j * kThreads + static_cast<int>(threadIdx.x);
-    if (g >= dense) break;
-    const int split = one_split ? 0 : g / p.split_capacity;
-    const uint32_t at = split_offsets[split] + (g - split * p.split_capacity);
-    if (at < split_offsets[split + 1]) ptx::cp_async_8(buffer + at, keys + g);
+    for (int j = 0; j < kPerThread; ++j) {
+      const int g = j * kThreads + static_cast<int>(threadIdx.x);
+      if (g >= dense) break;
+      const int split = g / p.split_capacity;
+      const uint32_t at = split_offsets[split] + (g - split * p.split_capacity);
+      if (at < split_offsets[split + 1]) ptx::cp_async_8(buffer + at, keys + g);
+    }
   }
   ptx::cp_async_wait_all();
   __syncthreads();
@@ -115,11 +132,27 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   }
   __syncthreads();
   const Candidates candidates{buffer, dense_slice(valid), nullptr, valid};
-  const uint32_t count =
-      select_dense(candidates, row_want, reduce_warp_min(hs), reduce_warp_max(hs), selection, hs);
-  // The buffer is free once the selection is compacted: a bit per key of the row.
-  write_row_from_any_order(p, row, selection, count, row_count,
-                           reinterpret_cast<uint32_t*>(buffer), kCapacity * 2, hs.scan);
+  const uint32_t lowest_key = reduce_warp_min(hs);
+  const uint32_t highest_key = reduce_warp_max(hs);
+  if (p.sorted) {
+    write_row(p, row, selection,
+              select_dense(candidates, row_want, lowest_key, highest_key, selection, hs));
+    return;
+  }
+  // Unsorted: the candidates at or above the cutoff mark their indices straight from the buffer
+  // into a bitmap over the selection's space, with no compaction (its counting and placing
+  // passes were ~19 % of the fused select's instructions).
+  const uint64_t cutoff = dense_cutoff(candidates, row_want, lowest_key, highest_key, hs, hs.taken);
+  int32_t* out = p.out + row * p.out_stride0;
+  const uint32_t count = write_marked_in_index_order(
+      out, p.out_stride1, row_count, reinterpret_cast<uint32_t*>(selection),
+      2 * merge_selection_slots(p.k), hs.scan, [&](uint32_t* bits, uint32_t first, uint32_t span) {
+        for (uint32_t i = threadIdx.x; i < valid; i += kThreads) {
+          const uint64_t key = buffer[i];
+          if (key >= cutoff) mark_index(bits, first, span, rank_key_index(key));
+        }
+      });
+  write_padding(p, out, count);
 }
 
 }  // namespace
@@ -128,7 +161,7 @@ cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStre
   const bool small = static_cast<int64_t>(params.splits) * params.split_capacity <= kBufferCapacity;
   const int capacity = small ? kBufferCapacity : kMergeCapacity;
   const size_t shared =
-      (capacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
+      (capacity + static_cast<size_t>(merge_selection_slots(params.k))) * sizeof(uint64_t);
   const int most = (capacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
   auto* kernel = small ? (bf16 ? topk_merge_kernel<uint16_t, kBufferCapacity>
                                : topk_merge_kernel<float, kBufferCapacity>)
