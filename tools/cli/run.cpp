@@ -158,10 +158,7 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, 
   // A serving engine knows what its prefill rows see without reading ks / ke back: the fewest
   // keys any row sees lets kAuto pick the CUDA path (RunOptions::min_row_keys).
   RunOptions options = indexer_options;
-  for (size_t r = 0; r < batch.ks.size(); ++r) {
-    const int64_t sees = batch.ke[r] - batch.ks[r];
-    options.min_row_keys = r == 0 ? sees : std::min(options.min_row_keys, sees);
-  }
+  if (!shape.decode) options.min_row_keys = batch.fewest_row_keys;
   CLI_RETURN_IF_ERROR(timed(&result->indexer_ms, memory, [&] {
     return shape.decode ? indexer_decode(indexer_out, q, cache, weights, context_lens, block_table,
                                          k, unsorted, options)

@@ -279,6 +279,16 @@ void assign_pages(Workload& workload, Rng& rng) {
   }
 }
 
+// The fewest keys any of the rows sees (0 for no rows).
+int64_t fewest_keys(const std::vector<QueryRow>& rows) {
+  int64_t fewest = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int64_t sees = rows[r].key_end - rows[r].key_begin;
+    fewest = r == 0 ? sees : std::min(fewest, sees);
+  }
+  return fewest;
+}
+
 // Row ranges in the op's column space: workspace offsets for prefill, context positions for
 // decode (spec §6.3 with R = 1, §7.1).
 void fill_row_ranges(Batch& batch) {
@@ -297,6 +307,7 @@ void fill_row_ranges(Batch& batch) {
       batch.visible_pairs += row.key_end - row.key_begin;
     }
     batch.logits_width = batch.cu_seq_lens.back();
+    batch.fewest_row_keys = fewest_keys(batch.rows);
     return;
   }
   for (const RequestShape& request : requests) {
@@ -309,6 +320,7 @@ void fill_row_ranges(Batch& batch) {
     batch.visible_pairs += row.key_end;
     batch.logits_width = std::max(batch.logits_width, row.key_end);
   }
+  batch.fewest_row_keys = fewest_keys(batch.rows);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ struct Batch {
   std::vector<int32_t> ke;            // prefill: [rows] i32 one past the last visible key
   std::vector<int32_t> context_lens;  // decode: [B] or [B, next_n] i32
   int64_t visible_pairs = 0;          // sum over rows of key_end - key_begin
+  int64_t fewest_row_keys = 0;        // the least key_end - key_begin of a row (0: no rows)
   int64_t logits_width = 0;           // logits columns: workspace keys, or the longest decode row
 };
 
