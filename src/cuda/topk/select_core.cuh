@@ -485,11 +485,11 @@ __device__ inline uint64_t select_cutoff(const Candidates& c, uint32_t want, uin
     if (!hist_ready) {
       for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
       __syncthreads();
-      for (uint32_t j = 0; j < mine; j += 32) {
-        const uint32_t i = j + lane;
-        const uint64_t key = i < mine ? slice[i] : 0;
-        const bool take = i < mine && key >= lo && key <= hi;
-        warp_hist_add(hs.bins, take ? hist_bin(key, lo, shift) : 0u, take);
+      // A loop per lane (no warp-wide step): the slice's address steps by a register add, where
+      // the guarded load of a warp-wide step rebuilt it from the CTA's shared window each time.
+      for (uint32_t i = lane; i < mine; i += 32) {
+        const uint64_t key = slice[i];
+        warp_hist_add(hs.bins, hist_bin(key, lo, shift), key >= lo && key <= hi);
       }
       __syncthreads();
     }
