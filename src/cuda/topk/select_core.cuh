@@ -275,7 +275,7 @@ __device__ inline uint32_t write_marked_in_index_order(int32_t* out, int64_t str
       const uint4 words = g < last ? groups[g] : make_uint4(0, 0, 0, 0);
       const uint32_t count = __popc(words.x) + __popc(words.y) + __popc(words.z) + __popc(words.w);
       const uint32_t inclusive = warp_inclusive_scan(count);
-      // A bit loop per 32-bit word with a stepped pointer: 10 instructions per index where 64-bit
+      // A bit loop per 32-bit word with a stepped pointer: 11 instructions per index where 64-bit
       // words and an index multiply took 27 (ncu, the fused select at H32 prefill).
       int32_t* to = out + static_cast<int64_t>(place + inclusive - count) * stride;
       const int32_t index = static_cast<int32_t>(first_index + static_cast<uint32_t>(g) * 128);
