@@ -463,8 +463,8 @@ TEST(TopKCuda, LongRowsOfOneMillionKeys) {
 // White-box: long unsorted rows on every path. One CTA per row (133 rows), clusters (67 rows;
 // CTA 0's gather after fine ties) place their survivors in index order straight from their
 // slices; the merge (k > 2048), whose candidates are not in index order, marks them in a bitmap
-// of the row written in windows (write_marked_in_index_order): 1.1M keys take two of its 128 KiB
-// (1M keys) windows.
+// of the row over its selection's space, written in windows (write_marked_in_index_order): at
+// k = 4096, 1.1M keys take five windows of 256K keys.
 TEST(TopKCuda, UnsortedRowsLongerThanOneBitmapWindow) {
   SKIP_WITHOUT_GPU();
   run_case({133, 530000, 1024, Dist::kNormal, false, false, Form::kDecode, Lengths::kFewLong});
