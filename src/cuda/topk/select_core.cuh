@@ -653,11 +653,13 @@ __device__ inline void sample_threshold(const uint32_t* sample, int sampled, uin
   for (int b = threadIdx.x; b < kHistBins; b += kThreads) hs.bins[b] = 0;
   __syncthreads();
   uint32_t largest = 0;
-  for (int j = 0; j < sampled; j += kThreads) {  // warp-uniform trip count
-    const int i = j + static_cast<int>(threadIdx.x);
-    const uint32_t key = i < sampled ? sample[i] : 0u;
+  // A loop per thread: with a warp-wide step and a guarded load ptxas rebuilt the bins' shared
+  // address at every key (11 instructions per key against 5; the fused gate 89 -> 84 us at H32
+  // prefill 4096 x 131072).
+  for (int i = threadIdx.x; i < sampled; i += kThreads) {
+    const uint32_t key = sample[i];
     largest = largest > key ? largest : key;
-    warp_hist_add(hs.bins, key >> 21, i < sampled);
+    warp_hist_add(hs.bins, key >> 21, true);
   }
   largest = __reduce_max_sync(0xffffffffu, largest);
   if ((threadIdx.x & 31) == 0) hs.warp_max[warp] = largest;
