@@ -59,7 +59,7 @@ def main():
                 inputs = PrefillInputs(heads, rows, width, requests=requests)
                 chunk = f" in {requests} requests" if requests > 1 else ""
                 compare_paths(args, f"| {heads} | prefill {rows} x {width}{chunk} | - |", rows, 1,
-                              lambda out, sorted_output, path: prefill_call(
+                              lambda out, sorted_output, path, inputs=inputs: prefill_call(
                                   lib, inputs, out, path, workspace, args.k, sorted_output))
                 del inputs
                 torch.cuda.empty_cache()
@@ -70,7 +70,7 @@ def main():
                     inputs = DecodeInputs(heads, batch, width, next_n, False)
                     compare_paths(args, f"| {heads} | {batch} x {width} | {next_n} |",
                                   batch * next_n, args.calls,
-                                  lambda out, sorted_output, path: indexer_call(
+                                  lambda out, sorted_output, path, inputs=inputs: indexer_call(
                                       lib, inputs, batch, out, sorted_output, path, workspace,
                                       next_n, args.k))
                     del inputs
