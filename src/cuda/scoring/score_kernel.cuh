@@ -1225,8 +1225,11 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
 // form a mask, and one warp scan of the masks' counts places them all. Each row's entries are
 // counted as they are queued, so the flush (when a step's entries do not fit, and at the item's
 // end) takes its places without a counting pass; it holds only this warp while the consumers
-// fill the next buffers, though at H = 32 the flushes still take ~6 % of the scan (their writes,
-// not the wait for the places: docs/design.md).
+// fill the next buffers. What an emitter step costs is its instructions, which share the SM's
+// issue slots and power with the consumers: a step inside its rows' ranges is a compare per
+// score, and the taken scores (~2 %) are queued by a loop over the mask's set bits. Testing every
+// score against its range and unrolling the queueing over all of a lane's scores (predicated)
+// took ~220 instructions per H = 32 step against ~90, and the H = 32 scan 7 % longer.
 // Buffer phases: a warpgroup's step j uses buffer j % kScoreBuffers, and an emitter waits for its
 // phase j / kScoreBuffers by parity, which is sound only if step j - kScoreBuffers has been
 // written. An emitter's steps of one warpgroup are 3 of that warpgroup's steps apart (global
@@ -1290,18 +1293,34 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
           row * kScoreStride + 4 * (lane % kLanesPerRow);
       const int32_t key0 = tile * kTileKeys + 4 * (lane % kLanesPerRow);
       // Score e of this lane is element e % 4 of vector e / 4 (its column, key - key0: column()).
-      auto column = [](int e) { return 4 * kLanesPerRow * (e / 4) + e % 4; };
-      uint32_t taken = 0;
+      auto column = [](uint32_t e) {
+        return static_cast<int>(4 * kLanesPerRow * (e / 4) + e % 4);
+      };
+      float values[kMine];
 #pragma unroll
       for (int v = 0; v < kVectors; ++v) {
         const float4 four = *reinterpret_cast<const float4*>(scores + column(4 * v));
-        const float values[4] = {four.x, four.y, four.z, four.w};
+        values[4 * v] = four.x;
+        values[4 * v + 1] = four.y;
+        values[4 * v + 2] = four.z;
+        values[4 * v + 3] = four.w;
+      }
+      // Most steps lie inside the lane's row range, on a gated row: the compare alone decides
+      // (rows that take every key, and the steps at range ends, test each key's range too).
+      const int32_t tile_key0 = tile * kTileKeys;
+      const bool inside = !row_gate.take_all && tile_key0 >= lo && tile_key0 + kTileKeys <= hi;
+      uint32_t taken = 0;
+      if (inside) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int e = 4 * v + i;
+        for (int e = 0; e < kMine; ++e) {
+          taken |= static_cast<uint32_t>(values[e] >= row_gate.threshold) << e;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kMine; ++e) {
           const int32_t key = key0 + column(e);
           const bool take = static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) &&
-                            row_gate.passes(values[i]);
+                            row_gate.passes(values[e]);
           taken |= static_cast<uint32_t>(take) << e;
         }
       }
@@ -1315,17 +1334,12 @@ __device__ __forceinline__ void emit_scores(const ScoreParams& p, uint8_t* smem,
       const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);
       const uint32_t row_before = __shfl_sync(0xffffffffu, through, max(first_lane - 1, 0));
       row_entries += row_through - (first_lane > 0 ? row_before : 0);
-      // The taken scores (a few per tile) are read again from the buffer, released only after:
-      // holding all 2 kRows of them spilled in a 40-register emitter (tried at H = 32).
-      if (taken != 0) {
-        uint64_t* keys = queue.keys() + queue.size + (through - count);
-#pragma unroll
-        for (int e = 0; e < kMine; ++e) {
-          if (taken & (1u << e)) {
-            *keys++ =
-                queue_entry(scores[column(e)], row, static_cast<uint32_t>(key0 + column(e) - lo));
-          }
-        }
+      // The taken scores are read again from the buffer, released only after (holding all
+      // 2 kRows of them across the scan spilled in a 40-register emitter, tried at H = 32).
+      uint64_t* keys = queue.keys() + queue.size + (through - count);
+      for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
+        const auto e = static_cast<uint32_t>(__ffs(rest) - 1);
+        *keys++ = queue_entry(scores[column(e)], row, static_cast<uint32_t>(key0 + column(e) - lo));
       }
       queue.size += total;
       // The proxy fence is not what orders these reads (the consumers' stores wrote them, not
