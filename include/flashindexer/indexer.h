@@ -38,9 +38,9 @@ size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
 // Rows that see at least this many keys (RunOptions::min_row_keys) take the fused path under
 // kAuto at k <= kFusedMaxAutoK: measured at H = 32 and 64 (k = 512 and 2048), the fused path is
-// level with the dense one or ahead on rows of 92K-256K keys and behind on most chunks whose rows
-// see 64K keys or fewer (docs/benchmarks.md, "Which path for which rows").
-constexpr int64_t kFusedMinRowKeys = 98304;
+// level with the dense one or ahead on every chunk whose rows see 45K-256K keys and behind on
+// most whose rows see 32K keys or fewer (docs/benchmarks.md, "Which path for which rows, again").
+constexpr int64_t kFusedMinRowKeys = 45056;
 constexpr int kFusedMaxAutoK = 2048;
 
 // The path indexer_prefill takes on CUDA tensors with these options at `k`: options.indexer_path

@@ -63,7 +63,7 @@ struct TensorView {
 // path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
 // the same answer bit for bit. kAuto is the dense path but for prefill calls whose rows are known
 // to be long (RunOptions::min_row_keys, cuda_prefill_path in indexer.h): the fused path is
-// level or ahead on rows of ~92K keys and more and mostly behind on rows of 64K and fewer, and
+// level or ahead on rows of ~45K keys and more and mostly behind on rows of 32K and fewer, and
 // a call's shape gives its chunk's packed keys, not what a row sees (docs/design.md,
 // "Dispatch"). The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond).
 // Ignored on the CPU.

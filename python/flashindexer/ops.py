@@ -275,7 +275,7 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit).
     min_row_keys: the fewest keys any row sees (min of ke - ks), when the caller knows it without
     reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and
-    min_row_keys >= FUSED_MIN_ROW_KEYS (98304: rows that long are where it is level or ahead),
+    min_row_keys >= FUSED_MIN_ROW_KEYS (45056: rows that long are where it is level or ahead),
     else the dense one. A wrong value costs time, never the answer. Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
