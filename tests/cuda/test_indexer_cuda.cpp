@@ -498,6 +498,18 @@ void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
   return ::testing::AssertionSuccess();
 }
 
+// The fused path's answer over `device` ([rows] x keys), `batch_rows` rows per batch (0: the
+// recommended workspace), equals `expected`; unsorted, in ascending index order too.
+::testing::AssertionResult FusedPrefillEquals(const DevicePrefill& device, int64_t rows,
+                                              int64_t keys, int k, bool sorted,
+                                              int64_t batch_rows, const HostTensor& expected) {
+  const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
+  const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused);
+  ::testing::AssertionResult same = SameTopK(got, expected, k, sorted);
+  if (!same || sorted) return same;
+  return RowsInAscendingIndexOrder(got, k);
+}
+
 TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -518,13 +530,7 @@ TEST(FusedIndexerCuda, GatedRowsEqualTheDensePair) {
       const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
       for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
         SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows);
-        const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
-        const HostTensor got =
-            run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused);
-        EXPECT_TRUE(SameTopK(got, expected, k, sorted));
-        if (!sorted) {
-          EXPECT_TRUE(RowsInAscendingIndexOrder(got, k));
-        }
+        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected));
       }
     }
   }
@@ -547,9 +553,7 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
                      << "H=" << heads << " capacity " << capacity << " k=" << k);
         const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
         const ForcedCapacity forced(capacity);
-        const DeviceBuffer workspace = fused_workspace(k, 6, keys);
-        EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, true, workspace, k, IndexerPath::kFused),
-                             expected, k, true));
+        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, true, 6, expected));
       }
     }
   }
@@ -578,9 +582,7 @@ TEST(FusedIndexerCuda, FewRowsFallingBackEqualTheCpuSelection) {
     const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
     for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
       SCOPED_TRACE(::testing::Message() << "sorted " << sorted << ", batch rows " << batch_rows);
-      const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
-      EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused),
-                           expected, k, sorted));
+      EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected));
     }
   }
 }
@@ -630,9 +632,7 @@ TEST(FusedIndexerCuda, MillionKeyRows) {
   const DevicePrefill device(p);
   const int k = 2048;
   const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, false);
-  const DeviceBuffer workspace = fused_workspace(k, 0, keys);
-  EXPECT_TRUE(SameTopK(run_prefill(device, rows, k, false, workspace, k, IndexerPath::kFused),
-                       expected, k, false));
+  EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, false, 0, expected));
 }
 
 TEST(FusedIndexerCuda, DecodeBatchesWithGatedRows) {
