@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/topk/launch.h"
 #include "cuda_test_support.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/formats.h"
@@ -322,6 +323,15 @@ void run_case(const Case& c) {
       EXPECT_TRUE(got == first) << describe(c) << " seed=" << seed
                                 << ": a second run gave different bits";
     }
+  }
+}
+
+TEST(TopKLaunch, SelectionCapacityIsKRoundedUpToAPowerOfTwo) {
+  // Host arithmetic (the kernels compute it per row too): the loop it replaced, for every k.
+  for (int k = 0; k <= 2 * flashindexer::kMaxTopK + 1; ++k) {
+    int expected = 1;
+    while (expected < k) expected *= 2;
+    ASSERT_EQ(flashindexer::cuda::topk::selection_capacity(k), expected) << "k=" << k;
   }
 }
 
