@@ -34,9 +34,9 @@ struct ScoreParams {
   int64_t chunk_keys = 0;  // multiple of kTileKeys
   int64_t chunks = 0;      // per group
   // Prefill, the fused indexer's fallback: the number of rows with a visible range (counted by
-  // the fused select, an earlier launch). The kernel merges chunks so that few rows still spread over the grid
-  // and many rows take one item per group (each item of an empty group costs a range check);
-  // with none it has no work.
+  // the fused select, an earlier launch). The kernel merges chunks so that few rows still spread
+  // over the grid and many rows take one item per group (each item of an empty group costs a
+  // range check); with none it has no work.
   const int32_t* live_rows = nullptr;
   int64_t width = 0;       // logits columns; visible ranges are clamped to it
 
