@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_support.h"
@@ -268,23 +269,29 @@ TEST(PagedMqaLogitsCuda, ManyRaggedRequestsMatchTheCpuBackend) {
   }
 }
 
+// Each decode Q tile whose head sums cross lanes: one row (next_n 1: N = 64 at H = 64, N = 32 at
+// H = 32), two rows (next_n 2) and three (H = 64, next_n 3).
 TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  DecodeConfig config;
-  config.heads = 64;
-  config.batch = 9;
-  config.next_n = 3;
-  config.max_len = 3000;
-  DecodeProblem p = make_decode_problem(rng, config);
-  const DevicePaged device(p);
-  std::vector<uint32_t> first;
-  for (int run = 0; run < kRepeats; ++run) {
-    HostTensor logits = run_on_gpu(device, p.rows(), p.width, p.width, true);
-    if (run == 0) {
-      first = bits_of(logits);
-    } else {
-      ASSERT_EQ(bits_of(logits), first) << "run " << run << " differs";
+  const std::pair<int, int> layouts[] = {{64, 3}, {64, 2}, {32, 2}, {32, 1}, {64, 1}};
+  for (const auto& [heads, next_n] : layouts) {
+    SCOPED_TRACE(::testing::Message() << "H=" << heads << " next_n=" << next_n);
+    DecodeConfig config;
+    config.heads = heads;
+    config.batch = 9;
+    config.next_n = next_n;
+    config.max_len = 3000;
+    DecodeProblem p = make_decode_problem(rng, config);
+    const DevicePaged device(p);
+    std::vector<uint32_t> first;
+    for (int run = 0; run < kRepeats; ++run) {
+      HostTensor logits = run_on_gpu(device, p.rows(), p.width, p.width, true);
+      if (run == 0) {
+        first = bits_of(logits);
+      } else {
+        ASSERT_EQ(bits_of(logits), first) << "run " << run << " differs";
+      }
     }
   }
 }

@@ -1,9 +1,9 @@
 """Two or more builds of the bench shim, in alternation in one process, on the same inputs.
 
 For a change whose effect is smaller than the spread between machines and runs: each round
-times every shim on the same tensors, one after the other. Cases: indexer_decode (H64, page 64,
-k = 2048 or --k) at batch 1 and 64 (--batches) of 131072 keys (--decode-widths), next_n 1
-(--next-n), dense and fused path, unsorted and sorted;
+times every shim on the same tensors, one after the other. Cases: indexer_decode (H = 64 or
+--decode-heads, page 64, k = 2048 or --k) at batch 1 and 64 (--batches) of 131072 keys
+(--decode-widths), next_n 1 (--next-n), dense and fused path, unsorted and sorted;
 topk_per_row over [rows, 131072] fp32 logits (decode lengths) at 1 and 64 rows, unsorted and
 sorted; indexer_prefill (causal-suffix rows, 131072 keys or --prefill-width, k = 2048 or --k)
 at H = 64 and 32, dense and fused, unsorted (--prefill-rows; --prefill-requests packs equal
@@ -87,6 +87,8 @@ def main():
     parser.add_argument("--decode-widths", default=str(WIDTH),
                         help="comma-separated context lengths of the indexer cases (cases of "
                              f"other lengths than {WIDTH} are named indexer bBATCHxLENGTH)")
+    parser.add_argument("--decode-heads", type=int, default=64, choices=(32, 64),
+                        help="H of the indexer cases (cases at H = 32 are named indexer H32 ...)")
     parser.add_argument("--next-n", default="1",
                         help="comma-separated next_n of the indexer cases (cases with next_n > 1 "
                              "are named indexer bBATCHnNEXT_N)")
@@ -105,13 +107,14 @@ def main():
     decode_shapes = [(int(b), int(w), int(n)) for n in args.next_n.split(",")
                      for w in args.decode_widths.split(",") for b in args.batches.split(",")]
     for batch, width, next_n in decode_shapes:
-        shape = f"b{batch}" if width == WIDTH else f"b{batch}x{width}"
+        shape = "H32 " if args.decode_heads == 32 else ""
+        shape += f"b{batch}" if width == WIDTH else f"b{batch}x{width}"
         shape += f"n{next_n}" if next_n > 1 else ""
         shape += k_name
         if not any(selected(args.only, f"indexer {shape} {p}{s}")
                    for p in ("dense", "fused") for s in ("", " sorted")):
             continue
-        inputs = DecodeInputs(64, batch, width, next_n, False)
+        inputs = DecodeInputs(args.decode_heads, batch, width, next_n, False)
         for path, path_name in ((1, "dense"), (2, "fused")):
             for sorted_output in (False, True):
                 name = f"indexer {shape} {path_name}{' sorted' if sorted_output else ''}"

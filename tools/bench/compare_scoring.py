@@ -22,11 +22,13 @@ from bench_logits import (DECODE, DecodeInputs, add_only_argument, fp8_keys, gra
                           mqa_logits, paged_mqa_logits, ranges_for, selected)
 
 # bench_logits.py's decode cases (name, H, batch, context length, next_n, ragged: lengths
-# 0.7-1.3 x, 2-D), and batches on either side of 64 x 32768 and a ragged next_n 1 batch.
+# 0.7-1.3 x, 2-D), batches on either side of 64 x 32768, a ragged next_n 1 batch and a ragged
+# H = 32 next_n 2 batch.
 CASES = [case[:6] for case in DECODE] + [
     ("H64 b66 32768", 64, 66, 32768, 1, False),
     ("H64 b60 32768", 64, 60, 32768, 1, False),
     ("R H64 b64 ~32768 n1", 64, 64, 32768, 1, True),
+    ("R H32 b64 ~65536 n2", 32, 64, 65536, 2, True),
 ]
 
 

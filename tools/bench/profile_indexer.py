@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """GPU time per kernel of one indexer_decode call, dense and fused, through the bench shim.
 
-torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64,
-page 64, next_n 1 or --next-n, 131072 keys or --width, k = 2048, batch 1 and 64 or --batches,
-unsorted and sorted), and with --prefill-rows of a graph of one indexer_prefill call (H = 64 and
+torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64 or
+--heads, page 64, next_n 1 or --next-n, 131072 keys or --width, k = 2048, batch 1 and 64 or
+--batches, unsorted and sorted), and with --prefill-rows of a graph of one indexer_prefill call (H = 64 and
 32, causal-suffix rows, 131072 keys or --prefill-width, unsorted); each kernel instantiation's
 time and launches are given per call, with the call's span.
 
@@ -46,6 +46,7 @@ def main():
     parser.add_argument("--shim", required=True)
     parser.add_argument("--batches", default="1,64", help="comma-separated decode batch sizes")
     parser.add_argument("--next-n", type=int, default=1, help="decode rows per request (1-4)")
+    parser.add_argument("--heads", type=int, default=64, choices=(32, 64), help="decode H")
     parser.add_argument("--width", type=int, default=WIDTH, help="decode keys per request")
     parser.add_argument("--prefill-rows", type=int, default=0,
                         help="also indexer_prefill of this many causal-suffix rows (H = 64, 32)")
@@ -55,10 +56,11 @@ def main():
     workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8, device="cuda")
     cases = []  # (name, rows, make(out, path) -> call, calls per graph)
     for batch in (int(b) for b in args.batches.split(",")):
-        inputs = DecodeInputs(64, batch, args.width, args.next_n, False)
+        inputs = DecodeInputs(args.heads, batch, args.width, args.next_n, False)
         rows = batch * args.next_n
         for sorted_output in (False, True):
-            cases.append((f"b{batch}x{args.width} next_n {args.next_n}", rows, sorted_output, CALLS,
+            cases.append((f"H{args.heads} b{batch}x{args.width} next_n {args.next_n}", rows,
+                          sorted_output, CALLS,
                           lambda out, path, i=inputs, b=batch, s=sorted_output:
                           indexer_call(lib, i, b, out, s, path, workspace, args.next_n)))
     if args.prefill_rows > 0:

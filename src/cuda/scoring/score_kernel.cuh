@@ -198,8 +198,8 @@ struct TileWalk {
 
 // A consumer step is kTilesPerStep consecutive key tiles of one item. Small Q tiles (decode)
 // take two tiles per step, so each warpgroup keeps two tiles' wgmma and epilogue in flight:
-// decode is bound by latency, not by the tensor cores. The emitting N = 64 scan (fused decode at
-// next_n 1 with H = 64, next_n 1-2 with H = 32) takes four: its per-step work (barriers, queue
+// decode is bound by latency, not by the tensor cores. The emitting N <= 64 scans (fused decode at
+// next_n 1 with H = 64, next_n 1-2 with H = 32) take four: its per-step work (barriers, queue
 // checks, bookkeeping) then spreads over twice the tiles, and fused decode at 64 x 131072 keys ran
 // 5-7 % faster on the H200. The storing N = 64 kernel keeps two: four was no faster there and
 // lost 0.5 us at batch 1 (docs/benchmarks.md).
@@ -563,7 +563,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
 //  * Three or more rows (lane-owned, or reduced across the quad): lane c owns rows 4 i + c, both
 //    of its key rows (key_row and key_row + 8).
 //  * One or two rows reduced across the quad in the emitting kernels (fused decode at next_n 1-2
-//    with H = 64, H = 32 at N = 64): the reduce-scatter ends with one (row, key row) per lane, so
+//    with H = 64 and H = 32): the reduce-scatter ends with one (row, key row) per lane, so
 //    each lane tests one score per tile against the gate where one or two of the four lanes
 //    tested two (half the ballots and queue work; fused decode 64 x 131072 keys 340 -> 321 us
 //    on the H200). The storing kernels keep the row-per-lane form: there it measured no faster.
@@ -730,7 +730,7 @@ __device__ __forceinline__ void reduce_scatter_rows(HeadSums<kHeads, kN>& sums, 
       owned[0][0] = half[0] + __shfl_xor_sync(0xffffffffu, half[0], 1);
     }
   } else if constexpr (R::kRows == 1) {
-    // One row (storing decode, H = 64, next_n 1): the same sum on all four lanes in two
+    // One row (storing decode at next_n 1): the same sum on all four lanes in two
     // butterfly steps, without the three rows of padding; lanes 1-3 own padding rows, which
     // nothing stores.
 #pragma unroll

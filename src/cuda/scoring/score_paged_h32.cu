@@ -1,12 +1,14 @@
-// Paged decode scoring at H = 32: N = 64 for next_n 1..2, 128 for next_n 3..4 (the unused
-// columns of a short Q tile are computed and dropped: decode is bound by reading the keys).
+// Paged decode scoring at H = 32: N = 32 for next_n 1, 64 for next_n 2, 128 for next_n 3..4 (the
+// unused columns of a Q tile of three rows are computed and dropped).
 #include "cuda/scoring/score_instance.cuh"
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<32, 64, true, false>(const ScoreMaps&, const ScoreParams&,
-                                                         int, cudaStream_t);
-template cudaError_t launch_score<32, 128, true, false>(const ScoreMaps&, const ScoreParams&,
-                                                         int, cudaStream_t);
+template cudaError_t launch_score<32, 32, true, false>(const ScoreMaps&, const ScoreParams&, int,
+                                                       cudaStream_t);
+template cudaError_t launch_score<32, 64, true, false>(const ScoreMaps&, const ScoreParams&, int,
+                                                       cudaStream_t);
+template cudaError_t launch_score<32, 128, true, false>(const ScoreMaps&, const ScoreParams&, int,
+                                                        cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
