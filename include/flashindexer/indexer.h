@@ -36,16 +36,22 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 // CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
-// Rows that see at least this many keys (RunOptions::min_row_keys) take the fused path under
-// kAuto at k <= kFusedMaxAutoK: measured at H = 32 and 64 (k = 512 and 2048), the fused path is
-// level with the dense one or ahead on every chunk whose rows see 45K-256K keys and behind on
-// most whose rows see 32K keys or fewer (docs/benchmarks.md, "Which path for which rows, again").
-constexpr int64_t kFusedMinRowKeys = 45056;
+// The fewest keys every row must see (RunOptions::min_row_keys) for kAuto to take the fused path
+// at k <= kFusedMaxAutoK: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048. Measured
+// interleaved with the dense path at H = 32 and 64, the fused path is level or ahead on every
+// chunk whose rows see that many keys or more, and behind on most with shorter rows; the smaller
+// k is, the less its select costs and the earlier it wins (docs/benchmarks.md, "Which path for
+// which rows, by k").
+constexpr int64_t fused_min_row_keys(int k) {
+  return k <= 512 ? 28672 : k <= 1024 ? 36864 : 45056;
+}
 constexpr int kFusedMaxAutoK = 2048;
+// Rows that see this many keys take the fused path under kAuto at every k <= kFusedMaxAutoK.
+constexpr int64_t kFusedMinRowKeys = fused_min_row_keys(kFusedMaxAutoK);
 
 // The path indexer_prefill takes on CUDA tensors with these options at `k`: options.indexer_path
 // unless it is kAuto; kAuto is kFused when k <= kFusedMaxAutoK and options.min_row_keys >=
-// kFusedMinRowKeys, else kDense. indexer_decode's kAuto is always kDense (docs/design.md).
+// fused_min_row_keys(k), else kDense. indexer_decode's kAuto is always kDense (docs/design.md).
 IndexerPath cuda_prefill_path(int k, const RunOptions& options);
 
 // Recommended bytes of RunOptions::workspace for indexer_prefill / indexer_decode on CUDA tensors

@@ -62,8 +62,9 @@ struct TensorView {
 // Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode): the dense
 // path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
 // the same answer bit for bit. kAuto is the dense path but for prefill calls whose rows are known
-// to be long (RunOptions::min_row_keys, cuda_prefill_path in indexer.h): the fused path is
-// level or ahead on rows of ~45K keys and more and mostly behind on rows of 32K and fewer, and
+// to be long (RunOptions::min_row_keys, fused_min_row_keys and cuda_prefill_path in indexer.h):
+// the fused path is level or ahead on rows of 28K-45K keys and more (by k) and mostly behind on
+// shorter rows, and
 // a call's shape gives its chunk's packed keys, not what a row sees (docs/design.md,
 // "Dispatch"). The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond).
 // Ignored on the CPU.

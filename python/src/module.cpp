@@ -260,6 +260,7 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = fi::kVersion;
   m.attr("MAX_TOPK") = fi::kMaxTopK;
   m.attr("FUSED_MIN_ROW_KEYS") = fi::kFusedMinRowKeys;
+  m.def("fused_min_row_keys", [](int k) { return fi::fused_min_row_keys(k); }, nb::arg("k"));
   const auto stream = nb::arg("stream") = 0;
   const auto threads = nb::arg("cpu_threads") = 0;
   const auto workspace = nb::arg("workspace").none() = nb::none();

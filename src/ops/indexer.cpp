@@ -16,8 +16,9 @@ size_t indexer_cpu_workspace_size(int k, int threads) {
 
 IndexerPath cuda_prefill_path(int k, const RunOptions& options) {
   if (options.indexer_path != IndexerPath::kAuto) return options.indexer_path;
-  return k <= kFusedMaxAutoK && options.min_row_keys >= kFusedMinRowKeys ? IndexerPath::kFused
-                                                                         : IndexerPath::kDense;
+  return k <= kFusedMaxAutoK && options.min_row_keys >= fused_min_row_keys(k)
+             ? IndexerPath::kFused
+             : IndexerPath::kDense;
 }
 
 size_t indexer_cuda_workspace_size(int k) {

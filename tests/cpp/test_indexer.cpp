@@ -2,6 +2,7 @@
 // indexer_decode == topk_per_row(paged_mqa_logits), exactly, on any thread count and workspace.
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "test_inputs.h"
@@ -326,6 +327,14 @@ TEST(IndexerPrefill, AutoPathIsFusedOnlyForRowsKnownToBeLong) {
   EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys - 1), IndexerPath::kDense);
   EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys), IndexerPath::kFused);
   EXPECT_EQ(path(512, IndexerPath::kAuto, 1 << 20), IndexerPath::kFused);
+  // The threshold falls with k: 28672 keys at k <= 512, 36864 at k <= 1024, 45056 up to 2048.
+  EXPECT_EQ(kFusedMinRowKeys, fused_min_row_keys(kFusedMaxAutoK));
+  for (const auto& [k, keys] : std::vector<std::pair<int, int64_t>>{
+           {1, 28672}, {512, 28672}, {513, 36864}, {1024, 36864}, {1025, 45056}, {2048, 45056}}) {
+    EXPECT_EQ(fused_min_row_keys(k), keys) << "k=" << k;
+    EXPECT_EQ(path(k, IndexerPath::kAuto, keys - 1), IndexerPath::kDense) << "k=" << k;
+    EXPECT_EQ(path(k, IndexerPath::kAuto, keys), IndexerPath::kFused) << "k=" << k;
+  }
   EXPECT_EQ(path(kFusedMaxAutoK + 1, IndexerPath::kAuto, 1 << 20), IndexerPath::kDense);
   EXPECT_EQ(path(4096, IndexerPath::kFused, 0), IndexerPath::kFused);
   EXPECT_EQ(path(512, IndexerPath::kDense, 1 << 20), IndexerPath::kDense);

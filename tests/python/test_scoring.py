@@ -82,6 +82,11 @@ def test_auto_path_takes_the_fused_one_for_rows_known_to_be_long(rng):
     assert fi.cuda_prefill_path(4096, min_row_keys=long) == "dense"
     assert fi.cuda_prefill_path(4096, path="fused") == "fused"
     assert fi.cuda_prefill_path(512, path="dense", min_row_keys=long) == "dense"
+    assert long == fi.fused_min_row_keys(2048)
+    for k, keys in ((512, 28672), (1024, 36864), (1025, long)):  # the threshold falls with k
+        assert fi.fused_min_row_keys(k) == keys
+        assert fi.cuda_prefill_path(k, min_row_keys=keys - 1) == "dense"
+        assert fi.cuda_prefill_path(k, min_row_keys=keys) == "fused"
     q, keys, weights, ks, ke = prefill_problem(rng)
     np.testing.assert_array_equal(  # a hint (even a wrong one) never changes the answer
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True, min_row_keys=long),
