@@ -34,7 +34,8 @@ __device__ __forceinline__ int32_t request_tiles(const ScoreParams& p, int32_t g
 // order. Called by a whole warp (the calls are warp-uniform). One pass over the lengths for the
 // total, with every lane's loads in flight together; one in request order, 32 at a time, to the
 // request the share starts in; then request by request (the loads hit L1), keeping only three
-// counters across the calls: the producer runs on few registers.
+// counters across the calls: the producer runs on few registers. This is the start of every
+// decode call (a few us before the first key copy at batch 1), so it avoids 64-bit divisions.
 template <typename Piece>
 __device__ __forceinline__ void for_each_share_piece(const ScoreParams& p, int lane,
                                                      Piece&& piece) {
@@ -45,8 +46,15 @@ __device__ __forceinline__ void for_each_share_piece(const ScoreParams& p, int l
   for (int offset = 16; offset > 0; offset /= 2) {
     total += __shfl_xor_sync(0xffffffffu, total, offset);
   }
-  const int64_t share_begin = total * blockIdx.x / gridDim.x;
-  int64_t remaining = total * (blockIdx.x + 1) / gridDim.x - share_begin;
+  // total x c / G, in 32 bits when total x G fits them (a 64-bit division is a long call).
+  auto bound = [total](uint32_t c) -> int64_t {
+    if (total <= static_cast<int64_t>(UINT32_MAX / gridDim.x)) {
+      return static_cast<uint32_t>(total) * c / gridDim.x;
+    }
+    return total * c / gridDim.x;
+  };
+  const int64_t share_begin = bound(blockIdx.x);
+  int64_t remaining = bound(blockIdx.x + 1) - share_begin;
   if (remaining == 0) return;
   int32_t group = 0;
   int32_t skip = 0;  // tiles of `group` before the share

@@ -252,14 +252,20 @@ struct TileLoader {
   int32_t window_page = 0;
   int32_t window_entry = 0;  // lane i holds block_table[group, window_page + i]
 
+  // Starts loading the window of block-table entries from `page` of request `group`: called as
+  // soon as a request's first page is known, its latency overlaps the work item's set-up.
+  __device__ __forceinline__ void load_window(int64_t group, int32_t page, int lane) {
+    window_group = group;
+    window_page = page;
+    const int32_t mine = page + lane;
+    window_entry = mine < p.table_pages
+                       ? p.block_table[group * p.table_stride_b + mine * p.table_stride_p]
+                       : -1;
+  }
+
   __device__ __forceinline__ int32_t page_entry(int64_t group, int32_t page, int lane) {
     if (group != window_group || page < window_page || page >= window_page + 32) {
-      window_group = group;
-      window_page = page;
-      const int32_t mine = page + lane;
-      window_entry = mine < p.table_pages
-                         ? p.block_table[group * p.table_stride_b + mine * p.table_stride_p]
-                         : -1;
+      load_window(group, page, lane);
     }
     return __shfl_sync(0xffffffffu, window_entry, page - window_page);
   }
@@ -484,6 +490,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   if constexpr (kPaged) {
     // Decode: this CTA's equal share of all requests' key tiles (decode_share.cuh).
     for_each_share_piece(p, lane, [&](int64_t group, int32_t tile_begin, int32_t tile_end) {
+      loader.load_window(group, (tile_begin * kTileKeys) >> p.page_shift, lane);
       const int64_t row0 = group * p.rows_per_group;
       const ItemKeys<kPaged, 32> keys(p, row0, group_rows(row0),
                                       static_cast<int64_t>(tile_begin) * kTileKeys,
