@@ -93,10 +93,12 @@ class IndexerPrefillInputs(PrefillInputs):
         self.workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
                                      device=device)
 
-    def indexer(self, sorted=False, out=None, path="auto"):
+    def indexer(self, sorted=False, out=None, path="auto", workspace=None):
+        """indexer_prefill over these inputs, in self.workspace unless `workspace` is given."""
         return fi.indexer_prefill(self.q, (self.keys, self.kscale), self.weights, self.ks,
                                   self.ke, self.k, sorted=sorted, out=out,
-                                  workspace=self.workspace, path=path)
+                                  workspace=self.workspace if workspace is None else workspace,
+                                  path=path)
 
 
 def bench_prefill(case, fp8_tflops, iters, k):

@@ -16,8 +16,8 @@ import argparse
 import torch
 
 import flashindexer as fi
-from bench_indexer import K
-from bench_logits import PrefillInputs, add_only_argument, graph_ms, selected
+from bench_indexer import K, IndexerPrefillInputs
+from bench_logits import add_only_argument, graph_ms, selected
 
 MIB = 1 << 20
 RECOMMENDED_SLAB_MIB = 256
@@ -39,13 +39,11 @@ def workspace_of(slab_mib, k):
 
 def sweep(case, slabs, rounds, iters, k):
     name, heads, rows, keys = case
-    inputs = PrefillInputs(heads, rows, keys)
+    inputs = IndexerPrefillInputs(heads, rows, keys, k)
     workspaces = {mib: workspace_of(mib, k) for mib in slabs}
 
     def run(path, mib, out=None):
-        return fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights,
-                                  inputs.ks, inputs.ke, k, sorted=True, out=out,
-                                  workspace=workspaces[mib], path=path)
+        return inputs.indexer(sorted=True, out=out, path=path, workspace=workspaces[mib])
 
     expected = run("dense", RECOMMENDED_SLAB_MIB)
     for path in ("fused", "dense"):
