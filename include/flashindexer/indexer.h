@@ -36,23 +36,32 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 // CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
+// A prefill chunk whose packed keys number at least kSeveralRequestsRatio times the keys its
+// shortest row sees holds several requests: the dense path's logits rows span all the chunk's
+// keys (its slab takes fewer rows per batch), the fused path's work only what the rows see.
+constexpr int64_t kSeveralRequestsRatio = 4;
+
 // The fewest keys every row must see (RunOptions::min_row_keys) for kAuto to take the fused path
-// at k <= kFusedMaxAutoK: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048. Measured
-// interleaved with the dense path at H = 32 and 64, the fused path is level or ahead on every
-// chunk whose rows see that many keys or more, and behind on most with shorter rows; the smaller
-// k is, the less its select costs and the earlier it wins (docs/benchmarks.md, "Which path for
-// which rows, by k").
-constexpr int64_t fused_min_row_keys(int k) {
+// at k <= kFusedMaxAutoK: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048; in a chunk of
+// several requests 17408, 23552 and 34816. Measured interleaved with the dense path at H = 32 and
+// 64, the fused path is level or ahead on every chunk whose rows see that many keys or more, and
+// behind on most with shorter rows; the smaller k is, the less its select costs and the earlier
+// it wins (docs/benchmarks.md, "Which path for which rows, by k").
+constexpr int64_t fused_min_row_keys(int k, bool several_requests = false) {
+  if (several_requests) return k <= 512 ? 17408 : k <= 1024 ? 23552 : 34816;
   return k <= 512 ? 28672 : k <= 1024 ? 36864 : 45056;
 }
 constexpr int kFusedMaxAutoK = 2048;
 // Rows that see this many keys take the fused path under kAuto at every k <= kFusedMaxAutoK.
 constexpr int64_t kFusedMinRowKeys = fused_min_row_keys(kFusedMaxAutoK);
 
-// The path indexer_prefill takes on CUDA tensors with these options at `k`: options.indexer_path
+// The path indexer_prefill takes on CUDA tensors with these options at `k`, over a chunk of
+// `num_keys` packed keys (keys.shape[0]; 0: unknown, taken as one request): options.indexer_path
 // unless it is kAuto; kAuto is kFused when k <= kFusedMaxAutoK and options.min_row_keys >=
-// fused_min_row_keys(k), else kDense. indexer_decode's kAuto is always kDense (docs/design.md).
-IndexerPath cuda_prefill_path(int k, const RunOptions& options);
+// fused_min_row_keys(k, several), several = (min_row_keys > 0 and num_keys >=
+// kSeveralRequestsRatio x min_row_keys), else kDense. indexer_decode's kAuto is always kDense
+// (docs/design.md).
+IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys = 0);
 
 // Recommended bytes of RunOptions::workspace for indexer_prefill / indexer_decode on CUDA tensors
 // at `k` on the current device: the top-k scratch plus a 256 MiB logits slab (512 rows of 128K

@@ -63,8 +63,8 @@ struct TensorView {
 // path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
 // the same answer bit for bit. kAuto is the dense path but for prefill calls whose rows are known
 // to be long (RunOptions::min_row_keys, fused_min_row_keys and cuda_prefill_path in indexer.h):
-// the fused path is level or ahead on rows of 28K-45K keys and more (by k) and mostly behind on
-// shorter rows, and
+// the fused path is level or ahead on rows of 17K-45K keys and more (by k and by how many
+// requests the chunk packs) and mostly behind on shorter rows, and
 // a call's shape gives its chunk's packed keys, not what a row sees (docs/design.md,
 // "Dispatch"). The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond).
 // Ignored on the CPU.

@@ -49,9 +49,11 @@ from .ops import (
 __version__ = _C.__version__
 MAX_TOPK = _C.MAX_TOPK
 FUSED_MIN_ROW_KEYS = _C.FUSED_MIN_ROW_KEYS
+SEVERAL_REQUESTS_RATIO = _C.SEVERAL_REQUESTS_RATIO
 
 __all__ = [
-    "FUSED_MIN_ROW_KEYS", "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info",
+    "FUSED_MIN_ROW_KEYS", "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor",
+    "SEVERAL_REQUESTS_RATIO", "build_info",
     "build_k_cache", "bytes_per_key", "cuda_device_count", "cuda_device_runs_kernels",
     "cuda_prefill_path", "dequantize_k_fp8",
     "dequantize_mxfp4", "empty_k_cache", "fused_min_row_keys", "gather_k_workspace",

@@ -275,9 +275,10 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit).
     min_row_keys: the fewest keys any row sees (min of ke - ks), when the caller knows it without
     reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and
-    min_row_keys >= fused_min_row_keys(k) (28672 at k <= 512, 36864 at k <= 1024, 45056 up to
-    2048: rows that long are where it is level or ahead), else the dense one. A wrong value costs
-    time, never the answer. Ignored on the CPU.
+    min_row_keys >= fused_min_row_keys(k, several_requests) (28672 at k <= 512, 36864 at k <= 1024,
+    45056 up to 2048; 17408, 23552 and 34816 when the chunk packs several requests, i.e. keys
+    number at least SEVERAL_REQUESTS_RATIO x min_row_keys: rows that long are where it is level or
+    ahead), else the dense one. A wrong value costs time, never the answer. Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
@@ -324,17 +325,20 @@ def cuda_device_count():
     return int(_C.cuda_device_count())
 
 
-def cuda_prefill_path(k, path="auto", min_row_keys=0):
-    """"dense" or "fused": the CUDA implementation indexer_prefill runs with these arguments.
-    "auto" is "fused" when k <= 2048 and min_row_keys >= fused_min_row_keys(k), else "dense"."""
-    return _C.cuda_prefill_path(int(k), path, int(min_row_keys))
+def cuda_prefill_path(k, path="auto", min_row_keys=0, num_keys=0):
+    """"dense" or "fused": the CUDA implementation indexer_prefill runs with these arguments over
+    a chunk of num_keys packed keys (0: unknown, taken as one request). "auto" is "fused" when
+    k <= 2048 and min_row_keys >= fused_min_row_keys(k, several_requests), several_requests being
+    min_row_keys > 0 and num_keys >= SEVERAL_REQUESTS_RATIO x min_row_keys; else "dense"."""
+    return _C.cuda_prefill_path(int(k), path, int(min_row_keys), int(num_keys))
 
 
-def fused_min_row_keys(k):
+def fused_min_row_keys(k, several_requests=False):
     """The fewest keys every row must see (indexer_prefill's min_row_keys) for path="auto" to take
     the fused path at k <= 2048: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048
-    (FUSED_MIN_ROW_KEYS, enough at every such k). Above 2048 "auto" stays dense."""
-    return int(_C.fused_min_row_keys(int(k)))
+    (FUSED_MIN_ROW_KEYS, enough at every such k); in a chunk of several requests 17408, 23552 and
+    34816. Above 2048 "auto" stays dense."""
+    return int(_C.fused_min_row_keys(int(k), bool(several_requests)))
 
 
 def cuda_device_runs_kernels(device=0, reason=False):

@@ -212,11 +212,13 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
 }
 
 // "dense" or "fused": the CUDA path indexer_prefill takes (fi::cuda_prefill_path).
-std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_keys) {
+std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_keys,
+                              int64_t num_keys) {
   fi::RunOptions options;
   options.indexer_path = parse_path("cuda_prefill_path", path);
   options.min_row_keys = min_row_keys;
-  return fi::cuda_prefill_path(k, options) == fi::IndexerPath::kFused ? "fused" : "dense";
+  return fi::cuda_prefill_path(k, options, num_keys) == fi::IndexerPath::kFused ? "fused"
+                                                                                 : "dense";
 }
 
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
@@ -260,7 +262,11 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = fi::kVersion;
   m.attr("MAX_TOPK") = fi::kMaxTopK;
   m.attr("FUSED_MIN_ROW_KEYS") = fi::kFusedMinRowKeys;
-  m.def("fused_min_row_keys", [](int k) { return fi::fused_min_row_keys(k); }, nb::arg("k"));
+  m.attr("SEVERAL_REQUESTS_RATIO") = fi::kSeveralRequestsRatio;
+  m.def(
+      "fused_min_row_keys",
+      [](int k, bool several_requests) { return fi::fused_min_row_keys(k, several_requests); },
+      nb::arg("k"), nb::arg("several_requests") = false);
   const auto stream = nb::arg("stream") = 0;
   const auto threads = nb::arg("cpu_threads") = 0;
   const auto workspace = nb::arg("workspace").none() = nb::none();
@@ -292,7 +298,7 @@ NB_MODULE(_C, m) {
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
         nb::arg("min_row_keys") = 0);
   m.def("cuda_prefill_path", &cuda_prefill_path, nb::arg("k"), nb::arg("path") = "auto",
-        nb::arg("min_row_keys") = 0);
+        nb::arg("min_row_keys") = 0, nb::arg("num_keys") = 0);
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");

@@ -14,11 +14,12 @@ size_t indexer_cpu_workspace_size(int k, int threads) {
   return cpu::indexer_slots(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
 }
 
-IndexerPath cuda_prefill_path(int k, const RunOptions& options) {
+IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys) {
   if (options.indexer_path != IndexerPath::kAuto) return options.indexer_path;
-  return k <= kFusedMaxAutoK && options.min_row_keys >= fused_min_row_keys(k)
-             ? IndexerPath::kFused
-             : IndexerPath::kDense;
+  const int64_t shortest = options.min_row_keys;
+  const bool several = shortest > 0 && num_keys / kSeveralRequestsRatio >= shortest;
+  return k <= kFusedMaxAutoK && shortest >= fused_min_row_keys(k, several) ? IndexerPath::kFused
+                                                                         : IndexerPath::kDense;
 }
 
 size_t indexer_cuda_workspace_size(int k) {
@@ -45,7 +46,7 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
 #ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     RunOptions chosen = options;
-    chosen.indexer_path = cuda_prefill_path(k, options);
+    chosen.indexer_path = cuda_prefill_path(k, options, keys.values.shape[0]);
     return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, chosen);
 #else
     return not_on_cuda(check.op());

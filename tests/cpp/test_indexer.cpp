@@ -317,11 +317,11 @@ TEST(IndexerPrefill, RejectsNegativeMinRowKeys) {
 // kAuto takes the fused path only for long rows the caller vouches for, at k <= 2048; an explicit
 // path is kept whatever the hint.
 TEST(IndexerPrefill, AutoPathIsFusedOnlyForRowsKnownToBeLong) {
-  auto path = [](int k, IndexerPath asked, int64_t min_row_keys) {
+  auto path = [](int k, IndexerPath asked, int64_t min_row_keys, int64_t num_keys = 0) {
     RunOptions options;
     options.indexer_path = asked;
     options.min_row_keys = min_row_keys;
-    return cuda_prefill_path(k, options);
+    return cuda_prefill_path(k, options, num_keys);
   };
   EXPECT_EQ(path(2048, IndexerPath::kAuto, 0), IndexerPath::kDense);
   EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys - 1), IndexerPath::kDense);
@@ -335,6 +335,17 @@ TEST(IndexerPrefill, AutoPathIsFusedOnlyForRowsKnownToBeLong) {
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys - 1), IndexerPath::kDense) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys), IndexerPath::kFused) << "k=" << k;
   }
+  // In a chunk of several requests (keys >= kSeveralRequestsRatio x the shortest row's): 17408,
+  // 23552 and 34816; a chunk just short of the ratio keeps the one-request threshold.
+  for (const auto& [k, keys] :
+       std::vector<std::pair<int, int64_t>>{{512, 17408}, {1024, 23552}, {2048, 34816}}) {
+    const int64_t several = kSeveralRequestsRatio * keys;
+    EXPECT_EQ(fused_min_row_keys(k, true), keys) << "k=" << k;
+    EXPECT_EQ(path(k, IndexerPath::kAuto, keys, several), IndexerPath::kFused) << "k=" << k;
+    EXPECT_EQ(path(k, IndexerPath::kAuto, keys - 1, several), IndexerPath::kDense) << "k=" << k;
+    EXPECT_EQ(path(k, IndexerPath::kAuto, keys, several - 1), IndexerPath::kDense) << "k=" << k;
+  }
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, 0, 1 << 30), IndexerPath::kDense);
   EXPECT_EQ(path(kFusedMaxAutoK + 1, IndexerPath::kAuto, 1 << 20), IndexerPath::kDense);
   EXPECT_EQ(path(4096, IndexerPath::kFused, 0), IndexerPath::kFused);
   EXPECT_EQ(path(512, IndexerPath::kDense, 1 << 20), IndexerPath::kDense);

@@ -87,6 +87,14 @@ def test_auto_path_takes_the_fused_one_for_rows_known_to_be_long(rng):
         assert fi.fused_min_row_keys(k) == keys
         assert fi.cuda_prefill_path(k, min_row_keys=keys - 1) == "dense"
         assert fi.cuda_prefill_path(k, min_row_keys=keys) == "fused"
+    # and further in a chunk of several requests (its keys at least SEVERAL_REQUESTS_RATIO times
+    # what its shortest row sees)
+    ratio = fi.SEVERAL_REQUESTS_RATIO
+    for k, keys in ((512, 17408), (1024, 23552), (2048, 34816)):
+        assert fi.fused_min_row_keys(k, several_requests=True) == keys
+        assert fi.cuda_prefill_path(k, min_row_keys=keys, num_keys=ratio * keys) == "fused"
+        assert fi.cuda_prefill_path(k, min_row_keys=keys - 1, num_keys=ratio * keys) == "dense"
+        assert fi.cuda_prefill_path(k, min_row_keys=keys, num_keys=ratio * keys - 1) == "dense"
     q, keys, weights, ks, ke = prefill_problem(rng)
     np.testing.assert_array_equal(  # a hint (even a wrong one) never changes the answer
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True, min_row_keys=long),
