@@ -6,9 +6,11 @@ Samples nvidia-smi every 50 ms while it runs, each for a few seconds, torch._sca
 paged_mqa_logits on one decode shape, and prints for each the rate it reached and the mean SM
 clock, memory clock, board power and temperature over the last two thirds of its samples (the
 first third is the ramp). It shows whether a kernel is held by the board power limit (on an
-H200, 700 W) and at what clock, which decides what a "same-run ceiling" means.
+H200, 700 W) and at what clock, which decides what a "same-run ceiling" means. --decode runs the
+2 GiB device-to-device copy (the decode ceiling) and decode shapes instead: whether decode is
+held by the power its SM-side work draws, where the copy is not.
 
-  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so
+  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so [--decode]
 """
 import argparse
 import datetime
@@ -38,6 +40,8 @@ def parse_samples(text):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
+    parser.add_argument("--decode", action="store_true",
+                        help="the copy and decode shapes instead of the GEMM and prefill")
     args = parser.parse_args()
     lib = bl.load_shim(args.shim)
     sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}",
@@ -62,18 +66,33 @@ def main():
     prefill = {c[0]: c for c in bl.PREFILL}
     decode = {c[0]: c for c in bl.DECODE}
     ceil = bl.Ceilings(10, 0)
-    phase("scaled_mm, 10 calls (burst)", lambda: gemm(10))
-    phase("scaled_mm, 4000 calls", lambda: gemm(4000))
     # bench_* return a table row; keep its time column.
     ms_of = lambda row: row.split("|")[3].strip() + " ms"
     us_of = lambda row: row.split("|")[2].strip() + " us"
-    phase("mqa_logits H64 4096x131072", lambda: ms_of(
-        bl.bench_prefill(lib, prefill["H64 4096x131072"], ceil, 150, 0, 3, 1, False)))
-    phase("mqa_logits H32 4096x131072", lambda: ms_of(
-        bl.bench_prefill(lib, prefill["H32 4096x131072"], ceil, 250, 0, 3, 1, False)))
-    phase("scaled_mm, 4000 calls, again", lambda: gemm(4000))
-    phase("paged_mqa_logits H64 b64 131072", lambda: us_of(
-        bl.bench_decode(lib, decode["H64 b64 131072"], ceil, 1000, 0, 10, 1, False)))
+    run_decode = lambda name, calls: phase(f"paged_mqa_logits {name}", lambda: us_of(
+        bl.bench_decode(lib, decode[name], ceil, calls, 0, 10, 1, False)))
+    if args.decode:
+        src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
+        dst = torch.empty_like(src)
+        copy_once = lambda: dst.copy_(src)
+        copy = lambda calls: f"{2 * src.numel() / event_median_ms(copy_once, calls) / 1e6:.0f} GB/s"
+        phase("copy 2 GiB, 10 calls (burst)", lambda: copy(10))
+        phase("copy 2 GiB, 3000 calls", lambda: copy(3000))
+        run_decode("H64 b64 131072", 1000)
+        run_decode("H32 b128 131072", 600)
+        run_decode("H64 b64 32768", 3000)
+        run_decode("H32 b64 32768", 3000)
+        run_decode("D2 H64 b64 ~65536 n2", 1500)
+        phase("copy 2 GiB, 3000 calls, again", lambda: copy(3000))
+    else:
+        phase("scaled_mm, 10 calls (burst)", lambda: gemm(10))
+        phase("scaled_mm, 4000 calls", lambda: gemm(4000))
+        phase("mqa_logits H64 4096x131072", lambda: ms_of(
+            bl.bench_prefill(lib, prefill["H64 4096x131072"], ceil, 150, 0, 3, 1, False)))
+        phase("mqa_logits H32 4096x131072", lambda: ms_of(
+            bl.bench_prefill(lib, prefill["H32 4096x131072"], ceil, 250, 0, 3, 1, False)))
+        phase("scaled_mm, 4000 calls, again", lambda: gemm(4000))
+        run_decode("H64 b64 131072", 1000)
     time.sleep(0.5)
     sampler.terminate()
     samples = parse_samples(sampler.communicate()[0])

@@ -242,8 +242,12 @@ __device__ __forceinline__ int take_step(TileWalk& walk, const ScoreParams& p, i
 
 // ---- producer -------------------------------------------------------------------------------
 
-// Loads the keys and scales of key tile `tile` of group `group` into one stage.
-template <bool kPaged>
+// Loads the keys and scales of key tile `tile` of group `group` into one stage. kReadOnce: the
+// cache pages are loaded with an L2 evict-first policy (each page is read by one CTA, once per
+// call), so that the fused decode scan's candidates stay in L2 for the kernels after it: fused
+// decode at batch 64 ran 1-5 % faster on the H200, while the dense pair was 0.3-0.6 % slower
+// (docs/benchmarks.md), so only the emitting instantiations use it.
+template <bool kPaged, bool kReadOnce>
 struct TileLoader {
   const ScoreParams& p;
   const CUtensorMap* key_map;
@@ -251,6 +255,7 @@ struct TileLoader {
   int64_t window_group = -1;  // block-table window: entries [window_page, window_page + 32)
   int32_t window_page = 0;
   int32_t window_entry = 0;  // lane i holds block_table[group, window_page + i]
+  uint64_t read_once = kReadOnce ? ptx::l2_evict_first_policy() : 0;
 
   // Starts loading the window of block-table entries from `page` of request `group`: called as
   // soon as a request's first page is known, its latency overlaps the work item's set-up.
@@ -291,9 +296,15 @@ struct TileLoader {
 #pragma unroll
         for (int c = 0; c < kTileKeys / 32; ++c) {
           if (c < copies) {
-            ptx::tma_load_3d(keys + c * rows_per_copy * kHeadDim, key_map, full, 0, row_in_page,
-                             pages[c]);
-            ptx::tma_load_2d(scales + c * rows_per_copy, scale_map, full, row_in_page, pages[c]);
+            uint8_t* dst = keys + c * rows_per_copy * kHeadDim;
+            if constexpr (kReadOnce) {
+              ptx::tma_load_3d_hinted(dst, key_map, full, 0, row_in_page, pages[c], read_once);
+              ptx::tma_load_2d_hinted(scales + c * rows_per_copy, scale_map, full, row_in_page,
+                                      pages[c], read_once);
+            } else {
+              ptx::tma_load_3d(dst, key_map, full, 0, row_in_page, pages[c]);
+              ptx::tma_load_2d(scales + c * rows_per_copy, scale_map, full, row_in_page, pages[c]);
+            }
           }
         }
       }
@@ -402,7 +413,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   uint64_t* q_empty = q_full + 2;
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
-  TileLoader<kPaged> loader{p, key_map, scale_map};
+  TileLoader<kPaged, kPaged && kEmit> loader{p, key_map, scale_map};
   // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
