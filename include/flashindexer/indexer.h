@@ -38,8 +38,11 @@ size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
 // A prefill chunk whose packed keys number at least kSeveralRequestsRatio times the keys its
 // shortest row sees holds several requests: the dense path's logits rows span all the chunk's
-// keys (its slab takes fewer rows per batch), the fused path's work only what the rows see.
-constexpr int64_t kSeveralRequestsRatio = 4;
+// keys (its slab takes fewer rows per batch), the fused path's work only what the rows see. Two
+// requests already put the fused path level or ahead at the lower thresholds below (measured
+// with 2, 3, 4 and 8 requests per chunk); one causal request of at most 16384 rows never reaches
+// the ratio with its shortest row at those thresholds (it would need rows for half its keys).
+constexpr int64_t kSeveralRequestsRatio = 2;
 
 // The fewest keys every row must see (RunOptions::min_row_keys) for kAuto to take the fused path
 // at k <= kFusedMaxAutoK: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048; in a chunk of
