@@ -7,8 +7,8 @@ paged_mqa_logits on one decode shape, and prints for each the rate it reached an
 clock, memory clock, board power and temperature over the last two thirds of its samples (the
 first third is the ramp). It shows whether a kernel is held by the board power limit (on an
 H200, 700 W) and at what clock, which decides what a "same-run ceiling" means. --decode runs the
-2 GiB device-to-device copy (the decode ceiling) and decode shapes instead: whether decode is
-held by the power its SM-side work draws, where the copy is not.
+2 GiB device-to-device copy (the decode ceiling), a plain read (torch.sum) of 1.1 GB and decode
+shapes instead: what moving the bytes alone draws, against decode.
 
   python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so [--decode]
 """
@@ -78,6 +78,12 @@ def main():
         copy = lambda calls: f"{2 * src.numel() / event_median_ms(copy_once, calls) / 1e6:.0f} GB/s"
         phase("copy 2 GiB, 10 calls (burst)", lambda: copy(10))
         phase("copy 2 GiB, 3000 calls", lambda: copy(3000))
+        # A plain read (torch.sum) of the 64 x 131072 case's cache bytes.
+        plain = torch.empty(64 * 131072 * 132 // 8, dtype=torch.int64, device="cuda")
+        read_once = lambda: torch.sum(plain)
+        phase("read 1.1 GB (torch.sum), graphs of 10, 8000 calls", lambda: (
+            f"{plain.numel() * 8 / bl.graph_ms(read_once, 10, 800) / 1e6:.0f} GB/s"))
+        del plain
         run_decode("H64 b64 131072", 1000)
         run_decode("H32 b128 131072", 600)
         run_decode("H64 b64 32768", 3000)
