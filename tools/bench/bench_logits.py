@@ -342,10 +342,8 @@ def bench_decode(lib, case, ceil, iters, warm_ms, batch_calls, check_rows, check
     anchor_text = f"{anchor}" if anchor else "-"
     # A plain read of as many bytes (torch.sum over them), measured the same way: what a kernel of
     # this size reaches with its own start-up and tail, where the 2 GiB copy shows neither.
-    del inputs, logits
     plain = torch.empty(k_bytes // 8, dtype=torch.int64, device=dev)
     read_us = graph_ms(lambda: torch.sum(plain), batch_calls, iters, warm_ms) * 1e3
-    del plain
     return (f"| {name} | {us:.1f} | {gbs:.0f} | {k_gbs / ceil.copy_gbs_sustained:.2f} "
             f"| {k_gbs / ceil.copy_gbs:.2f} | {read_us:.1f} | {read_us / us:.2f} | {anchor_text} "
             f"| {sim_diff:.1e} | {ref_diff:.1e} |")

@@ -41,7 +41,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
     parser.add_argument("--decode", action="store_true",
-                        help="the copy and decode shapes instead of the GEMM and prefill")
+                        help="the copy, a plain read and decode shapes instead of the GEMM and prefill")
     args = parser.parse_args()
     lib = bl.load_shim(args.shim)
     sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}",
