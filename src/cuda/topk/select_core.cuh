@@ -613,16 +613,16 @@ __device__ __forceinline__ uint32_t compact_cutoff(const Candidates& c, uint64_t
 
 // The cutoff of the `want` largest of c's candidates (score keys within [min_key, max_key]): the
 // rank key K with exactly min(want, candidates) of them >= K (0: all; all ones: none). Each
-// warp's count of those goes to warp_taken (kWarps words of shared memory). Contains barriers.
+// warp's count of those goes to hs.taken. Contains barriers.
 __device__ inline uint64_t dense_cutoff(const Candidates& c, uint32_t want, uint32_t min_key,
-                                        uint32_t max_key, HistShared& hs, uint32_t* warp_taken) {
+                                        uint32_t max_key, HistShared& hs) {
   if (want > 0 && want < c.valid) {
     const uint64_t lo = static_cast<uint64_t>(min_key) << 32;
     const uint64_t hi = (static_cast<uint64_t>(max_key) << 32) | 0xffffffffu;
-    return select_cutoff(c, want, lo, hi, shift_for_range(hi - lo), false, hs, warp_taken);
+    return select_cutoff(c, want, lo, hi, shift_for_range(hi - lo), false, hs, hs.taken);
   }
   const int warp = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) warp_taken[warp] = want > 0 ? c.count(warp) : 0u;
+  if ((threadIdx.x & 31) == 0) hs.taken[warp] = want > 0 ? c.count(warp) : 0u;
   __syncthreads();
   // No key: +inf is 0xff800000, so no rank key is all ones.
   return want > 0 ? 0 : ~uint64_t{0};
@@ -633,7 +633,7 @@ __device__ inline uint64_t dense_cutoff(const Candidates& c, uint32_t want, uint
 // search counts each warp's keys above it, so the compaction needs no counting pass.
 __device__ inline uint32_t select_dense(const Candidates& c, uint32_t want, uint32_t min_key,
                                         uint32_t max_key, uint64_t* selection, HistShared& hs) {
-  const uint64_t cutoff = dense_cutoff(c, want, min_key, max_key, hs, hs.taken);
+  const uint64_t cutoff = dense_cutoff(c, want, min_key, max_key, hs);
   const uint32_t count = place_taken(
       c, cutoff, hs.taken, [&](uint32_t position, uint64_t key) { selection[position] = key; });
   __syncthreads();

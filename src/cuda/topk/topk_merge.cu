@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= kBufferCapacity ? 2 : 1
   // Unsorted: the candidates at or above the cutoff mark their indices straight from the buffer
   // into a bitmap over the selection's space, with no compaction (its counting and placing
   // passes were ~19 % of the fused select's instructions).
-  const uint64_t cutoff = dense_cutoff(candidates, row_want, lowest_key, highest_key, hs, hs.taken);
+  const uint64_t cutoff = dense_cutoff(candidates, row_want, lowest_key, highest_key, hs);
   int32_t* out = p.out + row * p.out_stride0;
   const uint32_t count = write_marked_in_index_order(
       out, p.out_stride1, row_count, reinterpret_cast<uint32_t*>(selection),
