@@ -5,16 +5,21 @@ Samples nvidia-smi every 50 ms while it runs, each for a few seconds, torch._sca
 8192^3 (the ceiling of bench_logits.py), our mqa_logits on two prefill shapes and our
 paged_mqa_logits on one decode shape, and prints for each the rate it reached and the mean SM
 clock, memory clock, board power and temperature over the last two thirds of its samples (the
-first third is the ramp). It shows whether a kernel is held by the board power limit (on an
-H200, 700 W) and at what clock, which decides what a "same-run ceiling" means. --decode runs the
-2 GiB device-to-device copy (the decode ceiling), a plain read (torch.sum) of 1.1 GB and decode
-shapes instead: what moving the bytes alone draws, against decode.
+first third is the ramp), and the share of those samples in which the driver reported its
+software power cap active (the clocks held down to keep the board at its limit). It shows whether
+a kernel is held by the board power limit (on an H200, 700 W) and at what clock, which decides
+what a "same-run ceiling" means. --decode runs the 2 GiB device-to-device copy (the decode
+ceiling), a plain read (torch.sum) of 1.1 GB and decode shapes instead: what moving the bytes
+alone draws, against decode. With several shims, each runs the decode shapes in turn (for builds
+that differ in what the kernel does per key).
 
-  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so [--decode]
+  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so [more.so ...]
+      [--decode]
 """
 import argparse
 import datetime
 import subprocess
+import tempfile
 import time
 
 import torch
@@ -22,7 +27,8 @@ import torch
 import bench_logits as bl
 from cuda_timing import event_median_ms
 
-QUERY = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu"
+QUERY = ("timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+         "clocks_event_reasons.sw_power_cap")
 
 
 def parse_samples(text):
@@ -31,7 +37,8 @@ def parse_samples(text):
         fields = [f.strip() for f in line.split(",")]
         try:
             stamp = datetime.datetime.strptime(fields[0], "%Y/%m/%d %H:%M:%S.%f")
-            samples.append((stamp, *(float(f) for f in fields[1:5])))
+            capped = fields[5] == "Active"
+            samples.append((stamp, *(float(f) for f in fields[1:5]), capped))
         except (ValueError, IndexError):
             continue  # a header or a field the driver could not read
     return samples
@@ -39,14 +46,17 @@ def parse_samples(text):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shim", default="build/libflashindexer_bench_shim.so")
+    parser.add_argument("--shim", nargs="+", default=["build/libflashindexer_bench_shim.so"])
     parser.add_argument("--decode", action="store_true",
                         help="the copy, a plain read and decode shapes instead of the GEMM and prefill")
     args = parser.parse_args()
-    lib = bl.load_shim(args.shim)
+    libs = [(path.rsplit("/", 1)[-1], bl.load_shim(path)) for path in args.shim]
+    lib = libs[0][1]
+    # To a file: a pipe read only at the end fills after ~30 s and stops the sampler.
+    sampler_log = tempfile.TemporaryFile(mode="w+")
     sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}",
                                 "--format=csv,noheader,nounits", "-lms", "50"],
-                               stdout=subprocess.PIPE, text=True)
+                               stdout=sampler_log, text=True)
     phases = []
 
     def phase(name, run):
@@ -68,9 +78,18 @@ def main():
     ceil = bl.Ceilings(10, 0)
     # bench_* return a table row; keep its time column.
     ms_of = lambda row: row.split("|")[3].strip() + " ms"
-    us_of = lambda row: row.split("|")[2].strip() + " us"
-    run_decode = lambda name, calls: phase(f"paged_mqa_logits {name}", lambda: us_of(
-        bl.bench_decode(lib, decode[name], ceil, calls, 0, 10, 1, False)))
+
+    def run_decode(name, replays):
+        # The inputs are made outside the phase, whose samples then cover only the replays (of
+        # graphs of 10 calls).
+        _, heads, batch, ctx, next_n, ragged, _ = decode[name]
+        inputs = bl.DecodeInputs(heads, batch, ctx, next_n, ragged)
+        logits = torch.empty(batch * next_n, inputs.width, device="cuda")
+        for shim_name, shim in libs:
+            label = f" ({shim_name})" if len(libs) > 1 else ""
+            call = lambda: bl.paged_mqa_logits(shim, inputs, logits, 0)
+            phase(f"paged_mqa_logits {name}{label}",
+                  lambda: f"{bl.graph_ms(call, 10, replays) * 1e3:.1f} us")
     if args.decode:
         src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
         dst = torch.empty_like(src)
@@ -101,19 +120,22 @@ def main():
         run_decode("H64 b64 131072", 1000)
     time.sleep(0.5)
     sampler.terminate()
-    samples = parse_samples(sampler.communicate()[0])
-    print("| run | seconds | SM MHz (min) | memory MHz | board W | deg C | result |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    sampler.wait()
+    sampler_log.seek(0)
+    samples = parse_samples(sampler_log.read())
+    print("| run | seconds | SM MHz (min) | memory MHz | board W | deg C | power cap | result |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for name, start, end, result in phases:
         inside = [s for s in samples if start <= s[0] <= end]
         steady = inside[len(inside) // 3:]
         if not steady:
-            print(f"| {name} | {(end - start).total_seconds():.1f} | - | - | - | - | {result} |")
+            seconds = (end - start).total_seconds()
+            print(f"| {name} | {seconds:.1f} | - | - | - | - | - | {result} |")
             continue
         mean = lambda i: sum(s[i] for s in steady) / len(steady)
         print(f"| {name} | {(end - start).total_seconds():.1f} | {mean(1):.0f} "
               f"({min(s[1] for s in steady):.0f}) | {mean(2):.0f} | {mean(3):.0f} | {mean(4):.0f} "
-              f"| {result} |")
+              f"| {100 * mean(5):.0f} % | {result} |")
 
 
 if __name__ == "__main__":

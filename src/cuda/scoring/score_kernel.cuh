@@ -432,6 +432,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   // With emitters (one tile per step), warp 0 alone loads both consumers' tiles in step order.
   constexpr bool kOneLoader = kEmitters<kHeads, kEmit, kPaged>;
   const int consumer = warp / 2;  // (a single loader: both)
+  TimelineWaits waits;            // (a diagnostic build's; nothing otherwise)
   uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
   uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
@@ -439,7 +440,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
   auto take_place = [&](int c, uint32_t& at, int64_t group, int32_t tile) {
     if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
       const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
+      const long long since = waits.begin();
       ptx::mbarrier_wait(&empty[stage], ((at / L::kHalfStages) & 1) ^ 1);
+      waits.end(since);
       if (at == 0 && warp == 0 && lane == 0) timeline_stamp(kStampFirstLoad);
       loader.load(group, tile, smem + L::kKeys + stage * kTileBytes,
                   reinterpret_cast<float*>(smem + L::kScales + stage * kTileScaleBytes),
@@ -564,6 +567,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const CUtensorMap*
     }
   }
   if (warp == 0 && lane == 0) timeline_stamp(kStampProducerDone);
+  if (lane == 0) waits.record(kProducerWaitSlot + 2 * warp);
   if (warp == 0) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -1059,6 +1063,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
   __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
+  TimelineWaits waits;      // (a diagnostic build's; nothing otherwise)
   uint32_t my_tiles = 0;    // tiles this warpgroup has read: its place in its half of the ring
   uint32_t step_count = 0;  // steps so far; step s belongs to consumer s % 2
   for (uint32_t item_count = 0;; ++item_count) {
@@ -1069,6 +1074,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       if (threadIdx.x % 128 == 0) {
         timeline_stamp(consumer == 0 ? kStampConsumer0Done : kStampConsumer1Done);
         timeline_tiles(consumer, my_tiles);
+        waits.record(kConsumerWaitSlot + 2 * consumer);
       }
       break;
     }
@@ -1100,7 +1106,11 @@ __device__ __forceinline__ void consume(const ScoreParams& p, uint8_t* smem, int
       for (int u = 0; u < kTilesPerStep; ++u) {
         const uint32_t place = my_tiles + u;
         stages[u] = consumer * L::kHalfStages + place % L::kHalfStages;
-        if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
+        if (u < tiles) {
+          const long long since = waits.begin();
+          ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
+          waits.end(since);
+        }
       }
       if (my_tiles == 0 && consumer == 0 && threadIdx.x % 128 == 0) timeline_stamp(kStampFirstTile);
       my_tiles += tiles;
