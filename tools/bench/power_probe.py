@@ -67,17 +67,7 @@ def main():
         phases.append((name, start, datetime.datetime.now(), result))
 
     time.sleep(1)
-    n = 8192
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
-    one = torch.ones((), device="cuda")
-    mm = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    gemm = lambda calls: f"{2 * n ** 3 / event_median_ms(mm, calls) / 1e9:.0f} TFLOP/s"
-    prefill = {c[0]: c for c in bl.PREFILL}
     decode = {c[0]: c for c in bl.DECODE}
-    ceil = bl.Ceilings(10, 0)
-    # bench_* return a table row; keep its time column.
-    ms_of = lambda row: row.split("|")[3].strip() + " ms"
 
     def run_decode(name, replays):
         # The inputs are made outside the phase, whose samples then cover only the replays (of
@@ -90,6 +80,7 @@ def main():
             call = lambda: bl.paged_mqa_logits(shim, inputs, logits, 0)
             phase(f"paged_mqa_logits {name}{label}",
                   lambda: f"{bl.graph_ms(call, 10, replays) * 1e3:.1f} us")
+
     if args.decode:
         src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
         dst = torch.empty_like(src)
@@ -110,6 +101,16 @@ def main():
         run_decode("D2 H64 b64 ~65536 n2", 1500)
         phase("copy 2 GiB, 3000 calls, again", lambda: copy(3000))
     else:
+        n = 8192
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda")
+        mm = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        gemm = lambda calls: f"{2 * n ** 3 / event_median_ms(mm, calls) / 1e9:.0f} TFLOP/s"
+        prefill = {c[0]: c for c in bl.PREFILL}
+        ceil = bl.Ceilings(10, 0)
+        # bench_prefill returns a table row; keep its time column.
+        ms_of = lambda row: row.split("|")[3].strip() + " ms"
         phase("scaled_mm, 10 calls (burst)", lambda: gemm(10))
         phase("scaled_mm, 4000 calls", lambda: gemm(4000))
         phase("mqa_logits H64 4096x131072", lambda: ms_of(
