@@ -3,7 +3,7 @@
 // fi_score_timeline_read (score_paged_h64.cu) copies out after a paged H = 64 launch
 // (tools/bench/decode_timeline.py). It showed where a decode call's time goes: start-up, and a
 // tail in which CTAs with the same number of tiles end up to 25 % apart, the same SMs in every
-// call; and, from the waits, that the consumers wait for key tiles a quarter to a third of their
+// call; and, from the waits, that the consumers wait for key tiles an eighth to a third of their
 // time while the producers wait for free stages (docs/benchmarks.md). In a default build every
 // stamp and wait count compiles to nothing.
 #pragma once
