@@ -8,9 +8,8 @@
 #include <vector>
 
 #include "core/checks.h"
-#include "dcp_simulation.h"
 #include "flashindexer/dist.h"
-#include "test_inputs.h"
+#include "support/dcp_simulation.h"
 
 namespace fitest {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/checks.h"
 #include "flashindexer/dist.h"
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 
