@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 namespace {

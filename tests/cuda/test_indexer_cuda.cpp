@@ -14,8 +14,8 @@
 
 #include "cuda/cuda_ops.h"
 #include "cuda/indexer/indexer_slab.h"
-#include "cuda_test_support.h"
-#include "test_inputs.h"
+#include "support/compare.h"
+#include "support/cuda.h"
 
 namespace fitest {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "cpu/score.h"
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 namespace {

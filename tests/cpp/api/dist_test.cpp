@@ -1,6 +1,8 @@
 // Multi-GPU building blocks (dist.h) on CPU tensors, with simulated ranks: the DCP key mapping,
 // pack + all-gather + merge against topk_per_row over the un-sharded rows, and the TP prefill
 // row-sharding plan.
+#include "flashindexer/dist.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -8,9 +10,7 @@
 #include <vector>
 
 #include "core/checks.h"
-#include "dcp_simulation.h"
-#include "flashindexer/dist.h"
-#include "test_inputs.h"
+#include "support/dcp_simulation.h"
 
 namespace fitest {
 namespace {

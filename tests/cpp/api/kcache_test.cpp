@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 namespace {

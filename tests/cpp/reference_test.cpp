@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 namespace {

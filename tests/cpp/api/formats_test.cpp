@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "test_inputs.h"
+#include "support/tensors.h"
 
 namespace fitest {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "cuda_test_support.h"
 #include "flashindexer/flashindexer.h"
+#include "support/cuda.h"
 
 namespace {
 

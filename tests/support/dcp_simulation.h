@@ -1,6 +1,7 @@
-// DCP with simulated ranks, shared by the CPU (test_dist.cpp) and GPU (test_dist_cuda.cpp)
-// tests: random rows of keys in global order, the single-GPU answer (topk_per_row over the
-// concatenated rows), and for every rank its shard's logits, local top-k and packed candidates.
+// DCP with simulated ranks, shared by the CPU (tests/cpp/api/dist_test.cpp) and GPU
+// (tests/cuda/dcp_test.cpp) tests: random rows of keys in global order, the single-GPU answer
+// (topk_per_row over the concatenated rows), and for every rank its shard's logits, local top-k
+// and packed candidates.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@
 
 #include "core/checks.h"
 #include "flashindexer/dist.h"
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 

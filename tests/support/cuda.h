@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "flashindexer/flashindexer.h"
-#include "test_inputs.h"
+#include "support/kcache.h"
 
 namespace fitest {
 
