@@ -31,9 +31,7 @@ using scoring::TileRows;
 using scoring::TileWalk;
 using scoring::wait_for_item;
 
-static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per consumer warpgroup");
-// Who tests the scores against the gate. Prefill: three producer
-// warps (emitters), which take the steps in turn and read the consumers' finished scores from
+// Who tests the scores against the gate. Prefill: three producer warps (emitters), which take the steps in turn and read the consumers' finished scores from
 // shared memory (kScoreBuffers per consumer warpgroup); producer warp 0 alone loads both
 // warpgroups' tiles. Prefill is bound by the tensor cores, and the test, vote and queue work in
 // the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
@@ -42,6 +40,8 @@ static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per con
 // fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/benchmarks.md).
 // Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
 // the cache, which wants every producer warp loading.
+constexpr int kEmitterWarps = 3;
+
 // Candidate emission: each consumer warp queues its candidates in shared memory and hands them
 // to the rows' global slots in bulk (one atomic per row per flush): a global atomic whose result
 // a warp waits for costs ~1 us, which per emitting warp step made the scan ~40 % slower. A queue
@@ -490,7 +490,8 @@ struct EmitEpilogue {
       if (kTests && queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
     }
     template <int kTilesPerStep, typename Owned>
-    __device__ __forceinline__ void step(const int32_t (&tile_of)[kTilesPerStep], int tiles,
+    __device__ __forceinline__ void step(const scoring::ScoreParams&, const TileFilter&,
+                                         const int32_t (&tile_of)[kTilesPerStep], int tiles,
                                          const Owned (&owned)[kTilesPerStep],
                                          const float (&half_scale)[kTilesPerStep]
                                                                   [R::kKeyRowsPerLane],

@@ -278,7 +278,7 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 //  * Consumer(p, f, e, smem, consumer, lane): the epilogue's per-thread state, made once;
 //  * begin_row(i, row0, q, lo, hi): at each item, for each row the lane owns (TileRows);
 //  * after_mma(): once a step's wgmma is issued (work that overlaps the tensor cores);
-//  * step(...): the step's finished scores, owned[u][i][r] * half_scale[u][r] for tile u, owned
+//  * step(p, f, ...): the step's finished scores, owned[u][i][r] * half_scale[u][r] for tile u, owned
 //    row i, key row r;
 //  * end_item(row0), finish(): after each item, and after the last.
 // L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits and the keys' format.
@@ -398,7 +398,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
                                                                      sums[u]);
         owned_row_sums<kHeads, kN, T::kOneScorePerLane>(sums[u], lane, owned[u]);
       }
-      out.template step<kTilesPerStep>(tile_of, tiles, owned, half_scale, lo, hi, row0, key_row,
+      out.template step<kTilesPerStep>(p, f, tile_of, tiles, owned, half_scale, lo, hi, row0, key_row,
                                        my_tiles);
       // The next step is the other warpgroup's: step over it here, not through another pass of
       // the loop head, whose branches cost the consumer more than the skipped step's own work

@@ -33,17 +33,16 @@ struct StoreEpilogue {
   template <int kHeads, int kN, bool kPaged, typename L>
   struct Consumer {
     using R = TileRows<kHeads, kN>;
-    const ScoreParams& p;
-    const TileFilter& f;
     int lane;
 
-    __device__ __forceinline__ Consumer(const ScoreParams& p_, const TileFilter& f_,
+    __device__ __forceinline__ Consumer(const ScoreParams&, const TileFilter&,
                                         const Params&, uint8_t*, int, int lane_)
-        : p(p_), f(f_), lane(lane_) {}
+        : lane(lane_) {}
     __device__ __forceinline__ void begin_row(int, int32_t, int, int32_t, int32_t) {}
     __device__ __forceinline__ void after_mma() {}
     template <int kTilesPerStep, typename Owned>
-    __device__ __forceinline__ void step(const int32_t (&tile_of)[kTilesPerStep], int tiles,
+    __device__ __forceinline__ void step(const ScoreParams& p, const TileFilter& f,
+                                         const int32_t (&tile_of)[kTilesPerStep], int tiles,
                                          const Owned (&owned)[kTilesPerStep],
                                          const float (&half_scale)[kTilesPerStep][2],
                                          const int32_t (&lo)[R::kPerLane],

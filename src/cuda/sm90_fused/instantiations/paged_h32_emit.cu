@@ -2,21 +2,18 @@
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 
-namespace flashindexer::cuda::fused {
+namespace flashindexer::cuda {
 
-using scoring::launch_score;
-using scoring::ScoreMaps;
-using scoring::ScoreParams;
-using scoring::TileFilter;
+using fused::EmitEpilogue;
 
-template cudaError_t launch_score<32, 32, true, EmitEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const EmitEpilogue::Params&, int,
+template cudaError_t scoring::launch_score<32, 32, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
                                           cudaStream_t);
-template cudaError_t launch_score<32, 64, true, EmitEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const EmitEpilogue::Params&, int,
+template cudaError_t scoring::launch_score<32, 64, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
                                           cudaStream_t);
-template cudaError_t launch_score<32, 128, true, EmitEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const EmitEpilogue::Params&, int,
+template cudaError_t scoring::launch_score<32, 128, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 
-}  // namespace flashindexer::cuda::fused
+}  // namespace flashindexer::cuda
