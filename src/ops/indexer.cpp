@@ -45,9 +45,8 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
   if (out.device == Device::kCUDA) {
 #ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
-    RunOptions chosen = options;
-    chosen.indexer_path = cuda_prefill_path(k, options, keys.values.shape[0]);
-    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted, chosen);
+    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
+                                 cuda_prefill_path(k, options, keys.values.shape[0]), options);
 #else
     return not_on_cuda(check.op());
 #endif
@@ -74,7 +73,7 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 #ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
-                                topk_options.sorted, options);
+                                topk_options.sorted, options.indexer_path, options);
 #else
     return not_on_cuda(check.op());
 #endif

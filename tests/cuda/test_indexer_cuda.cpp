@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "core/heuristics.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/indexer/indexer_slab.h"
+#include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/fused_indexer.h"
 #include "support/compare.h"
 #include "support/cuda.h"
 
@@ -34,9 +36,10 @@ DeviceBuffer indexer_workspace(int k, int64_t rows = 0, int64_t width = 0) {
 }
 
 // A poisoned device workspace in which the fused path runs `rows` rows per batch (0: the
-// recommended size).
-DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width) {
-  const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(rows, width, k)
+// recommended size), with `capacity` candidate slots per row (0: the default).
+DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width, int capacity = 0) {
+  const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(
+                                      rows, width, k, flashindexer::cuda::FusedConfig{capacity})
                                 : indexer_cuda_workspace_size(k);
   DeviceBuffer buffer(bytes);
   EXPECT_EQ(buffer.error(), cudaSuccess);
@@ -65,17 +68,6 @@ RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = n
   options.indexer_path = path;
   return options;
 }
-
-// Sets the fused path's candidate slots per row for the life of the object.
-class ForcedCapacity {
- public:
-  explicit ForcedCapacity(int capacity) {
-    flashindexer::cuda::set_fused_capacity_for_testing(capacity);
-  }
-  ~ForcedCapacity() { flashindexer::cuda::set_fused_capacity_for_testing(0); }
-  ForcedCapacity(const ForcedCapacity&) = delete;
-  ForcedCapacity& operator=(const ForcedCapacity&) = delete;
-};
 
 // The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
 // must return exactly (set; order when sorted).
@@ -119,14 +111,22 @@ HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t wid
   return out;
 }
 
+// The op on `path`; with `capacity` > 0, the fused path's own entry with that many candidate
+// slots per row (small inputs then exercise its overflow fallback).
 HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool sorted,
                        const DeviceBuffer& workspace, int64_t out_stride,
-                       IndexerPath path = IndexerPath::kAuto) {
+                       IndexerPath path = IndexerPath::kAuto, int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, out_stride);
   DeviceTensor device_out = to_device(out);
-  const Status status = indexer_prefill(
-      device_out.view, device.q.view(), device.keys.view(), device.weights.view, device.ks.view,
-      device.ke.view, k, TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
+  const Status status =
+      capacity > 0
+          ? flashindexer::cuda::fused_indexer_prefill(
+                device_out.view, device.q.view(), device.keys.view(), device.weights.view,
+                device.ks.view, device.ke.view, k, sorted, with_workspace(workspace),
+                flashindexer::cuda::FusedConfig{capacity})
+          : indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
+                            device.weights.view, device.ks.view, device.ke.view, k,
+                            TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -134,13 +134,20 @@ HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool so
 }
 
 HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorted,
-                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto) {
+                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto,
+                      int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, k + 3);
   DeviceTensor device_out = to_device(out);
   const Status status =
-      indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
-                     device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
-                     with_workspace(workspace, nullptr, path));
+      capacity > 0
+          ? flashindexer::cuda::fused_indexer_decode(
+                device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                device.context_lens.view, device.block_table.view, k, sorted,
+                with_workspace(workspace), flashindexer::cuda::FusedConfig{capacity})
+          : indexer_decode(device_out.view, device.q.view(), device.cache.cache,
+                           device.weights.view, device.context_lens.view,
+                           device.block_table.view, k, TopKOptions{sorted},
+                           with_workspace(workspace, nullptr, path));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -262,7 +269,10 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   // The fused path asked for, or chosen by kAuto for rows the caller says are long.
   for (IndexerPath path : {IndexerPath::kFused, IndexerPath::kAuto}) {
     options.indexer_path = path;
-    options.min_row_keys = path == IndexerPath::kAuto ? kFusedMinRowKeys : 0;
+    options.min_row_keys =
+        path == IndexerPath::kAuto ? flashindexer::heuristics::fused_min_row_keys(
+                                       flashindexer::heuristics::kFusedMaxAutoK, false)
+                                 : 0;
     const Status status = indexer_prefill(
         labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
         labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()),
@@ -499,12 +509,15 @@ void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
 }
 
 // The fused path's answer over `device` ([rows] x keys), `batch_rows` rows per batch (0: the
-// recommended workspace), equals `expected`; unsorted, in ascending index order too.
+// recommended workspace) and `capacity` candidate slots per row (0: the default), equals
+// `expected`; unsorted, in ascending index order too.
 ::testing::AssertionResult FusedPrefillEquals(const DevicePrefill& device, int64_t rows,
                                               int64_t keys, int k, bool sorted,
-                                              int64_t batch_rows, const HostTensor& expected) {
-  const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
-  const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused);
+                                              int64_t batch_rows, const HostTensor& expected,
+                                              int capacity = 0) {
+  const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys, capacity);
+  const HostTensor got =
+      run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, capacity);
   ::testing::AssertionResult same = SameTopK(got, expected, k, sorted);
   if (!same || sorted) return same;
   return RowsInAscendingIndexOrder(got, k);
@@ -552,8 +565,7 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
         SCOPED_TRACE(::testing::Message()
                      << "H=" << heads << " capacity " << capacity << " k=" << k);
         const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
-        const ForcedCapacity forced(capacity);
-        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, true, 6, expected));
+        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, true, 6, expected, capacity));
       }
     }
   }
@@ -577,12 +589,13 @@ TEST(FusedIndexerCuda, FewRowsFallingBackEqualTheCpuSelection) {
     p.ke.data<int32_t>()[t] = long_row ? static_cast<int32_t>(keys - t) : start + 90;
   }
   const DevicePrefill device(p);
-  const ForcedCapacity forced(100);
+  const int capacity = 100;
   for (bool sorted : {true, false}) {
     const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
     for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
       SCOPED_TRACE(::testing::Message() << "sorted " << sorted << ", batch rows " << batch_rows);
-      EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected));
+      EXPECT_TRUE(
+          FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected, capacity));
     }
   }
 }
@@ -614,11 +627,11 @@ TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
                                RowRanges::decode(p.context_lens.view(), config.next_n), k, true);
     for (int capacity : {300, 1000}) {
       SCOPED_TRACE(describe(config) + " capacity " + std::to_string(capacity));
-      const ForcedCapacity forced(capacity);
       const DeviceBuffer workspace =
-          fused_workspace(k, 0, p.block_table.size(1) * config.page_size);
-      EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused),
-                           expected, k, true));
+          fused_workspace(k, 0, p.block_table.size(1) * config.page_size, capacity);
+      EXPECT_TRUE(SameTopK(
+          run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused, capacity),
+          expected, k, true));
     }
   }
 }

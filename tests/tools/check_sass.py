@@ -4,10 +4,11 @@
   * Top-k kernels (src/cuda/topk/): no YIELD. ptxas once put one into every loop of the segment
     kernel (after an unrelated change added a second inlined row_range), and its streaming loop
     ran at half speed with otherwise the same instructions (docs/benchmarks.md).
-  * Top-k kernels and the fused indexer's gate (src/cuda/indexer/): no local stores (none
+  * Top-k kernels and the fused indexer's gate (src/cuda/sm90_fused/): no local stores (none
     spills), so a new spill does not land unseen.
-  * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma),
-    and none stores to local memory (none spills since the emitting paged N = 256 stopped).
+  * Scoring kernels (src/cuda/sm90_scoring/, and the fused indexer's emitting instantiations in
+    src/cuda/sm90_fused/): every score_kernel instantiation uses QGMMA (FP8 wgmma), and none
+    stores to local memory (none spills since the emitting paged N = 256 stopped).
   * Scoring kernels: no barrier arrival (SYNCS.ARRIVE...A1T0, a consumer releasing a stage or a
     Q buffer that TMA refills) follows a shared-memory load without a proxy fence
     (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
@@ -89,10 +90,13 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     objects = os.path.join(sys.argv[1], "CMakeFiles", "flashindexer.dir", "src", "cuda")
-    topk = sorted(glob.glob(os.path.join(objects, "topk", "*.cu.o")))
-    scoring = sorted(glob.glob(os.path.join(objects, "scoring", "*.cu.o")))
-    indexer = sorted(glob.glob(os.path.join(objects, "indexer", "*.cu.o")))
-    if not topk or not scoring or not indexer:
+    def objects_under(folder):
+        return sorted(glob.glob(os.path.join(objects, folder, "**", "*.cu.o"), recursive=True))
+
+    topk = objects_under("topk")
+    scoring = objects_under("sm90_scoring")
+    fused = objects_under("sm90_fused")
+    if not topk or not scoring or not fused:
         sys.exit(f"no CUDA object files under {objects} (was the CUDA backend built?)")
     cuobjdump = find_cuobjdump(sys.argv[2] if len(sys.argv) > 2 else None)
     if cuobjdump is None:
@@ -108,16 +112,13 @@ def main():
                 failures.append(f"{name}: {yields} YIELD instructions (expected none)")
             failures += local_store_failures(name, lines)
     indexer_kernels = 0
-    for path in indexer:
-        for name, lines in kernels(cuobjdump, path).items():
-            indexer_kernels += 1
-            failures += local_store_failures(name, lines)
-    if indexer_kernels == 0:
-        failures.append("no indexer kernel (the fused gate) found")
     score_kernels = 0
-    for path in scoring:
+    for path in scoring + fused:
         for name, lines in kernels(cuobjdump, path).items():
             if "score_kernel" not in name:
+                if path in fused:  # the fused indexer's gate
+                    indexer_kernels += 1
+                    failures += local_store_failures(name, lines)
                 continue
             score_kernels += 1
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
@@ -127,6 +128,8 @@ def main():
             if unfenced:
                 failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "
                                 "a proxy fence")
+    if indexer_kernels == 0:
+        failures.append("no indexer kernel (the fused gate) found")
     if score_kernels == 0:
         failures.append("no score_kernel instantiation found")
     for failure in failures:

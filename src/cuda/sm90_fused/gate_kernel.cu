@@ -1,4 +1,4 @@
-// The fused indexer's per-row kernel: the sampled gate (fused_rows.h).
+// The fused indexer's per-row kernel: the sampled gate (gate.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -7,8 +7,8 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/rank_key.cuh"
 #include "cuda/common/warp_scan.cuh"
-#include "cuda/indexer/fused_rows.h"
-#include "cuda/scoring/row_range.cuh"
+#include "cuda/sm90_fused/gate.h"
+#include "cuda/sm90_scoring/row_range.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/select_core.cuh"
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "cuda/scoring/row_range.cuh"
-#include "cuda/scoring/score_launch.h"
+#include "cuda/sm90_scoring/row_range.cuh"
+#include "cuda/sm90_scoring/call.h"
 
 namespace flashindexer::cuda::scoring {
 namespace {

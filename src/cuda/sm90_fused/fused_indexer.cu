@@ -25,117 +25,29 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "core/checks.h"
+#include "core/heuristics.h"
 #include "cuda/common/check.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/indexer/fused_rows.h"
-#include "cuda/indexer/indexer_slab.h"
-#include "cuda/scoring/scoring_call.h"
+#include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/emit_epilogue.cuh"
+#include "cuda/sm90_fused/fused_indexer.h"
+#include "cuda/sm90_fused/gate.h"
+#include "cuda/sm90_fused/workspace.h"
+#include "cuda/sm90_scoring/call.h"
 #include "cuda/topk/launch.h"
 
 namespace flashindexer::cuda {
 namespace {
 
+using fused::FusedShape;
+using fused::RowArrays;
 using scoring::kTileKeys;
 using scoring::ScoringCall;
 
-std::atomic<int> capacity_override{0};
-
-// Candidate slots per row. The gate lets about k r / q keys through (r = q + 4 sqrt(q) + 8, q the
-// sample rank of the k-th key): 1.6k at q = 64 (k = 2048, 128K keys), 2.5k at q = 16, 5k at
-// q = 4 (k = 512, 1M keys); the merge kernel holds at most 16384 rank keys per row.
-int candidate_capacity(int k) {
-  const int forced = capacity_override.load(std::memory_order_relaxed);
-  if (forced > 0) return forced;
-  return k <= 2048 ? 8192 : 16384;
-}
-
-// What the shapes decide: the candidate slots, the sampling and the bytes of one row's arrays.
-struct FusedShape {
-  int64_t width = 0;  // keys a row can see
-  int k = 0;
-  int capacity = 0;
-  bool gated = false;  // some row can hold more keys than its candidate slots
-  int32_t tile_stride = 1;
-  int32_t tile_shift = 0;
-  int64_t sample_stride = 0;  // floats per row of the sample buffer
-
-  FusedShape(int64_t width_, int k_) : width(width_), k(k_), capacity(candidate_capacity(k_)) {
-    gated = width > capacity;
-    const int64_t tiles = (width + kTileKeys - 1) / kTileKeys;
-    // One tile in 32 or more (<= kMaxSampleTiles of the widest row): the sample rank of a row's
-    // k-th key is then q = k / tile_stride (16 at k = 512 up to 128K keys), and the sampled
-    // tiles are not scored again by the scan.
-    // A power of two, so that the scoring kernel walks the tiles without divisions.
-    tile_shift = 5;
-    while ((int64_t{1} << tile_shift) * fused::kMaxSampleTiles < tiles) ++tile_shift;
-    tile_stride = int32_t{1} << tile_shift;
-    sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
-  }
-  // The per-row arrays: the candidates and the sample, which are dead once the select has run
-  // and so lie over the fallback's logits, and four small ones (counts, gate, fallback ranges)
-  // kept apart with the count of fallback rows, since the fallback reads them. Each array is
-  // rounded up to 256 bytes.
-  static constexpr size_t kKeptRowBytes = 4 * sizeof(int32_t);
-  size_t overlay_row_bytes() const {
-    return static_cast<size_t>(capacity) * sizeof(uint64_t) +
-           static_cast<size_t>(sample_stride) * sizeof(float);
-  }
-  size_t overlay_bytes(int64_t rows) const {
-    return static_cast<size_t>(rows) * overlay_row_bytes() + 2 * 256;
-  }
-  static size_t kept_bytes(int64_t rows) {
-    return static_cast<size_t>(rows) * kKeptRowBytes + 5 * 256;
-  }
-};
-
-// The per-row arrays of one batch: the candidates and sample over the slab's logits, the others
-// in the region the slab keeps.
-struct RowArrays {
-  int64_t rows = 0;  // rows per batch (a multiple of the row unit)
-  uint64_t* candidates = nullptr;
-  float* sample = nullptr;
-  int32_t* counts = nullptr;
-  float* gate = nullptr;
-  int32_t* fallback_lo = nullptr;
-  int32_t* fallback_hi = nullptr;
-  int32_t* fallback_rows = nullptr;  // [1]
-};
-
-// Batches of equal rows (but the last), as few as the slab allows: each batch pays the tails of
-// its sample, scan and select.
-RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t rows, int64_t row_unit) {
-  RowArrays a;
-  const auto most =
-      static_cast<int64_t>(
-          std::min((slab.kept_bytes - FusedShape::kept_bytes(0)) / FusedShape::kKeptRowBytes,
-                   (slab.logits_bytes - shape.overlay_bytes(0)) / shape.overlay_row_bytes())) /
-      row_unit * row_unit;
-  const int64_t batches = std::max<int64_t>((rows + most - 1) / most, 1);
-  a.rows = std::max<int64_t>((rows + batches - 1) / batches, 1);
-  a.rows = (a.rows + row_unit - 1) / row_unit * row_unit;
-  auto carve = [](unsigned char* start) {
-    return [next = start](size_t bytes) mutable {
-      unsigned char* at = next;
-      next += (bytes + 255) / 256 * 256;
-      return at;
-    };
-  };
-  const auto n = static_cast<size_t>(a.rows);
-  auto overlay = carve(reinterpret_cast<unsigned char*>(slab.logits));
-  a.candidates = reinterpret_cast<uint64_t*>(overlay(n * shape.capacity * sizeof(uint64_t)));
-  a.sample = reinterpret_cast<float*>(overlay(n * shape.sample_stride * sizeof(float)));
-  auto kept = carve(slab.kept);
-  a.counts = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
-  a.gate = reinterpret_cast<float*>(kept(n * sizeof(float)));
-  a.fallback_lo = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
-  a.fallback_hi = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
-  a.fallback_rows = reinterpret_cast<int32_t*>(kept(sizeof(int32_t)));
-  return a;
-}
+int default_capacity(int k) { return heuristics::fused_candidate_capacity(k); }
 
 TensorView device_i32(int32_t* data, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(data, DType::kI32, shape, Device::kCUDA);
@@ -233,7 +145,7 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
       call.params.chunk_keys *= call.params.chunks;
       call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
     } else {
-      call.params.live_rows = live;
+      call.filter.live_rows = live;
     }
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
     if (Status status =
@@ -249,13 +161,14 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
 
 template <typename Form>
 Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
-                 int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options) {
-  if (width > scoring::kMaxEmitKeys) {
+                 int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options,
+                 const FusedConfig& config) {
+  if (width > fused::kMaxEmitKeys) {
     return Status::InvalidArgument(concat(
         op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
         width, " keys per row (the dense path takes any)"));
   }
-  const FusedShape shape(width, k);
+  const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
   Slab slab;
   // The kept arrays of as many rows as the region holds with their candidates and samples (no
   // more than all rows need); the rest is the logits slab, which the batch's candidates and
@@ -270,7 +183,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
       !status.ok()) {
     return status;
   }
-  const RowArrays arrays = carve_rows(slab, shape, rows, row_unit);
+  const RowArrays arrays = fused::carve_rows(slab, shape, rows, row_unit);
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
   for (int64_t first = 0; first < rows; first += arrays.rows) {
     const int64_t count = std::min(arrays.rows, rows - first);
@@ -296,8 +209,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     state.fallback_rows = arrays.fallback_rows;
     if (shape.gated) {
       ScoringCall sample = call;
-      sample.params.tile_stride = shape.tile_stride;
-      sample.params.tile_shift = shape.tile_shift;
+      sample.filter.tile_stride = shape.tile_stride;
+      sample.filter.tile_shift = shape.tile_shift;
       sample.params.chunk_keys *= shape.tile_stride;
       sample.params.chunks = (sample.params.chunks + shape.tile_stride - 1) / shape.tile_stride;
       if (Status status = launch_scoring(op, sample, false, stream); !status.ok()) return status;
@@ -309,16 +222,22 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     }
     ScoringCall scan = call;
     scan.params.logits = nullptr;
-    scan.params.gate = arrays.gate;
-    scan.params.candidates = arrays.candidates;
-    scan.params.candidate_counts = arrays.counts;
-    scan.params.candidate_capacity = shape.capacity;
+    fused::EmitParams emit;
+    emit.gate = arrays.gate;
+    emit.candidates = arrays.candidates;
+    emit.candidate_counts = arrays.counts;
+    emit.candidate_capacity = shape.capacity;
     if (shape.gated) {  // the gate has emitted the sampled tiles' keys
-      scan.params.tile_stride = shape.tile_stride;
-      scan.params.tile_shift = shape.tile_shift;
-      scan.params.skip_sampled = true;
+      scan.filter.tile_stride = shape.tile_stride;
+      scan.filter.tile_shift = shape.tile_shift;
+      scan.filter.skip_sampled = true;
     }
-    if (Status status = launch_scoring(op, scan, false, stream); !status.ok()) return status;
+    if (Status status =
+            to_status(scoring::launch_planned<fused::EmitEpilogue>(scan, emit, stream), op,
+                      "scoring kernel launch");
+        !status.ok()) {
+      return status;
+    }
     // The candidates sit in their slots in the order the scan's atomics were served; the
     // select writes unsorted answers in ascending index order, like every top-k path.
     topk::Params select = topk::make_params(leading_rows(out, first, count),
@@ -349,35 +268,32 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
 
 }  // namespace
 
-size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k) {
-  const FusedShape shape(width, k);
+size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k,
+                                    const FusedConfig& config) {
+  const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
   const size_t logits = static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float);
   return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment +
          align_slab(FusedShape::kept_bytes(batch_rows)) +
          align_slab(std::max(shape.overlay_bytes(batch_rows), logits));
 }
 
-void set_fused_capacity_for_testing(int capacity) {
-  capacity_override.store(capacity, std::memory_order_relaxed);
-}
-
 Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                             const RunOptions& options) {
+                             const RunOptions& options, const FusedConfig& config) {
   const PrefillForm form{q, keys, weights, ks, ke};
   return run_fused("indexer_prefill", form, out, q.values.shape[0], keys.values.shape[0], 1, k,
-                   sorted, options);
+                   sorted, options, config);
 }
 
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
-                            bool sorted, const RunOptions& options) {
+                            bool sorted, const RunOptions& options, const FusedConfig& config) {
   const int next_n = static_cast<int>(q.values.shape[1]);
   const DecodeForm form{q, cache, weights, context_lens, block_table, next_n};
   return run_fused("indexer_decode", form, out, q.values.shape[0] * next_n,
-                   block_table.shape[1] * cache.page_size, next_n, k, sorted, options);
+                   block_table.shape[1] * cache.page_size, next_n, k, sorted, options, config);
 }
 
 }  // namespace flashindexer::cuda

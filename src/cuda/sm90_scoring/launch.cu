@@ -11,15 +11,14 @@
 #include "cuda/common/check.h"
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/scoring/score_launch.h"
-#include "cuda/scoring/scoring_call.h"
+#include "cuda/sm90_scoring/call.h"
+#include "cuda/sm90_scoring/store_epilogue.cuh"
 
 namespace flashindexer::cuda {
 namespace {
 
 using scoring::kHeadDim;
 using scoring::kTileKeys;
-using scoring::Launcher;
 using scoring::ScoreMaps;
 using scoring::ScoreParams;
 using scoring::ScoringCall;
@@ -149,65 +148,42 @@ int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, in
   return std::clamp(chunk, lower, upper);
 }
 
-// An instantiation of the scoring kernel: its two launchers and the Q layout it reads.
-struct KernelChoice {
-  Launcher launcher;
-  Launcher emit_launcher;
-  bool lane_owned_rows;
-};
+// The instantiation of a call: prefill's by H, decode's by H and next_n (visit_shape, call.h).
+scoring::KernelShape prefill_shape(int heads) { return {heads, 256, false}; }
 
-template <int kHeads, int kN, bool kPaged>
-KernelChoice kernels() {
-  return {&scoring::launch_score<kHeads, kN, kPaged, false>,
-          &scoring::launch_score<kHeads, kN, kPaged, true>, scoring::kLaneOwnedRows<kHeads, kN>};
+scoring::KernelShape paged_shape(int heads, int next_n) {
+  if (heads == 64) return {64, 64 * next_n, true};
+  return {32, next_n == 3 ? 128 : 32 * next_n, true};
 }
 
-KernelChoice prefill_kernels(int heads) {
-  return heads == 64 ? kernels<64, 256, false>() : kernels<32, 256, false>();
-}
-
-KernelChoice paged_kernels(int heads, int next_n) {
-  if (heads == 64) {
-    switch (next_n) {
-      case 1:
-        return kernels<64, 64, true>();
-      case 2:
-        return kernels<64, 128, true>();
-      case 3:
-        return kernels<64, 192, true>();
-      default:
-        return kernels<64, 256, true>();
-    }
-  }
-  // H = 32: one row is N = 32 (at N = 64, as a tile of two rows with one dropped, decode at 64
-  // x 32768 keys took 82 us against 80, batch 1 x 131072 9.1 against 8.3); three rows use a tile
-  // of four (N = 128), the fourth computed and dropped.
-  switch (next_n) {
-    case 1:
-      return kernels<32, 32, true>();
-    case 2:
-      return kernels<32, 64, true>();
-    default:
-      return kernels<32, 128, true>();
-  }
+bool lane_owned_rows(const scoring::KernelShape& shape) {
+  return scoring::visit_shape(shape, [](auto s) {
+    using S = decltype(s);
+    return scoring::kLaneOwnedRows<S::kHeads, S::kN>;
+  });
 }
 
 }  // namespace
+
+namespace scoring {
+
+int scoring_grid(const ScoringCall& call) {
+  const ScoreParams& params = call.params;
+  if (params.rows == 0 || params.width == 0) return 0;
+  return static_cast<int>(std::min<int64_t>(params.groups * params.chunks, call.sms));
+}
+
+}  // namespace scoring
 
 Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void* stream_handle) {
   const ScoreParams& params = call.params;
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
-  const int64_t items = params.groups * params.chunks;
-  const int grid = static_cast<int>(std::min<int64_t>(items, call.sms));
-  if (grid > 0) {
-    if (Status status =
-            to_status((params.gate != nullptr ? call.emit_launcher : call.launcher)(
-                          call.maps, params, grid, stream),
-                      op, "scoring kernel launch");
-        !status.ok()) {
-      return status;
-    }
+  if (Status status =
+          to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
+                    "scoring kernel launch");
+      !status.ok()) {
+    return status;
   }
   if (!clean) return Status::Ok();
   return to_status(scoring::launch_fill_invisible(params, call.paged, stream), op,
@@ -248,11 +224,11 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   params.chunk_keys = plan_chunk_keys(params.groups, key_span, sms, 512, 4096);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
-  const KernelChoice kernel = prefill_kernels(heads);
+  const scoring::KernelShape kernel = prefill_shape(heads);
   ScoreMaps maps{};
   if (rows > 0 && num_keys > 0) {
     if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
-                                       params.rows_per_group, kernel.lane_owned_rows);
+                                       params.rows_per_group, lane_owned_rows(kernel));
         !status.ok()) {
       return status;
     }
@@ -277,7 +253,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  *call = ScoringCall{maps, params, kernel.launcher, kernel.emit_launcher, sms, false};
+  *call = ScoringCall{maps, params, {}, kernel, sms, false};
   return Status::Ok();
 }
 
@@ -343,11 +319,11 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   params.chunk_keys = plan_chunk_keys(batch, key_span, sms, 256, 2048);
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
-  const KernelChoice kernel = paged_kernels(heads, next_n);
+  const scoring::KernelShape kernel = paged_shape(heads, next_n);
   ScoreMaps maps{};
   if (params.rows > 0 && cache.num_pages > 0 && params.table_pages > 0) {
     if (Status status = encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
-                                       weights, next_n, kernel.lane_owned_rows);
+                                       weights, next_n, lane_owned_rows(kernel));
         !status.ok()) {
       return status;
     }
@@ -376,7 +352,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   } else {
     params.chunks = 0;
   }
-  *call = ScoringCall{maps, params, kernel.launcher, kernel.emit_launcher, sms, true};
+  *call = ScoringCall{maps, params, {}, kernel, sms, true};
   return Status::Ok();
 }
 

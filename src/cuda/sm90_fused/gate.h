@@ -1,12 +1,12 @@
 // Internal interface between the fused indexer's host code and its per-row gate kernel
-// (fused_rows.cu), which runs before the scan.
+// (gate_kernel.cu), which runs before the scan.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "cuda/scoring/score_params.h"
+#include "cuda/sm90_scoring/params.h"
 
 namespace flashindexer::cuda::fused {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "cuda/scoring/score_params.h"
+#include "cuda/sm90_scoring/params.h"
 
 namespace flashindexer::cuda::scoring {
 
