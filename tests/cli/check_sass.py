@@ -89,7 +89,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     objects = os.path.join(sys.argv[1], "CMakeFiles", "flashindexer.dir", "src", "cuda")
-    topk = sorted(glob.glob(os.path.join(objects, "topk", "*.cu.o")))
+    topk = sorted(glob.glob(os.path.join(objects, "topk", "**", "*.cu.o"), recursive=True))
     scoring = sorted(glob.glob(os.path.join(objects, "scoring", "*.cu.o")))
     indexer = sorted(glob.glob(os.path.join(objects, "indexer", "*.cu.o")))
     if not topk or not scoring or not indexer:

@@ -34,7 +34,7 @@
 #include "cuda/indexer/fused_rows.h"
 #include "cuda/indexer/indexer_slab.h"
 #include "cuda/scoring/scoring_call.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 
 namespace flashindexer::cuda {
 namespace {

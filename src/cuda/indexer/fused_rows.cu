@@ -10,7 +10,7 @@
 #include "cuda/indexer/fused_rows.h"
 #include "cuda/scoring/row_range.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
 
 namespace flashindexer::cuda::fused {
 namespace {

@@ -18,7 +18,7 @@
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/topk/config.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 
 namespace flashindexer::cuda {
 namespace {

@@ -71,7 +71,7 @@ cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t 
 cudaError_t launch_segment_bf16(const Params& params, int64_t rows, cudaStream_t stream);
 cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);
 
-// Few long rows: one thread-block cluster per row (topk_cluster.cu), no workspace needed.
+// Few long rows: one thread-block cluster per row (cluster_kernel.cu), no workspace needed.
 cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);
 
 }  // namespace flashindexer::cuda::topk

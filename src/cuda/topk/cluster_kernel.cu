@@ -22,9 +22,9 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 #include "cuda/topk/segment_steps.cuh"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

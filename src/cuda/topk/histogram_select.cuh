@@ -22,7 +22,7 @@
 #include "cuda/common/rank_key.cuh"
 #include "cuda/common/warp_scan.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 #include "cuda/topk/sort_rows.cuh"
 
 namespace flashindexer::cuda::topk {

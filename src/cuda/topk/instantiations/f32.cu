@@ -1,5 +1,5 @@
-// topk_segment_kernel instantiated for fp32 logits; see topk_segment_kernel.cuh.
-#include "cuda/topk/topk_segment_kernel.cuh"
+// topk_segment_kernel instantiated for fp32 logits; see segment_kernel.cuh.
+#include "cuda/topk/segment_kernel.cuh"
 
 namespace flashindexer::cuda::topk {
 

@@ -4,7 +4,7 @@
 // split) or, for a gated row, every key of its segment above the row's common threshold. Their
 // union holds the row's top-k whenever it has at least min(k, row length) keys and no split gave
 // up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
-// split order into shared memory, selects with the histogram select of select_core.cuh, and
+// split order into shared memory, selects with the histogram select of histogram_select.cuh, and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
 // (select_from_global). Sorted best first when asked, else in ascending index order. 1 CTA per
 // SM; when the splits' slots total <= kBufferCapacity (8192: the fused indexer's candidate slots
@@ -22,7 +22,7 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

@@ -46,7 +46,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/segment_steps.cuh"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

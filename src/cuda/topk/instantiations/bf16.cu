@@ -1,6 +1,6 @@
 // topk_segment_kernel instantiated for bf16 logits (read as their 16-bit patterns); see
-// topk_segment_kernel.cuh.
-#include "cuda/topk/topk_segment_kernel.cuh"
+// segment_kernel.cuh.
+#include "cuda/topk/segment_kernel.cuh"
 
 namespace flashindexer::cuda::topk {
 
