@@ -22,9 +22,12 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/params.h"
-#include "cuda/topk/segment_steps.cuh"
 #include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
+#include "cuda/topk/params.h"
+#include "cuda/topk/radix_select.cuh"
+#include "cuda/topk/segment_steps.cuh"
+#include "cuda/topk/write_rows.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

@@ -4,7 +4,7 @@
 // split) or, for a gated row, every key of its segment above the row's common threshold. Their
 // union holds the row's top-k whenever it has at least min(k, row length) keys and no split gave
 // up (kSplitGateFailed); the CTA then loads it (<= kMergeCapacity = 16384 rank keys, 128 KiB) in
-// split order into shared memory, selects with the histogram select of histogram_select.cuh, and
+// split order into shared memory, selects with the histogram select (histogram_select.cuh), and
 // compacts in slot order (deterministic). Otherwise it selects over the row in global memory
 // (select_from_global). Sorted best first when asked, else in ascending index order. 1 CTA per
 // SM; when the splits' slots total <= kBufferCapacity (8192: the fused indexer's candidate slots
@@ -23,6 +23,9 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
+#include "cuda/topk/radix_select.cuh"
+#include "cuda/topk/write_rows.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

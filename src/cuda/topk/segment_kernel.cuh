@@ -47,6 +47,9 @@
 #include "cuda/topk/config.h"
 #include "cuda/topk/segment_steps.cuh"
 #include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
+#include "cuda/topk/radix_select.cuh"
+#include "cuda/topk/write_rows.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {

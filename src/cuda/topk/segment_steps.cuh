@@ -10,6 +10,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
 #include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
 
 namespace flashindexer::cuda::topk {
 
