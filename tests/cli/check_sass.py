@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """SASS guards over the built CUDA kernels (no GPU needed): cuobjdump -sass on the object files.
 
-  * Top-k kernels (src/cuda/topk/): no YIELD. ptxas once put one into every loop of the segment
-    kernel (after an unrelated change added a second inlined row_range), and its streaming loop
-    ran at half speed with otherwise the same instructions (docs/benchmarks.md).
+  * Top-k kernels (src/cuda/topk/, and the fused select, src/cuda/sm90_fused/select_kernel.cu):
+    no YIELD. ptxas once put one into every loop of the segment kernel (after an unrelated change
+    added a second inlined row_range), and its streaming loop ran at half speed with otherwise
+    the same instructions (docs/benchmarks.md).
   * Top-k kernels and the fused indexer's gate (src/cuda/indexer/): no local stores (none
     spills), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/scoring/): every score_kernel instantiation uses QGMMA (FP8 wgmma),
@@ -89,7 +90,9 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     objects = os.path.join(sys.argv[1], "CMakeFiles", "flashindexer.dir", "src", "cuda")
-    topk = sorted(glob.glob(os.path.join(objects, "topk", "**", "*.cu.o"), recursive=True))
+    # The fused indexer's select is built from the top-k's blocks and held to the same rules.
+    topk = sorted(glob.glob(os.path.join(objects, "topk", "**", "*.cu.o"), recursive=True) +
+                  glob.glob(os.path.join(objects, "sm90_fused", "select_kernel.cu.o")))
     scoring = sorted(glob.glob(os.path.join(objects, "scoring", "*.cu.o")))
     indexer = sorted(glob.glob(os.path.join(objects, "indexer", "*.cu.o")))
     if not topk or not scoring or not indexer:
