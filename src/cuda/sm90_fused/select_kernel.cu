@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kThreads, kCapacity <= topk::kBufferCapacity ?
 }  // namespace
 
 cudaError_t launch_select(const SelectParams& params, int64_t rows, cudaStream_t stream) {
-  const bool small = params.capacity <= topk::kBufferCapacity;
   if (params.capacity > topk::kMergeCapacity) return cudaErrorInvalidValue;
+  const bool small = params.capacity <= topk::kBufferCapacity;
   const int capacity = small ? topk::kBufferCapacity : topk::kMergeCapacity;
   const size_t shared =
       (capacity + static_cast<size_t>(topk::merge_selection_slots(params.answer.k))) *

@@ -1,6 +1,7 @@
 // Writing a row's answer from a CTA's selection: best first (sort_rows.cuh) when asked, else in
 // ascending index order (through a bitmap of the row when the selection is in another order),
-// then -1 up to k.
+// then -1 up to k. Also the whole select-and-write of a row from candidates already dense in
+// shared memory (write_best_candidates: the merge kernel, the fused indexer's select).
 #pragma once
 
 #include <cuda_runtime.h>
