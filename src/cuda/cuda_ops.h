@@ -29,9 +29,8 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
 // topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/ops.
 // Rows are split across CTAs when they are too few to fill the GPU; that needs
 // topk_per_row_workspace_size(rows, width, k) bytes of options.workspace (0 otherwise).
-// leave_empty_rows: rows with no visible key are not written (the fused indexer's fallback).
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                    bool sorted, const RunOptions& options, bool leave_empty_rows = false);
+                    bool sorted, const RunOptions& options);
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k);
 // The most topk_per_row_workspace_size returns at this k for any rows and width.
 size_t topk_per_row_workspace_bound(int k);

@@ -1,8 +1,8 @@
-// The GPU top-k's launch arithmetic (cuda/topk/launch.h), white-box: host computations the
+// The GPU top-k's launch arithmetic (cuda/topk/params.h), white-box: host computations the
 // kernels repeat per row. No GPU needed.
 #include <gtest/gtest.h>
 
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 #include "flashindexer/flashindexer.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/formats.h"
 #include "reference/reference.h"

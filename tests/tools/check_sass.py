@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """SASS guards over the built CUDA kernels (no GPU needed): cuobjdump -sass on the object files.
 
-  * Top-k kernels (src/cuda/topk/): no YIELD. ptxas once put one into every loop of the segment
-    kernel (after an unrelated change added a second inlined row_range), and its streaming loop
-    ran at half speed with otherwise the same instructions (docs/benchmarks.md).
+  * Top-k kernels (src/cuda/topk/, and the fused select, src/cuda/sm90_fused/select_kernel.cu):
+    no YIELD. ptxas once put one into every loop of the segment kernel (after an unrelated change
+    added a second inlined row_range), and its streaming loop ran at half speed with otherwise
+    the same instructions (docs/history/).
   * Top-k kernels and the fused indexer's gate (src/cuda/sm90_fused/): no local stores (none
     spills), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/sm90_scoring/, and the fused indexer's emitting instantiations in
@@ -93,10 +94,12 @@ def main():
     def objects_under(folder):
         return sorted(glob.glob(os.path.join(objects, folder, "**", "*.cu.o"), recursive=True))
 
-    topk = objects_under("topk")
+    # The fused indexer's select is built from the top-k's blocks and held to the same rules.
+    select = os.path.join(objects, "sm90_fused", "select_kernel.cu.o")
+    topk = objects_under("topk") + [select]
     scoring = objects_under("sm90_scoring")
-    fused = objects_under("sm90_fused")
-    if not topk or not scoring or not fused:
+    fused = [path for path in objects_under("sm90_fused") if path != select]
+    if not objects_under("topk") or not scoring or not fused:
         sys.exit(f"no CUDA object files under {objects} (was the CUDA backend built?)")
     cuobjdump = find_cuobjdump(sys.argv[2] if len(sys.argv) > 2 else None)
     if cuobjdump is None:

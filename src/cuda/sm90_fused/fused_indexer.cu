@@ -10,15 +10,15 @@
 //  3. scan: the scoring kernel computes every other score, with the same arithmetic as
 //     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
 //     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
-//  4. select: the top-k merge kernel selects each complete row's k best candidates and writes
+//  4. select: the fused select kernel selects each complete row's k best candidates and writes
 //     them best first, or in ascending index order when unsorted output was asked for (never in
 //     slot order, which the atomics decide); for a row whose candidates are incomplete
 //     (overflow, or fewer than min(k, length) keys passed) it writes nothing but the row's
 //     visible range into the fallback ranges ([0, 0) for complete rows) and counts the row;
 //  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab (laid over
-//     the batch's candidates, dead by then) + topk_per_row, with every other row's range empty
-//     (their scoring work items are skipped, the counted rows' keys spread over the grid, and
-//     the top-k leaves the other answers alone).
+//     the batch's candidates, dead by then) + its top-k (select.h), with every other row's range
+//     empty (their scoring work items are skipped, the counted rows' keys spread over the grid,
+//     and the top-k leaves the other answers alone).
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
 // All decisions on the host come from shapes: no host sync, graph-capturable.
@@ -35,9 +35,9 @@
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 #include "cuda/sm90_fused/fused_indexer.h"
 #include "cuda/sm90_fused/gate.h"
+#include "cuda/sm90_fused/select.h"
 #include "cuda/sm90_fused/workspace.h"
 #include "cuda/sm90_scoring/call.h"
-#include "cuda/topk/launch.h"
 
 namespace flashindexer::cuda {
 namespace {
@@ -148,10 +148,10 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
       call.filter.live_rows = live;
     }
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
-    if (Status status =
-            topk_per_row(leading_rows(out, first + done, part), logits,
-                         form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part),
-                         shape.k, sorted, slab.topk_run, /*leave_empty_rows=*/true);
+    if (Status status = fused::fallback_topk(
+            leading_rows(out, first + done, part), logits,
+            form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part), shape.k,
+            sorted, slab.topk_run);
         !status.ok()) {
       return status;
     }
@@ -240,18 +240,19 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     }
     // The candidates sit in their slots in the order the scan's atomics were served; the
     // select writes unsorted answers in ascending index order, like every top-k path.
-    topk::Params select = topk::make_params(leading_rows(out, first, count),
-                                            form.ranges(first, count), width, k, sorted);
-    select.split_capacity = shape.capacity;
-    select.split_keys = arrays.candidates;
-    select.split_counts = arrays.counts;
+    fused::SelectParams select{};
+    select.answer = topk::make_params(leading_rows(out, first, count), form.ranges(first, count),
+                                      width, k, sorted);
+    select.candidates = arrays.candidates;
+    select.counts = arrays.counts;
+    select.capacity = shape.capacity;
     if (shape.gated) {  // only gated rows can be incomplete
       select.fallback_lo = Form::kPaged ? nullptr : arrays.fallback_lo;
       select.fallback_hi = arrays.fallback_hi;
       select.fallback_rows = arrays.fallback_rows;
     }
     if (Status status =
-            to_status(topk::launch_merge(select, count, false, stream), op, "select kernel launch");
+            to_status(fused::launch_select(select, count, stream), op, "select kernel launch");
         !status.ok()) {
       return status;
     }

@@ -10,7 +10,7 @@
 #include "cuda/sm90_fused/gate.h"
 #include "cuda/sm90_scoring/row_range.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
 
 namespace flashindexer::cuda::fused {
 namespace {

@@ -7,10 +7,17 @@
 #include <cstdint>
 
 #include "cuda/topk/config.h"
+#include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {
+
+// What a launch does with a row that has no visible key: write its answer (k x -1, the op's
+// contract), or leave it untouched, for a caller that owns only the answers of the rows it gives
+// a range (the fused indexer's fallback, sm90_fused/select.h). A compile-time choice: the
+// kernels that write every row carry no test for it.
+enum class EmptyRows { kWrite, kLeave };
 
 // Everything a top-k kernel reads, by value. Visible range of row r: prefill form
 // [ks[r], ke[r]); decode form [0, end) with end from lengths (see RowRanges in topk.h).
@@ -39,15 +46,6 @@ struct Params {
   int split_capacity;
   uint64_t* split_keys;   // workspace: [rows, splits, split_capacity] rank keys
   int32_t* split_counts;  // workspace: [rows, splits]
-  // The fused indexer's fallback (fused_indexer.cu): rows with no visible key are left untouched
-  // (their answers come from its select), instead of being written as -1 rows.
-  int leave_empty_rows;
-  // The fused indexer's select (a merge over emitted candidates, no logits): the visible range of
-  // each row whose candidates are incomplete, [0, 0) for the others, for its fallback to score
-  // and select. fallback_lo may be nullptr (decode: the ranges start at 0).
-  int32_t* fallback_lo;  // [rows]
-  int32_t* fallback_hi;  // [rows]
-  int32_t* fallback_rows;  // [1] counts the rows given a fallback range (zeroed before), or nullptr
 };
 
 // The output, row ranges, k and order of a launch over `width` columns (one split; no logits).
@@ -67,11 +65,30 @@ __host__ __device__ inline int selection_capacity(int k) {
   return static_cast<int>(v + 1);
 }
 
-cudaError_t launch_segment_f32(const Params& params, int64_t rows, cudaStream_t stream);
-cudaError_t launch_segment_bf16(const Params& params, int64_t rows, cudaStream_t stream);
-cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);
+// The selection slots of a select over candidates in shared memory (the merge kernel, the fused
+// indexer's select). Unsorted answers use them as the bitmap of their indices, so there are at
+// least 2048 (16 KiB: one window of 131072 keys) whatever k.
+__host__ __device__ inline int merge_selection_slots(int k) {
+  constexpr int kBitmapSlots = 2048;
+  const int slots = selection_capacity(k);
+  return slots > kBitmapSlots ? slots : kBitmapSlots;
+}
 
-// Few long rows: one thread-block cluster per row (topk_cluster.cu), no workspace needed.
-cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, cudaStream_t stream);
+// kLeave runs over fp32 logits only (the fused indexer's fallback slab): bf16 answers
+// cudaErrorNotSupported.
+cudaError_t launch_segment_f32(const Params& params, int64_t rows, EmptyRows empty_rows,
+                               cudaStream_t stream);
+cudaError_t launch_segment_bf16(const Params& params, int64_t rows, EmptyRows empty_rows,
+                                cudaStream_t stream);
+cudaError_t launch_merge(const Params& params, int64_t rows, bool bf16, EmptyRows empty_rows,
+                         cudaStream_t stream);
+
+// Few long rows: one thread-block cluster per row (cluster_kernel.cu), no workspace needed.
+cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, EmptyRows empty_rows,
+                           cudaStream_t stream);
+
+// cuda::topk_per_row (cuda_ops.h) with the choice of what becomes of rows without a visible key.
+Status per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+               bool sorted, const RunOptions& options, EmptyRows empty_rows);
 
 }  // namespace flashindexer::cuda::topk

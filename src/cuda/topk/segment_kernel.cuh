@@ -45,13 +45,16 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
+#include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
+#include "cuda/topk/radix_select.cuh"
 #include "cuda/topk/segment_steps.cuh"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/write_rows.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {
 
-template <typename T>
+template <typename T, EmptyRows kEmptyRows>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     topk_segment_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
@@ -68,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   int64_t row_start;
   int64_t row_count;
   row_range(p, row, row_start, row_count);
-  if (row_count == 0 && p.leave_empty_rows) return;  // and the merge leaves it too
+  if (kEmptyRows == EmptyRows::kLeave && row_count == 0) return;  // and the merge leaves it too
 
   // This CTA's segment: splits are decided on the device from the row's real length.
   int64_t segment_begin = 0;
@@ -184,17 +187,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   }
 }
 
-// Launches topk_segment_kernel<T> over grid (rows, splits), as a programmatic dependent.
-template <typename T>
+// Launches topk_segment_kernel<T, kEmptyRows> over grid (rows, splits), as a programmatic
+// dependent.
+template <typename T, EmptyRows kEmptyRows>
 cudaError_t launch_segment(const Params& params, int64_t rows, cudaStream_t stream) {
   const size_t shared =
       (kBufferCapacity + static_cast<size_t>(selection_capacity(params.k))) * sizeof(uint64_t);
   // The largest k's footprint, set on every launch (per device, host-side only, capture-safe).
   const int most = (kBufferCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
   const cudaError_t configured = cudaFuncSetAttribute(
-      topk_segment_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+      topk_segment_kernel<T, kEmptyRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
   if (configured != cudaSuccess) return configured;
-  return launch_dependent(topk_segment_kernel<T>,
+  return launch_dependent(topk_segment_kernel<T, kEmptyRows>,
                           dim3(static_cast<unsigned>(rows), static_cast<unsigned>(params.splits)),
                           dim3(kThreads), shared, stream, 0, params);
 }

@@ -22,9 +22,12 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
+#include "cuda/topk/params.h"
+#include "cuda/topk/radix_select.cuh"
 #include "cuda/topk/segment_steps.cuh"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/write_rows.cuh"
 #include "flashindexer/topk.h"
 
 namespace flashindexer::cuda::topk {
@@ -326,7 +329,7 @@ __device__ void select_in_cluster(const Params& p, int64_t row, uint32_t thresho
   ptx::cluster_wait();
 }
 
-template <typename T>
+template <typename T, EmptyRows kEmptyRows>
 __global__ void __launch_bounds__(kThreads, 1)
     topk_cluster_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint64_t shared_keys[];
@@ -355,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   row_range(p, row, row_start, row_count);
   // Uniform over the cluster: every CTA reads the same row length (no CTA has reached a
   // cluster barrier yet).
-  if (row_count == 0 && p.leave_empty_rows) return;
+  if (kEmptyRows == EmptyRows::kLeave && row_count == 0) return;
   const uint32_t row_want = selected_count(row_count, p.k);
   const T* row_scores = static_cast<const T*>(p.logits) + row * p.logits_stride + row_start;
   const bool gated = row_count > kBufferCapacity;
@@ -476,9 +479,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kMostClusterShared =
     (kBufferCapacity + kGatherCapacity + kMaxTopK) * static_cast<int>(sizeof(uint64_t));
 
-template <typename T>
+template <typename T, EmptyRows kEmptyRows>
 cudaError_t configure_cluster_kernel() {
-  return cudaFuncSetAttribute(topk_cluster_kernel<T>,
+  return cudaFuncSetAttribute(topk_cluster_kernel<T, kEmptyRows>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, kMostClusterShared);
 }
 
@@ -487,8 +490,8 @@ constexpr int kMaxDevices = 64;
 // Clusters of `ranks` CTAs of the kernel that the current device holds at once, cached per
 // device (INT_MAX when it cannot be asked). A cluster's CTAs share one GPC, so fewer clusters
 // fit than SMs / ranks: on the H200 (132 SMs, one CTA per SM) 132, 66, 39, 30, 22, 17, 15, 15
-// clusters of 1 to 8 CTAs. Call after configure_cluster_kernel<T>().
-template <typename T>
+// clusters of 1 to 8 CTAs. Call after configure_cluster_kernel<T, kEmptyRows>().
+template <typename T, EmptyRows kEmptyRows>
 int max_active_clusters(int ranks) {
   static std::atomic<int> cached[kMaxDevices][kMaxClusterRanks + 1] = {};  // count + 1; 0: unknown
   int device = 0;
@@ -496,8 +499,7 @@ int max_active_clusters(int ranks) {
     cudaGetLastError();
     return INT_MAX;
   }
-  std::atomic<int>* slot =
-      device >= 0 && device < kMaxDevices ? &cached[device][ranks] : nullptr;
+  std::atomic<int>* slot = device >= 0 && device < kMaxDevices ? &cached[device][ranks] : nullptr;
   if (slot != nullptr) {
     if (const int known = slot->load(std::memory_order_relaxed); known > 0) return known - 1;
   }
@@ -513,7 +515,8 @@ int max_active_clusters(int ranks) {
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  if (cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<T>, &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<T, kEmptyRows>, &config) !=
+      cudaSuccess) {
     cudaGetLastError();
     return INT_MAX;
   }
@@ -525,32 +528,37 @@ int max_active_clusters(int ranks) {
 // size at once. A second wave of clusters cost more than fewer CTAs per row saved (H200, 131072
 // keys, k = 2048: 16 rows of 8 CTAs 19.7 us, 14 rows 11.2; 32 rows of 4 23.7, 30 rows 13.6;
 // docs/benchmarks.md).
-template <typename T>
+template <typename T, EmptyRows kEmptyRows>
 int cluster_ranks(int64_t rows, int sms) {
   int64_t ranks = rows > 0 ? sms / rows : 1;
   ranks = ranks < 1 ? 1 : (ranks > kMaxClusterRanks ? kMaxClusterRanks : ranks);
-  while (ranks > 1 && max_active_clusters<T>(static_cast<int>(ranks)) < rows) --ranks;
+  while (ranks > 1 && max_active_clusters<T, kEmptyRows>(static_cast<int>(ranks)) < rows) --ranks;
   return static_cast<int>(ranks);
 }
 
-template <typename T>
+template <typename T, EmptyRows kEmptyRows>
 cudaError_t launch_cluster(const Params& params, int64_t rows, cudaStream_t stream) {
   const size_t shared =
       (kBufferCapacity + kGatherCapacity + static_cast<size_t>(selection_capacity(params.k))) *
       sizeof(uint64_t);
-  const cudaError_t configured = configure_cluster_kernel<T>();
+  const cudaError_t configured = configure_cluster_kernel<T, kEmptyRows>();
   if (configured != cudaSuccess) return configured;
-  const int ranks = cluster_ranks<T>(rows, multiprocessor_count());
-  return launch_dependent(topk_cluster_kernel<T>,
+  const int ranks = cluster_ranks<T, kEmptyRows>(rows, multiprocessor_count());
+  return launch_dependent(topk_cluster_kernel<T, kEmptyRows>,
                           dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ranks), 1),
                           dim3(kThreads), shared, stream, static_cast<unsigned>(ranks), params);
 }
 
 }  // namespace
 
-cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, cudaStream_t stream) {
-  return bf16 ? launch_cluster<uint16_t>(params, rows, stream)
-              : launch_cluster<float>(params, rows, stream);
+cudaError_t launch_cluster(const Params& params, int64_t rows, bool bf16, EmptyRows empty_rows,
+                           cudaStream_t stream) {
+  if (empty_rows == EmptyRows::kLeave) {  // the fused indexer's fallback: fp32 logits only
+    return bf16 ? cudaErrorNotSupported
+                : launch_cluster<float, EmptyRows::kLeave>(params, rows, stream);
+  }
+  return bf16 ? launch_cluster<uint16_t, EmptyRows::kWrite>(params, rows, stream)
+              : launch_cluster<float, EmptyRows::kWrite>(params, rows, stream);
 }
 
 }  // namespace flashindexer::cuda::topk

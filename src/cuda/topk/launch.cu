@@ -18,13 +18,16 @@
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/topk/config.h"
-#include "cuda/topk/launch.h"
+#include "cuda/topk/params.h"
 
 namespace flashindexer::cuda {
 namespace {
 
 constexpr size_t kWorkspaceAlignment = 256;
 
+// The split rule is launch geometry that follows from config.h (CTAs per SM, the merge's and the
+// cluster's shared-memory capacities, the shortest segment worth a merge), not a crossover
+// measured between two paths, so it stays here rather than in core/heuristics.h.
 int plan_splits(int64_t rows, int64_t width, int k, int sms) {
   if (rows <= 0 || width <= topk::kMinSegment) return 1;
   const int64_t target_ctas = static_cast<int64_t>(topk::kMinCtasPerSm) * sms;
@@ -105,8 +108,10 @@ size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k) {
   return workspace_bytes(rows, plan_splits(rows, width, k, multiprocessor_count()), k);
 }
 
-Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                    bool sorted, const RunOptions& options, bool leave_empty_rows) {
+namespace topk {
+
+Status per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+               bool sorted, const RunOptions& options, EmptyRows empty_rows) {
   const char* op = "topk_per_row";
   const int64_t rows = logits.shape[0];
   const int64_t width = logits.shape[1];
@@ -127,13 +132,12 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
     }
   }
 
-  topk::Params params = topk::make_params(out, ranges, width, k, sorted);
+  Params params = make_params(out, ranges, width, k, sorted);
   params.logits = logits.data;
   params.logits_stride = logits.stride[0];
   params.k = k;
   params.splits = splits;
   params.sorted = sorted ? 1 : 0;
-  params.leave_empty_rows = leave_empty_rows ? 1 : 0;
   if (needed > 0) {
     auto* base = static_cast<unsigned char*>(options.workspace);
     params.split_capacity = split_capacity(splits);
@@ -143,21 +147,27 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
 
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
   if (uses_cluster(splits, k)) {
-    return to_status(
-        topk::launch_cluster(params, rows, logits.dtype == DType::kBF16, stream), op,
-        "cluster kernel launch");
+    return to_status(launch_cluster(params, rows, logits.dtype == DType::kBF16, empty_rows, stream),
+                     op, "cluster kernel launch");
   }
   const cudaError_t launched = logits.dtype == DType::kBF16
-                                   ? topk::launch_segment_bf16(params, rows, stream)
-                                   : topk::launch_segment_f32(params, rows, stream);
+                                   ? launch_segment_bf16(params, rows, empty_rows, stream)
+                                   : launch_segment_f32(params, rows, empty_rows, stream);
   if (Status status = to_status(launched, op, "segment kernel launch"); !status.ok()) {
     return status;
   }
   if (splits > 1) {
-    return to_status(topk::launch_merge(params, rows, logits.dtype == DType::kBF16, stream), op,
-                     "merge kernel launch");
+    return to_status(launch_merge(params, rows, logits.dtype == DType::kBF16, empty_rows, stream),
+                     op, "merge kernel launch");
   }
   return Status::Ok();
+}
+
+}  // namespace topk
+
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                    bool sorted, const RunOptions& options) {
+  return topk::per_row(out, logits, ranges, k, sorted, options, topk::EmptyRows::kWrite);
 }
 
 }  // namespace flashindexer::cuda
