@@ -73,7 +73,7 @@ def _bench_topk(ctx, fi, case, rng, table, ceilings):
     ours = lambda: fi.topk_per_row(logits, case.k, lengths=lengths)
     theirs = lambda: np.argpartition(-logits, case.k - 1, axis=1)[:, :case.k]
     _same_selection(logits, ours(), theirs(), case.k)
-    repeats = ctx.iters(5)
+    repeats = ctx.iters(15)
     ms, base_ms = cpu_median_ms(ours, repeats), cpu_median_ms(theirs, repeats)
     gbs = logits.nbytes / ms / 1e6
     table.add(Row(f"topk_per_row {case.name.split(' ', 1)[1]}", ms, base_ms, gbs, gbs / ceilings.read_gbs, None,
@@ -116,7 +116,7 @@ def _bench_scoring(ctx, fi, case, rng, table, ceilings):
     scale = max(float(np.abs(expected[visible]).max()), 1e-30)
     assert np.allclose(got[visible], expected[visible], rtol=1e-3, atol=1e-4 * scale), \
         f"{case.name}: logits differ from NumPy's"
-    repeats = ctx.iters(3)
+    repeats = ctx.iters(6)
     flop = 2 * int((ke.astype(np.int64) - ks).sum()) * case.heads * DIM
     for name, ours, theirs in ((names[0], logits_op, base_logits),
                                (names[1], indexer_op, base_indexer)):
@@ -132,17 +132,24 @@ def run(ctx):
     import flashindexer as fi
 
     ceilings = ctx.cpu_ceilings()
-    table = Table("CPU backend", "ms", "NumPy", "GFLOP/s or GB/s",
-                  "NumPy matmul (FLOP) or read (bytes)", command=ctx.command("cpu"),
-                  notes="NumPy arrays, the library's default threads; the rate is GB/s for "
-                        "topk_per_row (logits read), GFLOP/s for the others (visible pairs).")
-    table.start()
+    selection = [c for c in cases.cpu(ctx.preset) if cases.selected(ctx.only, c.name)]
+    topk = Table("CPU top-k (topk_per_row)", "ms", "NumPy argpartition", "GB/s",
+                 "NumPy read", command=ctx.command("cpu", "topk"),
+                 notes="NumPy arrays, the library's default threads, N(0,1) fp32 full rows; "
+                       "rate: logits bytes read / time.")
+    scoring = Table("CPU scoring and indexer", "ms", "NumPy", "GFLOP/s", "NumPy fp32 matmul",
+                    command=ctx.command("cpu"),
+                    notes="NumPy arrays, the library's default threads; rate: 2 * visible "
+                          "pairs * H * 128 FLOP / time. The indexer's baseline adds "
+                          "argpartition to the NumPy scoring.")
     rng = np.random.default_rng(2026)
-    for case in cases.cpu(ctx.preset):
-        if not cases.selected(ctx.only, case.name):
-            continue
-        if case.op == "topk":
-            _bench_topk(ctx, fi, case, rng, table, ceilings)
-        else:
-            _bench_scoring(ctx, fi, case, rng, table, ceilings)
-    return [table]
+    for table, kind in ((topk, ("topk",)), (scoring, ("prefill", "decode"))):
+        table.start()
+        for case in selection:
+            if case.op not in kind:
+                continue
+            if case.op == "topk":
+                _bench_topk(ctx, fi, case, rng, table, ceilings)
+            else:
+                _bench_scoring(ctx, fi, case, rng, table, ceilings)
+    return [table for table in (topk, scoring) if table.rows]
