@@ -10,6 +10,26 @@ from ..report import Row, Table
 from ..timing import event_median_ms
 
 
+def _measure_case(ctx, fi, case, table, ceilings):
+    codes = torch.randint(0, 256, (case.keys, 128), dtype=torch.uint8, device="cuda")
+    codes[(codes & 0x7F) == 0x7F] = 0  # no NaN codes: the outputs compare with equal
+    values = codes.view(torch.float8_e4m3fn)
+    scales = torch.rand(case.keys, device="cuda") + 0.5
+    out = torch.empty(case.keys, 128, device="cuda")
+    peer_out = torch.empty_like(out)
+    fi.dequantize_k_fp8(values, scales, out=out)
+    torch.mul(values.float(), scales[:, None], out=peer_out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, peer_out), f"{case.name}: differs from PyTorch"
+    iters = ctx.iters(50)
+    ms = event_median_ms(lambda: fi.dequantize_k_fp8(values, scales, out=out), iters)
+    peer_ms = event_median_ms(
+        lambda: torch.mul(values.float(), scales[:, None], out=peer_out), iters)
+    gbs = (case.keys * 128 * 5 + case.keys * 4) / ms / 1e6
+    table.add(Row(case.name, ms, peer_ms, gbs, gbs / ceilings.copy_gbs, None,
+                  ctx.command("dequantize", case.name)))
+
+
 def run(ctx):
     import flashindexer as fi
 
@@ -22,23 +42,6 @@ def run(ctx):
     for case in cases.dequantize(ctx.preset):
         if not cases.selected(ctx.only, case.name):
             continue
-        codes = torch.randint(0, 256, (case.keys, 128), dtype=torch.uint8, device="cuda")
-        codes[(codes & 0x7F) == 0x7F] = 0  # no NaN codes: the outputs compare with equal
-        values = codes.view(torch.float8_e4m3fn)
-        scales = torch.rand(case.keys, device="cuda") + 0.5
-        out = torch.empty(case.keys, 128, device="cuda")
-        peer_out = torch.empty_like(out)
-        fi.dequantize_k_fp8(values, scales, out=out)
-        torch.mul(values.float(), scales[:, None], out=peer_out)
-        torch.cuda.synchronize()
-        assert torch.equal(out, peer_out), f"{case.name}: differs from PyTorch"
-        iters = ctx.iters(50)
-        ms = event_median_ms(lambda: fi.dequantize_k_fp8(values, scales, out=out), iters)
-        peer_ms = event_median_ms(
-            lambda: torch.mul(values.float(), scales[:, None], out=peer_out), iters)
-        gbs = (case.keys * 128 * 5 + case.keys * 4) / ms / 1e6
-        table.add(Row(case.name, ms, peer_ms, gbs, gbs / ceilings.copy_gbs, None,
-                      ctx.command("dequantize", case.name)))
-        del codes, values, scales, out, peer_out
+        _measure_case(ctx, fi, case, table, ceilings)
         torch.cuda.empty_cache()
     return [table]

@@ -56,6 +56,36 @@ def _rows(ctx, table, case, times, work, rate_of, ceiling, floor_ms, label):
                       ctx.command("indexer", f"{label} {case.name}"), headline))
 
 
+def _prefill_case(ctx, fi, k, case, table, ceilings):
+    inputs = PrefillInputs(case.heads, case.rows, case.keys, case.pattern)
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
+                            device="cuda")
+    logits = torch.full((case.rows, case.keys), float("-inf"), device="cuda")
+    ranges = {"ks": inputs.ks, "ke": inputs.ke}
+    topk_workspace = torch.empty(
+        max(fi.topk_per_row_cuda_workspace_size(case.rows, case.keys, k), 16),
+        dtype=torch.uint8, device="cuda")
+
+    def indexer(sorted=False, out=None, **options):
+        return fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights,
+                                  inputs.ks, inputs.ke, k, sorted=sorted, out=out,
+                                  workspace=workspace, **options)
+
+    def run_logits():
+        fi.mqa_logits(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks,
+                      inputs.ke, clean=False, out=logits)
+
+    def run_topk(out):
+        fi.topk_per_row(logits, k, out=out, workspace=topk_workspace, **ranges)
+
+    times = _measure(ctx, case.name, indexer, run_logits, run_topk, logits, ranges, k, 1)
+    flop = 2 * inputs.visible_pairs() * case.heads * 128
+    floor_ms = flop / ceilings.fp8_tflops_sustained / 1e9
+    _rows(ctx, table, case if k == cases.K else case._replace(anchor=None), times, flop,
+          lambda work, ms: work / ms / 1e9, ceilings.fp8_tflops_sustained, floor_ms,
+          "prefill")
+
+
 def prefill(ctx, fi, k):
     ceilings = ctx.gpu_ceilings()
     table = Table(f"GPU indexer prefill (indexer_prefill, k = {k})", "ms",
@@ -66,36 +96,40 @@ def prefill(ctx, fi, k):
     for case in cases.prefill_indexer(ctx.preset):
         if not cases.selected(ctx.only, "prefill " + case.name):
             continue
-        inputs = PrefillInputs(case.heads, case.rows, case.keys, case.pattern)
-        workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
-                                device="cuda")
-        logits = torch.full((case.rows, case.keys), float("-inf"), device="cuda")
-        ranges = {"ks": inputs.ks, "ke": inputs.ke}
-        topk_workspace = torch.empty(
-            max(fi.topk_per_row_cuda_workspace_size(case.rows, case.keys, k), 16),
-            dtype=torch.uint8, device="cuda")
-
-        def indexer(sorted=False, out=None, **options):
-            return fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights,
-                                      inputs.ks, inputs.ke, k, sorted=sorted, out=out,
-                                      workspace=workspace, **options)
-
-        def run_logits():
-            fi.mqa_logits(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks,
-                          inputs.ke, clean=False, out=logits)
-
-        def run_topk(out):
-            fi.topk_per_row(logits, k, out=out, workspace=topk_workspace, **ranges)
-
-        times = _measure(ctx, case.name, indexer, run_logits, run_topk, logits, ranges, k, 1)
-        flop = 2 * inputs.visible_pairs() * case.heads * 128
-        floor_ms = flop / ceilings.fp8_tflops_sustained / 1e9
-        _rows(ctx, table, case if k == cases.K else case._replace(anchor=None), times, flop,
-              lambda work, ms: work / ms / 1e9, ceilings.fp8_tflops_sustained, floor_ms,
-              "prefill")
-        del inputs, workspace, logits, topk_workspace
+        _prefill_case(ctx, fi, k, case, table, ceilings)
         torch.cuda.empty_cache()
     return table
+
+
+def _decode_case(ctx, fi, k, case, table, ceilings):
+    inputs = DecodeInputs(case.heads, case.batch, case.ctx, case.next_n, case.ragged)
+    cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+    row_lens = inputs.lens2d.reshape(-1).contiguous()
+    logits = torch.full((case.batch * case.next_n, inputs.width), float("-inf"),
+                        device="cuda")
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
+                            device="cuda")
+    topk_workspace = torch.empty(
+        max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], k), 16),
+        dtype=torch.uint8, device="cuda")
+
+    def indexer(sorted=False, out=None, **options):
+        return fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table,
+                                 k, sorted=sorted, out=out, workspace=workspace, **options)
+
+    def run_logits():
+        fi.paged_mqa_logits(inputs.q, cache, inputs.weights, inputs.lens, inputs.table,
+                            clean=False, out=logits)
+
+    def run_topk(out):
+        fi.topk_per_row(logits, k, lengths=row_lens, out=out, workspace=topk_workspace)
+
+    times = _measure(ctx, case.name, indexer, run_logits, run_topk, logits,
+                     {"lengths": row_lens}, k, 10)
+    k_bytes = int(inputs.lens.long().sum()) * 132
+    floor_ms = k_bytes / ceilings.copy_gbs_sustained / 1e6
+    _rows(ctx, table, case if k == cases.K else case._replace(anchor=None), times, k_bytes,
+          lambda work, ms: work / ms / 1e6, ceilings.copy_gbs_sustained, floor_ms, "decode")
 
 
 def decode(ctx, fi, k):
@@ -109,35 +143,7 @@ def decode(ctx, fi, k):
     for case in cases.decode_indexer(ctx.preset):
         if not cases.selected(ctx.only, "decode " + case.name):
             continue
-        inputs = DecodeInputs(case.heads, case.batch, case.ctx, case.next_n, case.ragged)
-        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
-        row_lens = inputs.lens2d.reshape(-1).contiguous()
-        logits = torch.full((case.batch * case.next_n, inputs.width), float("-inf"),
-                            device="cuda")
-        workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8,
-                                device="cuda")
-        topk_workspace = torch.empty(
-            max(fi.topk_per_row_cuda_workspace_size(logits.shape[0], logits.shape[1], k), 16),
-            dtype=torch.uint8, device="cuda")
-
-        def indexer(sorted=False, out=None, **options):
-            return fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table,
-                                     k, sorted=sorted, out=out, workspace=workspace, **options)
-
-        def run_logits():
-            fi.paged_mqa_logits(inputs.q, cache, inputs.weights, inputs.lens, inputs.table,
-                                clean=False, out=logits)
-
-        def run_topk(out):
-            fi.topk_per_row(logits, k, lengths=row_lens, out=out, workspace=topk_workspace)
-
-        times = _measure(ctx, case.name, indexer, run_logits, run_topk, logits,
-                         {"lengths": row_lens}, k, 10)
-        k_bytes = int(inputs.lens.long().sum()) * 132
-        floor_ms = k_bytes / ceilings.copy_gbs_sustained / 1e6
-        _rows(ctx, table, case if k == cases.K else case._replace(anchor=None), times, k_bytes,
-              lambda work, ms: work / ms / 1e6, ceilings.copy_gbs_sustained, floor_ms, "decode")
-        del inputs, cache, logits, workspace, topk_workspace
+        _decode_case(ctx, fi, k, case, table, ceilings)
         torch.cuda.empty_cache()
     return table
 

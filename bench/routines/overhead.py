@@ -47,6 +47,34 @@ def graph_us(call):
     return min(event_median_ms(graph.replay, 10) for _ in range(3)) / CALLS * 1e3
 
 
+def _batch(ctx, fi, k, batch, width, workspace, table):
+    inputs = DecodeInputs(64, batch, width, 1, False)
+    cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+    logits = torch.empty(batch, inputs.width, device="cuda")
+    out = torch.empty(batch, k, dtype=torch.int32, device="cuda")
+    topk_workspace = torch.empty(
+        max(fi.topk_per_row_cuda_workspace_size(batch, inputs.width, k), 16),
+        dtype=torch.uint8, device="cuda")
+    calls = {
+        "indexer_decode": lambda: fi.indexer_decode(
+            inputs.q, cache, inputs.weights, inputs.lens, inputs.table, k, out=out,
+            workspace=workspace),
+        "paged_mqa_logits": lambda: fi.paged_mqa_logits(
+            inputs.q, cache, inputs.weights, inputs.lens, inputs.table, clean=False,
+            out=logits),
+        "topk_per_row": lambda: fi.topk_per_row(logits, k, lengths=inputs.lens, out=out,
+                                                workspace=topk_workspace),
+    }
+    for op, call in calls.items():
+        name = f"{op} b{batch}"
+        if not cases.selected(ctx.only, name):
+            continue
+        call()
+        torch.cuda.synchronize()
+        table.add(Row(name, eager_us(call), graph_us(call), host_us(call), None, None,
+                      ctx.command("overhead", name)))
+
+
 def run(ctx):
     import flashindexer as fi
 
@@ -59,31 +87,6 @@ def run(ctx):
     table.start()
     workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8, device="cuda")
     for batch in batches:
-        inputs = DecodeInputs(64, batch, width, 1, False)
-        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
-        logits = torch.empty(batch, inputs.width, device="cuda")
-        out = torch.empty(batch, k, dtype=torch.int32, device="cuda")
-        topk_workspace = torch.empty(
-            max(fi.topk_per_row_cuda_workspace_size(batch, inputs.width, k), 16),
-            dtype=torch.uint8, device="cuda")
-        calls = {
-            "indexer_decode": lambda: fi.indexer_decode(
-                inputs.q, cache, inputs.weights, inputs.lens, inputs.table, k, out=out,
-                workspace=workspace),
-            "paged_mqa_logits": lambda: fi.paged_mqa_logits(
-                inputs.q, cache, inputs.weights, inputs.lens, inputs.table, clean=False,
-                out=logits),
-            "topk_per_row": lambda: fi.topk_per_row(logits, k, lengths=inputs.lens, out=out,
-                                                    workspace=topk_workspace),
-        }
-        for op, call in calls.items():
-            name = f"{op} b{batch}"
-            if not cases.selected(ctx.only, name):
-                continue
-            call()
-            torch.cuda.synchronize()
-            table.add(Row(name, eager_us(call), graph_us(call), host_us(call), None, None,
-                          ctx.command("overhead", name)))
-        del inputs, cache, logits, out, topk_workspace
+        _batch(ctx, fi, k, batch, width, workspace, table)
         torch.cuda.empty_cache()
     return [table]

@@ -63,6 +63,28 @@ def _check_decode(name, inputs, logits, samples):
     assert diff < 5e-6, f"{name}: diff against fp32 math {diff}"
 
 
+def _prefill_case(ctx, fi, case, table, ceilings):
+    inputs = PrefillInputs(case.heads, case.rows, case.keys, case.pattern)
+    logits = torch.empty(case.rows, case.keys, device="cuda")
+    operands = (inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks, inputs.ke)
+
+    def ours():
+        fi.mqa_logits(*operands, clean=False, out=logits)
+
+    fi.mqa_logits(*operands, clean=True, out=logits)
+    torch.cuda.synchronize()
+    _check_prefill(case.name, inputs, logits, 6)
+    ms = graph_ms(ours, 3, ctx.iters(10), ctx.warm_ms)
+    peer_out = torch.empty_like(logits)
+    peer_ms = event_median_ms(lambda: torch_scores(inputs.q, inputs.weights, inputs.keys,
+                                                   inputs.kscale, peer_out, inputs.ks,
+                                                   inputs.ke), ctx.iters(3), warmup=1)
+    tflops = 2 * inputs.visible_pairs() * case.heads * 128 / ms / 1e9
+    table.add(Row(case.name, ms, peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained,
+                  case.anchor, ctx.command("scoring", "prefill " + case.name),
+                  case.headline))
+
+
 def prefill(ctx, fi):
     ceilings = ctx.gpu_ceilings()
     table = Table("GPU prefill scoring (mqa_logits)", "ms", "PyTorch", "TFLOP/s",
@@ -74,28 +96,40 @@ def prefill(ctx, fi):
     for case in cases.prefill_scoring(ctx.preset):
         if not cases.selected(ctx.only, "prefill " + case.name):
             continue
-        inputs = PrefillInputs(case.heads, case.rows, case.keys, case.pattern)
-        logits = torch.empty(case.rows, case.keys, device="cuda")
-        operands = (inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks, inputs.ke)
-
-        def ours():
-            fi.mqa_logits(*operands, clean=False, out=logits)
-
-        fi.mqa_logits(*operands, clean=True, out=logits)
-        torch.cuda.synchronize()
-        _check_prefill(case.name, inputs, logits, 6)
-        ms = graph_ms(ours, 3, ctx.iters(10), ctx.warm_ms)
-        peer_out = torch.empty_like(logits)
-        peer_ms = event_median_ms(lambda: torch_scores(inputs.q, inputs.weights, inputs.keys,
-                                                       inputs.kscale, peer_out, inputs.ks,
-                                                       inputs.ke), ctx.iters(3), warmup=1)
-        tflops = 2 * inputs.visible_pairs() * case.heads * 128 / ms / 1e9
-        table.add(Row(case.name, ms, peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained,
-                      case.anchor, ctx.command("scoring", "prefill " + case.name),
-                      case.headline))
-        del inputs, logits, peer_out
+        _prefill_case(ctx, fi, case, table, ceilings)
         torch.cuda.empty_cache()
     return table
+
+
+def _decode_case(ctx, fi, case, table, ceilings):
+    inputs = DecodeInputs(case.heads, case.batch, case.ctx, case.next_n, case.ragged)
+    cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+    logits = torch.empty(case.batch * case.next_n, inputs.width, device="cuda")
+
+    def ours(clean=False):
+        fi.paged_mqa_logits(inputs.q, cache, inputs.weights, inputs.lens2d, inputs.table,
+                            clean=clean, out=logits)
+
+    ours(clean=True)
+    torch.cuda.synchronize()
+    _check_decode(case.name, inputs, logits, 4)
+    ms = graph_ms(ours, 10, ctx.iters(10), ctx.warm_ms)
+    slots = [inputs.slots(b) for b in range(case.batch)]
+    peer_out = torch.empty_like(logits)
+
+    def peer():
+        for b, rows in enumerate(slots):
+            n = rows.numel()
+            r = slice(b * case.next_n, (b + 1) * case.next_n)
+            torch_scores(inputs.q[b], inputs.weights[r], inputs.k[rows], inputs.kscale[rows],
+                         peer_out[r, :n])
+
+    peer_ms = event_median_ms(peer, ctx.iters(3), warmup=1)
+    k_bytes = int(inputs.lens.long().sum()) * 132
+    gbs = k_bytes / ms / 1e6
+    table.add(Row(case.name, ms, peer_ms, gbs, gbs / ceilings.copy_gbs_sustained,
+                  case.anchor, ctx.command("scoring", "decode " + case.name),
+                  case.headline))
 
 
 def decode(ctx, fi):
@@ -111,35 +145,7 @@ def decode(ctx, fi):
     for case in cases.decode_scoring(ctx.preset):
         if not cases.selected(ctx.only, "decode " + case.name):
             continue
-        inputs = DecodeInputs(case.heads, case.batch, case.ctx, case.next_n, case.ragged)
-        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
-        logits = torch.empty(case.batch * case.next_n, inputs.width, device="cuda")
-
-        def ours(clean=False):
-            fi.paged_mqa_logits(inputs.q, cache, inputs.weights, inputs.lens2d, inputs.table,
-                                clean=clean, out=logits)
-
-        ours(clean=True)
-        torch.cuda.synchronize()
-        _check_decode(case.name, inputs, logits, 4)
-        ms = graph_ms(ours, 10, ctx.iters(10), ctx.warm_ms)
-        slots = [inputs.slots(b) for b in range(case.batch)]
-        peer_out = torch.empty_like(logits)
-
-        def peer():
-            for b, rows in enumerate(slots):
-                n = rows.numel()
-                r = slice(b * case.next_n, (b + 1) * case.next_n)
-                torch_scores(inputs.q[b], inputs.weights[r], inputs.k[rows], inputs.kscale[rows],
-                             peer_out[r, :n])
-
-        peer_ms = event_median_ms(peer, ctx.iters(3), warmup=1)
-        k_bytes = int(inputs.lens.long().sum()) * 132
-        gbs = k_bytes / ms / 1e6
-        table.add(Row(case.name, ms, peer_ms, gbs, gbs / ceilings.copy_gbs_sustained,
-                      case.anchor, ctx.command("scoring", "decode " + case.name),
-                      case.headline))
-        del inputs, cache, logits, peer_out
+        _decode_case(ctx, fi, case, table, ceilings)
         torch.cuda.empty_cache()
     return table
 

@@ -28,6 +28,41 @@ def _check(logits, out, k, rows_to_check):
             assert torch.equal(ours.sort().values, ref_idx.sort().values), f"row {r}: indices"
 
 
+def _measure_case(ctx, fi, case, table, flush, ceilings):
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float32
+    logits = (torch.randn(case.rows, case.width, device="cuda") + case.offset).to(dtype)
+    out = torch.empty(case.rows, case.k, dtype=torch.int32, device="cuda")
+    if case.form == "prefill":
+        ranges = {"ks": torch.zeros(case.rows, dtype=torch.int32, device="cuda"),
+                  "ke": torch.full((case.rows,), case.width, dtype=torch.int32,
+                                   device="cuda")}
+    else:
+        ranges = {"lengths": torch.full((case.rows,), case.width, dtype=torch.int32,
+                                        device="cuda")}
+    size = fi.topk_per_row_cuda_workspace_size(case.rows, case.width, case.k)
+    workspace = torch.empty(max(size, 16), dtype=torch.uint8, device="cuda")
+
+    def ours():
+        fi.topk_per_row(logits, case.k, out=out, workspace=workspace, **ranges)
+
+    def theirs():
+        torch.topk(logits, case.k, dim=1, sorted=False)
+
+    ours()
+    torch.cuda.synchronize()
+    _check(logits, out, case.k, sorted({0, case.rows // 2, case.rows - 1}))
+    first = out.clone()
+    ours()
+    torch.cuda.synchronize()
+    assert torch.equal(first, out), f"{case.name}: a repeated call gave other bits"
+    iters = ctx.iters(15 if case.rows * case.width >= (1 << 26) else 60)
+    ours_ms = graph_ms(ours, 1, iters, before=flush)
+    theirs_ms = graph_ms(theirs, 1, iters, before=flush)
+    gbs = case.rows * case.width * logits.element_size() / ours_ms / 1e6
+    table.add(Row(case.name, ours_ms, theirs_ms, gbs, gbs / ceilings.copy_gbs, case.anchor,
+                  ctx.command("topk", case.name), case.headline))
+
+
 def run(ctx):
     import flashindexer as fi
 
@@ -43,38 +78,6 @@ def run(ctx):
     for case in cases.topk(ctx.preset):
         if not cases.selected(ctx.only, case.name):
             continue
-        dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float32
-        logits = (torch.randn(case.rows, case.width, device="cuda") + case.offset).to(dtype)
-        out = torch.empty(case.rows, case.k, dtype=torch.int32, device="cuda")
-        if case.form == "prefill":
-            ranges = {"ks": torch.zeros(case.rows, dtype=torch.int32, device="cuda"),
-                      "ke": torch.full((case.rows,), case.width, dtype=torch.int32,
-                                       device="cuda")}
-        else:
-            ranges = {"lengths": torch.full((case.rows,), case.width, dtype=torch.int32,
-                                            device="cuda")}
-        size = fi.topk_per_row_cuda_workspace_size(case.rows, case.width, case.k)
-        workspace = torch.empty(max(size, 16), dtype=torch.uint8, device="cuda")
-
-        def ours():
-            fi.topk_per_row(logits, case.k, out=out, workspace=workspace, **ranges)
-
-        def theirs():
-            torch.topk(logits, case.k, dim=1, sorted=False)
-
-        ours()
-        torch.cuda.synchronize()
-        _check(logits, out, case.k, sorted({0, case.rows // 2, case.rows - 1}))
-        first = out.clone()
-        ours()
-        torch.cuda.synchronize()
-        assert torch.equal(first, out), f"{case.name}: a repeated call gave other bits"
-        iters = ctx.iters(15 if case.rows * case.width >= (1 << 26) else 60)
-        ours_ms = graph_ms(ours, 1, iters, before=flush)
-        theirs_ms = graph_ms(theirs, 1, iters, before=flush)
-        gbs = case.rows * case.width * logits.element_size() / ours_ms / 1e6
-        table.add(Row(case.name, ours_ms, theirs_ms, gbs, gbs / ceilings.copy_gbs, case.anchor,
-                      ctx.command("topk", case.name), case.headline))
-        del logits, out, workspace
+        _measure_case(ctx, fi, case, table, flush, ceilings)
         torch.cuda.empty_cache()
     return [table]
