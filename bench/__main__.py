@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 import time
+import traceback
 
 from . import report
 
@@ -25,10 +26,16 @@ class Context:
         self.args = args
         self.preset, self.only, self.k, self.warm_ms = args.preset, args.only, args.k, args.warm_ms
         self._gpu = self._cpu = None
+        self.tables = []
         self.ceilings_text = []
 
+    def start(self, table):
+        """Prints a table's header and keeps it for the page, even if its routine fails later."""
+        self.tables.append(table)
+        table.start()
+
     def iters(self, default):
-        return self.args.iters or (default if self.preset == "full" else max(2, default // 3))
+        return self.args.iters or (default if self.preset == "full" else max(3, default // 3))
 
     def command(self, routine, case=None):
         """The command that reproduces a table (case None) or one of its rows."""
@@ -113,20 +120,28 @@ def main(argv=None):
     ctx = Context(args)
     print(f"# python -m bench {' '.join(argv)}\n{report.machine(args.device)}; "
           f"build {report.build(fi)}", flush=True)
-    tables = []
+    failed = []
     for name in routines:
         progress(f"{name} ({args.preset})")
         module = importlib.import_module(f".routines.{name}", __package__)
-        tables += module.run(ctx)
-    progress("done")
+        try:
+            module.run(ctx)
+        except Exception:  # a failed check or op: report it, keep the other routines' tables
+            traceback.print_exc()
+            failed.append(name)
+            progress(f"{name} FAILED; continuing")
+    progress("done" + (f", failed: {' '.join(failed)}" if failed else ""))
     if args.markdown:
         note = None
         if args.device == "cpu":
             note = ("This page comes from a CPU-only run: the GPU tables (scoring, top-k, "
                     "indexer, dequantize, call overhead) come from `python -m bench all "
                     "--markdown docs/benchmarks.md` on an H200, which rewrites it.")
+        tables = [table for table in ctx.tables if table.rows]
         report.write_markdown(args.markdown, tables, argv, args.device, fi, ctx.ceilings_text,
                               note)
+    if failed:
+        raise SystemExit(f"bench: {len(failed)} routine(s) failed: {' '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def _bench_topk(ctx, fi, case, rng, table, ceilings):
     ours = lambda: fi.topk_per_row(logits, case.k, lengths=lengths)
     theirs = lambda: np.argpartition(-logits, case.k - 1, axis=1)[:, :case.k]
     _same_selection(logits, ours(), theirs(), case.k)
-    repeats = ctx.iters(15)
+    repeats = ctx.iters(5)
     ms, base_ms = cpu_median_ms(ours, repeats), cpu_median_ms(theirs, repeats)
     gbs = logits.nbytes / ms / 1e6
     table.add(Row(f"topk_per_row {case.name.split(' ', 1)[1]}", ms, base_ms, gbs, gbs / ceilings.read_gbs, None,
@@ -116,7 +116,7 @@ def _bench_scoring(ctx, fi, case, rng, table, ceilings):
     scale = max(float(np.abs(expected[visible]).max()), 1e-30)
     assert np.allclose(got[visible], expected[visible], rtol=1e-3, atol=1e-4 * scale), \
         f"{case.name}: logits differ from NumPy's"
-    repeats = ctx.iters(6)
+    repeats = ctx.iters(3)
     flop = 2 * int((ke.astype(np.int64) - ks).sum()) * case.heads * DIM
     for name, ours, theirs in ((names[0], logits_op, base_logits),
                                (names[1], indexer_op, base_indexer)):
@@ -144,7 +144,7 @@ def run(ctx):
                           "argpartition to the NumPy scoring.")
     rng = np.random.default_rng(2026)
     for table, kind in ((topk, ("topk",)), (scoring, ("prefill", "decode"))):
-        table.start()
+        ctx.start(table)
         for case in selection:
             if case.op not in kind:
                 continue

@@ -38,7 +38,7 @@ def run(ctx):
                   "device copy", command=ctx.command("dequantize"),
                   notes="Random e4m3 codes x 128, fp32 scales, fp32 output; eager calls, "
                         "CUDA events.")
-    table.start()
+    ctx.start(table)
     for case in cases.dequantize(ctx.preset):
         if not cases.selected(ctx.only, case.name):
             continue

@@ -92,7 +92,7 @@ def prefill(ctx, fi, k):
                   "FP8-ceiling scoring + torch.topk", "TFLOP/s", "FP8 GEMM (sustained)",
                   "DeepGEMM + torch.topk", command=ctx.command("indexer"),
                   notes="Causal-suffix rows. Rate: 2 * visible pairs * H * 128 FLOP / time.")
-    table.start()
+    ctx.start(table)
     for case in cases.prefill_indexer(ctx.preset):
         if not cases.selected(ctx.only, "prefill " + case.name):
             continue
@@ -139,7 +139,7 @@ def decode(ctx, fi, k):
                   "DeepGEMM + torch.topk", command=ctx.command("indexer"),
                   notes="Page 64, shuffled pages, equal lengths, next_n 1; graphs of 10 calls. "
                         "Rate: K cache bytes read (132 per visible key) / time.")
-    table.start()
+    ctx.start(table)
     for case in cases.decode_indexer(ctx.preset):
         if not cases.selected(ctx.only, "decode " + case.name):
             continue

@@ -84,7 +84,7 @@ def run(ctx):
                   "CUDA graph replay", "host us", "-", command=ctx.command("overhead"),
                   notes="ours: eager calls back to back; baseline: the same call replayed "
                         "from a CUDA graph; rate column: host time of one eager call.")
-    table.start()
+    ctx.start(table)
     workspace = torch.empty(fi.indexer_cuda_workspace_size(k), dtype=torch.uint8, device="cuda")
     for batch in batches:
         _batch(ctx, fi, k, batch, width, workspace, table)

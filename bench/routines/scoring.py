@@ -92,7 +92,7 @@ def prefill(ctx, fi):
                   notes="Causal-suffix rows unless named, clean=False, CUDA-graph replay after "
                         f"{ctx.warm_ms} ms of replays; PyTorch: bf16 matmul + relu + weighted "
                         "head sum on the same FP8 operands.")
-    table.start()
+    ctx.start(table)
     for case in cases.prefill_scoring(ctx.preset):
         if not cases.selected(ctx.only, "prefill " + case.name):
             continue
@@ -141,7 +141,7 @@ def decode(ctx, fi):
                         f"{ctx.warm_ms} ms of replays; rate: K cache bytes read / time. "
                         "PyTorch: the keys gathered through the block table, then the prefill "
                         "peer's formula per request.")
-    table.start()
+    ctx.start(table)
     for case in cases.decode_scoring(ctx.preset):
         if not cases.selected(ctx.only, "decode " + case.name):
             continue
