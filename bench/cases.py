@@ -17,9 +17,10 @@ their own "anchor, other run" column, never as a same-run peer.
 """
 from collections import namedtuple
 
-# The top-k cases: rows x width logits (N(0,1) + offset), full rows; form prefill (ks / ke) or
-# decode (lengths).
-TopkCase = namedtuple("TopkCase", "name rows width k dtype form offset anchor headline")
+# The top-k cases: rows x width logits, full rows; form prefill (ks / ke) or decode (lengths);
+# dist normal N(0,1), shifted N(0,1) + 100 (a narrow band away from zero, as real indexer logits
+# have), or ties (N(0,1) rounded to one decimal).
+TopkCase = namedtuple("TopkCase", "name rows width k dtype form dist anchor headline")
 # Prefill scoring: H, rows, keys, row pattern (bench.inputs.ranges_for).
 PrefillCase = namedtuple("PrefillCase", "name heads rows keys pattern anchor headline")
 # Decode scoring: H, requests, context, next_n, ragged lengths.
@@ -33,35 +34,39 @@ K = 2048
 
 
 def topk(preset):
+    T = TopkCase
     full = [
-        TopkCase("prefill 4096x131072 k=2048", 4096, 131072, 2048, "f32", "prefill", 0.0, 0.900,
-                 "top-k prefill"),
-        TopkCase("prefill 4096x131072 k=2048 N(0,1)+100", 4096, 131072, 2048, "f32", "prefill",
-                 100.0, 2.770, None),
-        TopkCase("prefill 4096x131072 k=512", 4096, 131072, 512, "f32", "prefill", 0.0, 0.886,
-                 None),
-        TopkCase("prefill 2048x262144 k=2048", 2048, 262144, 2048, "f32", "prefill", 0.0, 0.703,
-                 None),
-        TopkCase("prefill 4096x32768 k=2048", 4096, 32768, 2048, "f32", "prefill", 0.0, 0.369,
-                 None),
-        TopkCase("prefill 16384x65536 k=2048", 16384, 65536, 2048, "f32", "prefill", 0.0, None,
-                 None),
-        TopkCase("prefill 4096x131072 bf16 k=2048", 4096, 131072, 2048, "bf16", "prefill", 0.0,
-                 None, None),
-        TopkCase("decode 1x131072 k=2048", 1, 131072, 2048, "f32", "decode", 0.0, 0.016,
-                 "top-k decode b1"),
-        TopkCase("decode 64x32768 k=2048", 64, 32768, 2048, "f32", "decode", 0.0, 0.020, None),
-        TopkCase("decode 64x131072 k=2048", 64, 131072, 2048, "f32", "decode", 0.0, 0.039,
-                 "top-k decode b64"),
-        TopkCase("decode 128x131072 k=512", 128, 131072, 512, "f32", "decode", 0.0, 0.037, None),
-        TopkCase("decode 128x131072 k=512 N(0,1)+100", 128, 131072, 512, "f32", "decode", 100.0,
-                 0.120, None),
+        T("prefill 4096x131072 k=2048", 4096, 131072, 2048, "f32", "prefill", "normal", 0.900,
+          "top-k prefill"),
+        T("prefill 4096x131072 k=2048 N(0,1)+100", 4096, 131072, 2048, "f32", "prefill",
+          "shifted", 2.770, None),
+        T("prefill 4096x131072 k=512", 4096, 131072, 512, "f32", "prefill", "normal", 0.886, None),
+        T("prefill 2048x262144 k=2048", 2048, 262144, 2048, "f32", "prefill", "normal", 0.703,
+          None),
+        T("prefill 4096x32768 k=2048", 4096, 32768, 2048, "f32", "prefill", "normal", 0.369, None),
+        T("prefill 4096x32768 k=2048 ties", 4096, 32768, 2048, "f32", "prefill", "ties", 0.494,
+          None),
+        T("prefill 4096x32768 k=512", 4096, 32768, 512, "f32", "prefill", "normal", None, None),
+        T("prefill 16384x65536 k=2048", 16384, 65536, 2048, "f32", "prefill", "normal", None,
+          None),
+        T("prefill 4096x131072 bf16 k=2048", 4096, 131072, 2048, "bf16", "prefill", "normal",
+          None, None),
+        T("decode 1x131072 k=2048", 1, 131072, 2048, "f32", "decode", "normal", 0.016,
+          "top-k decode b1"),
+        T("decode 1x131072 k=2048 ties", 1, 131072, 2048, "f32", "decode", "ties", 0.017, None),
+        T("decode 64x32768 k=2048", 64, 32768, 2048, "f32", "decode", "normal", 0.020, None),
+        T("decode 64x131072 k=2048", 64, 131072, 2048, "f32", "decode", "normal", 0.039,
+          "top-k decode b64"),
+        T("decode 64x131072 k=2048 ties", 64, 131072, 2048, "f32", "decode", "ties", 0.040, None),
+        T("decode 128x131072 k=512", 128, 131072, 512, "f32", "decode", "normal", 0.037, None),
+        T("decode 128x131072 k=512 N(0,1)+100", 128, 131072, 512, "f32", "decode", "shifted",
+          0.120, None),
     ]
     quick = [
-        TopkCase("prefill 512x32768 k=2048", 512, 32768, 2048, "f32", "prefill", 0.0, None,
-                 "top-k prefill"),
-        TopkCase("decode 8x65536 k=2048", 8, 65536, 2048, "f32", "decode", 0.0, None,
-                 "top-k decode"),
+        T("prefill 512x32768 k=2048", 512, 32768, 2048, "f32", "prefill", "normal", None,
+          "top-k prefill"),
+        T("decode 8x65536 k=2048 ties", 8, 65536, 2048, "f32", "decode", "ties", None,
+          "top-k decode"),
     ]
     return full if preset == "full" else quick
 
@@ -76,6 +81,9 @@ def prefill_scoring(preset):
         PrefillCase("H32 2048x262144", 32, 2048, 262144, "suffix", 4.8380, None),
         PrefillCase("H64 8192x65536 context-parallel", 64, 8192, 65536, "cp2", None, None),
         PrefillCase("H64 8192x8192 causal", 64, 8192, 8192, "causal", None, None),
+        PrefillCase("H64 2048x8192", 64, 2048, 8192, "suffix", None, None),
+        PrefillCase("H64 2048x8192 context-parallel", 64, 2048, 8192, "cp1", None, None),
+        PrefillCase("H32 8192x65536 context-parallel", 32, 8192, 65536, "cp2", None, None),
     ]
     quick = [PrefillCase("H64 1024x16384", 64, 1024, 16384, "suffix", None, "scoring prefill")]
     return full if preset == "full" else quick
@@ -93,7 +101,16 @@ def decode_scoring(preset):
         DecodeCase("H32 b128 131072", 32, 128, 131072, 1, False, 0.5490, None),
         DecodeCase("H64 b64 32768 next_n 2", 64, 64, 32768, 2, False, 0.0948, None),
         DecodeCase("H64 b64 131072 next_n 2", 64, 64, 131072, 2, False, 0.3273, None),
+        DecodeCase("H64 b16 65536", 64, 16, 65536, 1, False, None, None),
+        DecodeCase("H32 b64 32768", 32, 64, 32768, 1, False, 0.0799, None),
+        DecodeCase("H32 b256 32768", 32, 256, 32768, 1, False, 0.2807, None),
+        DecodeCase("H32 b64 32768 next_n 2", 32, 64, 32768, 2, False, 0.0837, None),
+        DecodeCase("H32 b64 131072 next_n 2", 32, 64, 131072, 2, False, 0.2896, None),
+        DecodeCase("H64 b64 ~65536 next_n 2 ragged", 64, 64, 65536, 2, True, None, None),
+        DecodeCase("H64 b256 ~65536 next_n 2 ragged", 64, 256, 65536, 2, True, None, None),
+        DecodeCase("H64 b64 ~32768 next_n 3 ragged", 64, 64, 32768, 3, True, None, None),
         DecodeCase("H64 b64 ~65536 next_n 4 ragged", 64, 64, 65536, 4, True, None, None),
+        DecodeCase("H32 b64 ~65536 next_n 4 ragged", 32, 64, 65536, 4, True, None, None),
     ]
     quick = [
         DecodeCase("H64 b1 16384", 64, 1, 16384, 1, False, None, "scoring decode b1"),

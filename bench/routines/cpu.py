@@ -56,15 +56,17 @@ def _same_selection(logits, ours, theirs, k):
 
 def _scoring_inputs(fi, case, rng):
     rows, heads, n = case.rows, case.heads, case.keys
-    q_values, q_scales, q_plain = _quantized(fi, rng.standard_normal((rows * heads, DIM)))
+    q_values, q_scales, q_plain = _quantized(
+        fi, rng.standard_normal((rows * heads, DIM), dtype=np.float32))
     weights = (rng.standard_normal((rows, heads)) * q_scales.reshape(rows, heads)).astype(
         np.float32)
     key_rows = rows * n if case.op == "decode" else n
     # A shared mean direction gives every row's scores a common offset, as real keys have.
-    keys = rng.standard_normal((key_rows, DIM)) + 0.5 * rng.standard_normal(DIM)
+    keys = (rng.standard_normal((key_rows, DIM), dtype=np.float32)
+            + np.float32(0.5) * rng.standard_normal(DIM, dtype=np.float32))
     k_values, k_scales, k_plain = _quantized(fi, keys)
     return (q_values.reshape(rows, heads, DIM), q_plain.reshape(rows, heads, DIM), weights,
-            keys.astype(np.float32), k_values, k_scales, k_plain)
+            keys, k_values, k_scales, k_plain)
 
 
 def _bench_topk(ctx, fi, case, rng, table, ceilings):

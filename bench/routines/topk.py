@@ -30,7 +30,12 @@ def _check(logits, out, k, rows_to_check):
 
 def _measure_case(ctx, fi, case, table, flush, ceilings):
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float32
-    logits = (torch.randn(case.rows, case.width, device="cuda") + case.offset).to(dtype)
+    logits = torch.randn(case.rows, case.width, device="cuda")
+    if case.dist == "shifted":
+        logits += 100.0
+    elif case.dist == "ties":
+        logits = logits.round(decimals=1)
+    logits = logits.to(dtype)
     out = torch.empty(case.rows, case.k, dtype=torch.int32, device="cuda")
     if case.form == "prefill":
         ranges = {"ks": torch.zeros(case.rows, dtype=torch.int32, device="cuda"),
@@ -69,8 +74,8 @@ def run(ctx):
     ceilings = ctx.gpu_ceilings()
     table = Table(TITLE, "ms", "torch.topk", "GB/s", "device copy", "best of vLLM/FlashInfer",
                   command=ctx.command("topk"),
-                  notes="fp32 N(0,1) logits unless named, full rows, unsorted output; "
-                        "CUDA-graph replays, CUDA events, median of N, L2 flushed before every "
+                  notes="fp32 N(0,1) logits unless named (ties: rounded to one decimal), full "
+                        "rows, unsorted output; CUDA-graph replays, CUDA events, median of N, L2 flushed before every "
                         "replay. Rate: logits bytes read / time, against the same-run device "
                         "copy (read + write bytes).")
     ctx.start(table)
