@@ -146,7 +146,8 @@ def decode_indexer(preset):
 
 def dequantize(preset):
     if preset == "full":
-        return [DequantizeCase("4M keys x 128", 1 << 22), DequantizeCase("256K keys x 128", 1 << 18)]
+        return [DequantizeCase("4M keys x 128", 1 << 22),
+                DequantizeCase("256K keys x 128", 1 << 18)]
     return [DequantizeCase("256K keys x 128", 1 << 18)]
 
 

@@ -46,7 +46,8 @@ class Table:
 
     def columns(self):
         cols = ["case", f"ours {self.unit}", f"{self.baseline} {self.unit} (same run)",
-                f"{self.baseline} / ours", f"ours {self.rate_unit}", f"of {self.ceiling}"]
+                f"{self.baseline} / ours", f"ours {self.rate_unit}",
+                f"of {self.ceiling}" if self.ceiling else "of ceiling"]
         if self.anchor:
             cols.append(f"{self.anchor} {self.unit} (anchor, other run)")
         return cols + ["command"]
@@ -125,7 +126,9 @@ def headline_line(table, row):
     anchor = "-"
     if table.anchor and row.anchor is not None:
         anchor = f"{table.anchor} {fmt_time(row.anchor)} {table.unit}"
-    peer = "-" if row.baseline is None else f"{table.baseline} {fmt_time(row.baseline)} {table.unit}"
+    peer = "-"
+    if row.baseline is not None:
+        peer = f"{table.baseline} {fmt_time(row.baseline)} {table.unit}"
     fraction = "-" if row.fraction is None else f"{row.fraction:.2f} of {table.ceiling}"
     return (f"| {row.headline} | {row.case} | {fmt_time(row.ours)} {table.unit} | {peer} "
             f"| {fmt_ratio(row.ratio)} | {fraction} | {anchor} |")

@@ -54,8 +54,8 @@ for step in $STEPS; do
       stage_module
       rc=$?
       if [ $rc = 0 ]; then
-        PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 600 python3 -m pytest tests/python -q -rs \
-          >"$OUT/python-tests.log" 2>&1
+        PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 600 \
+          python3 -m pytest tests/python -q -rs >"$OUT/python-tests.log" 2>&1
         rc=$?
       else
         cp "$OUT/python-build.log" "$OUT/python-tests.log"
@@ -72,7 +72,8 @@ for step in $STEPS; do
       [ -d "$STAGE/flashindexer" ] || stage_module
       # Prints each row as it is measured; `all --preset full` takes a few minutes on an H200.
       PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 900 \
-        python3 -m bench ${BENCH_ARGS:-all --markdown "$OUT/benchmarks.md"} 2>&1 | tee "$OUT/bench.log"
+        python3 -m bench ${BENCH_ARGS:-all --markdown "$OUT/benchmarks.md"} 2>&1 |
+        tee "$OUT/bench.log"
       status bench "${PIPESTATUS[0]}" "$OUT/bench.log" ;;
     multi-gpu)
       # Needs RANKS (default 2) GPUs and NCCL: DCP and TP all-gathers against one GPU, timings.

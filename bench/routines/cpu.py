@@ -78,7 +78,8 @@ def _bench_topk(ctx, fi, case, rng, table, ceilings):
     repeats = ctx.iters(5)
     ms, base_ms = cpu_median_ms(ours, repeats), cpu_median_ms(theirs, repeats)
     gbs = logits.nbytes / ms / 1e6
-    table.add(Row(f"topk_per_row {case.name.split(' ', 1)[1]}", ms, base_ms, gbs, gbs / ceilings.read_gbs, None,
+    label = case.name.split(" ", 1)[1]
+    table.add(Row(f"topk_per_row {label}", ms, base_ms, gbs, gbs / ceilings.read_gbs, None,
                   ctx.command("cpu", case.name), case.headline and f"{case.headline}"))
 
 

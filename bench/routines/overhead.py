@@ -81,7 +81,7 @@ def run(ctx):
     k = cases.K
     batches, width = cases.overhead(ctx.preset)
     table = Table(f"Call overhead (decode, H = 64, {width} keys, k = {k})", "us",
-                  "CUDA graph replay", "host us", "-", command=ctx.command("overhead"),
+                  "CUDA graph replay", "host us", None, command=ctx.command("overhead"),
                   notes="ours: eager calls back to back; baseline: the same call replayed "
                         "from a CUDA graph; rate column: host time of one eager call.")
     ctx.start(table)

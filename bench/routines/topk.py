@@ -75,9 +75,9 @@ def run(ctx):
     table = Table(TITLE, "ms", "torch.topk", "GB/s", "device copy", "best of vLLM/FlashInfer",
                   command=ctx.command("topk"),
                   notes="fp32 N(0,1) logits unless named (ties: rounded to one decimal), full "
-                        "rows, unsorted output; CUDA-graph replays, CUDA events, median of N, L2 flushed before every "
-                        "replay. Rate: logits bytes read / time, against the same-run device "
-                        "copy (read + write bytes).")
+                        "rows, unsorted output; CUDA-graph replays, CUDA events, median of N, L2 "
+                        "flushed before every replay. Rate: logits bytes read / time, against "
+                        "the same-run device copy (read + write bytes).")
     ctx.start(table)
     flush = L2Flush()
     torch.manual_seed(0)
