@@ -103,6 +103,8 @@ def machine(device):
     import numpy
 
     host = f"{cpu_name()}, {os.cpu_count()} CPUs visible, NumPy {numpy.__version__}"
+    if os.environ.get("OMP_NUM_THREADS"):  # the threads of the CPU backend and of NumPy's BLAS
+        host += f", OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     if device != "cuda":
         return host
     import torch
