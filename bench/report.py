@@ -139,6 +139,8 @@ def headline_line(table, row):
 def write_markdown(path, tables, argv, device, fi, ceilings_text, gpu_note):
     """docs/benchmarks.md: headline, then every table with its command, machine and build."""
     command = "python -m bench " + " ".join(argv)
+    if os.environ.get("OMP_NUM_THREADS"):
+        command = f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} {command}"
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = ["# FlashIndexer benchmarks", "",
            f"Written by `{command}` on {when}: {machine(device)}; build {build(fi)}.",
