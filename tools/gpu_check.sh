@@ -12,13 +12,15 @@
 # GPUs, default 2). TEST_FILTER narrows the GPU test set (default: every CUDA suite);
 # BENCH_ARGS replaces the benchmark's arguments (default: all --markdown $OUT/benchmarks.md).
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS)
-# into $BIN-py and stages it with the package sources; the bench step runs on that stage.
+# into $BIN/python-module and stages it with the package sources; the bench step runs on that
+# stage.
 set -u
 BIN=${BIN:-build}
 OUT=${OUT:-$BIN/gpu-check}
 STEPS=${STEPS:-build tests python memcheck bench}
 FILTER=${TEST_FILTER:-*Cuda*:*CUDA*}
-STAGE="$BIN-py/stage"
+PYBUILD="$BIN/python-module"
+STAGE="$PYBUILD/stage"
 NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)}
 # A module built here and loaded into python3 has been seen to need the system libstdc++ first.
 PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 2>/dev/null || true)
@@ -31,11 +33,11 @@ status() {  # status STEP RC LOG: one line per step, and the step's tail on fail
 nvidia-smi -L | tee "$OUT/gpu.txt"
 
 stage_module() {
-  { cmake -S . -B "$BIN-py" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_PYTHON=ON \
+  { cmake -S . -B "$PYBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_PYTHON=ON \
       -DFLASHINDEXER_TESTS=OFF -DFLASHINDEXER_CLI=OFF ${NVCC:+-DCMAKE_CUDA_COMPILER=$NVCC} \
-      ${CMAKE_ARGS:-} && cmake --build "$BIN-py" --target _C -j; } >"$OUT/python-build.log" 2>&1 &&
+      ${CMAKE_ARGS:-} && cmake --build "$PYBUILD" --target _C -j; } >"$OUT/python-build.log" 2>&1 &&
     rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/flashindexer "$STAGE/" &&
-    cp "$BIN-py"/_C*.so "$STAGE/flashindexer/"
+    cp "$PYBUILD"/_C*.so "$STAGE/flashindexer/"
 }
 
 for step in $STEPS; do
