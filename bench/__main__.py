@@ -42,6 +42,8 @@ class Context:
         text = f"python -m bench {routine} --preset {self.preset}"
         if routine == "cpu" or self.args.device == "cpu":
             text += " --device cpu"
+        if routine == "indexer" and self.k != 2048:
+            text += f" --k {self.k}"
         return text + (f' --only "{case}"' if case else "")
 
     def gpu_ceilings(self):
