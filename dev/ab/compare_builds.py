@@ -11,64 +11,18 @@ requests). The top-k cases keep k = 2048. Times in us: CUDA-graph replay of --ca
 consecutive calls (per call; prefill: one call), warm L2, median of --iters (prefill: of 5).
 Every shim must give the same indices (sorted output; unsorted compared as sets).
 
-    python3 tools/bench/compare_builds.py old/libflashindexer_bench_shim.so \\
+    python3 -m dev.ab.compare_builds old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so
 """
 import argparse
-import ctypes
 
 import torch
 
-from bench_logits import DecodeInputs, PrefillInputs, add_only_argument, selected
-from bench_topk import load_shim as load_topk_shim
-from bench_topk import make_call as topk_call
-from cuda_timing import capture_graph, event_median_ms
-
-K = 2048
-WIDTH = 131072
-
-
-def load_shim(path):
-    lib = load_topk_shim(path)
-    p, i64, i32, size = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_size_t
-    lib.fi_indexer_decode.restype = i32
-    lib.fi_indexer_decode.argtypes = [p, i32, i32, i32, p, i64, i32, i32, p, i64, i32, i64, p, p,
-                                      i32, p, i64, p, size, p]
-    lib.fi_indexer_workspace_size.restype = size
-    lib.fi_indexer_workspace_size.argtypes = [i32]
-    lib.fi_indexer_prefill.restype = i32
-    lib.fi_indexer_prefill.argtypes = [p, i32, i32, i32, p, i64, i32, p, p, i64, p, p, p, p, size,
-                                       p]
-    return lib
-
-
-def indexer_call(lib, inputs, batch, out, sorted_output, path, workspace, next_n=1, k=K):
-    """path: 1 dense, 2 fused."""
-    def call():
-        code = lib.fi_indexer_decode(
-            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), batch, next_n,
-            inputs.q.shape[2],
-            inputs.cache.data_ptr(), inputs.total_pages, inputs.page, inputs.page_bytes,
-            inputs.weights.data_ptr(), inputs.lens2d.data_ptr(), 1, inputs.table.data_ptr(),
-            inputs.table_cols, workspace.data_ptr(), workspace.numel(),
-            torch.cuda.current_stream().cuda_stream)
-        if code != 0:
-            raise RuntimeError(lib.fi_last_error().decode())
-    return call
-
-
-def prefill_call(lib, inputs, out, path, workspace, k=K, sorted_output=False):
-    """path: 1 dense, 2 fused."""
-    def call():
-        code = lib.fi_indexer_prefill(
-            out.data_ptr(), k, int(sorted_output), path, inputs.q.data_ptr(), inputs.rows,
-            inputs.heads, inputs.keys.data_ptr(), inputs.kscale.data_ptr(), inputs.width,
-            inputs.weights.data_ptr(), inputs.ks.data_ptr(), inputs.ke.data_ptr(),
-            workspace.data_ptr(), workspace.numel(), torch.cuda.current_stream().cuda_stream)
-        if code != 0:
-            raise RuntimeError(lib.fi_last_error().decode())
-    return call
-
+from bench.cases import selected
+from bench.inputs import DecodeInputs, PrefillInputs
+from bench.timing import capture_graph, event_median_ms
+from dev.ab.shim import K, WIDTH, add_only_argument, indexer_call, load_shim, prefill_call
+from dev.ab.shim import make_call as topk_call
 
 def main():
     parser = argparse.ArgumentParser()
@@ -79,7 +33,7 @@ def main():
     parser.add_argument("--prefill-rows", type=int, default=2048)
     parser.add_argument("--prefill-requests", type=int, default=1,
                         help="equal requests packed in the prefill chunk "
-                        "(bench_logits.chunk_ranges)")
+                        "(bench.inputs.chunk_ranges)")
     parser.add_argument("--prefill-width", type=int, default=WIDTH,
                         help="keys of the prefill cases (the last row sees them all)")
     parser.add_argument("--batches", default="1,64",

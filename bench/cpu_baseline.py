@@ -2,7 +2,7 @@
 
 `flashindexer bench` writes a case's inputs as raw little-endian files into a folder and runs
 
-    python3 tools/bench/cpu_baseline.py --dir DIR --mode prefill|decode|topk --rows M --keys N
+    python3 bench/cpu_baseline.py --dir DIR --mode prefill|decode|topk --rows M --keys N
         --heads H --dim D --k K --repeats R
 
 (plus --threads T and --device cpu|cuda), which prints one JSON object: {"baseline": "torch" |
@@ -118,7 +118,10 @@ def main():
             run = lambda: indexer_numpy(*inputs, args.k, decode)
 
     if cuda:
-        from cuda_timing import event_median_ms  # beside this script
+        try:
+            from .timing import event_median_ms
+        except ImportError:  # run as a script: timing.py is beside it
+            from timing import event_median_ms
 
         median_ms = event_median_ms(run, max(args.repeats, 5), warmup=1)
     else:

@@ -1,6 +1,6 @@
-// A C ABI over the CUDA ops on raw device pointers, for the benchmark scripts in tools/bench/
-// (ctypes on torch tensors), so they run without building the Python module. Contiguous-inner
-// tensors only; strides in elements.
+// A C ABI over the CUDA ops on raw device pointers, for the A/B tools of dev/ (ctypes on torch
+// tensors, dev/ab/shim.py): several builds of it load into one process side by side, which
+// builds of the Python module cannot. Contiguous-inner tensors only; strides in elements.
 #include <cstdint>
 #include <string>
 

@@ -9,15 +9,17 @@ launch), so a larger slab trades memory for fewer kernel tails and launches. Per
 sizes run in alternation, --rounds times, each a CUDA graph of one call (median of --iters
 replays, ms), and every size's answer must equal the recommended size's answer bit for bit.
 
-  python3 tools/bench/workspace_sweep.py [--slabs-mib 256,384,512] [--rounds 2] [--iters 5]
+  python3 -m dev.tuning.workspace_sweep [--slabs-mib 256,384,512] [--rounds 2] [--iters 5]
 """
 import argparse
 
 import torch
 
 import flashindexer as fi
-from bench_indexer import K, IndexerPrefillInputs
-from bench_logits import add_only_argument, graph_ms, selected
+from bench.cases import K, selected
+from bench.inputs import PrefillInputs
+from bench.timing import graph_ms
+from dev.ab.shim import add_only_argument
 
 MIB = 1 << 20
 RECOMMENDED_SLAB_MIB = 256
@@ -39,11 +41,13 @@ def workspace_of(slab_mib, k):
 
 def sweep(case, slabs, rounds, iters, k):
     name, heads, rows, keys = case
-    inputs = IndexerPrefillInputs(heads, rows, keys, k)
+    inputs = PrefillInputs(heads, rows, keys)
     workspaces = {mib: workspace_of(mib, k) for mib in slabs}
 
     def run(path, mib, out=None):
-        return inputs.indexer(sorted=True, out=out, path=path, workspace=workspaces[mib])
+        return fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights,
+                                  inputs.ks, inputs.ke, k, sorted=True, out=out,
+                                  workspace=workspaces[mib], path=path)
 
     expected = run("dense", RECOMMENDED_SLAB_MIB)
     for path in ("fused", "dense"):

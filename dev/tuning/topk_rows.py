@@ -6,14 +6,14 @@ Calls the C++ op through the bench shim (ctypes) on [rows, --width] fp32 N(0,1) 
 unsorted and sorted. Times: CUDA-graph replay of 10 calls, warm L2, the best of three medians of
 10 replays, us per call.
 
-    python3 tools/bench/topk_rows.py --shim build/libflashindexer_bench_shim.so
+    python3 -m dev.tuning.topk_rows --shim build/libflashindexer_bench_shim.so
 """
 import argparse
 
 import torch
 
-from bench_topk import load_shim, make_call
-from cuda_timing import capture_graph, event_median_ms
+from bench.timing import capture_graph, event_median_ms
+from dev.ab.shim import load_shim, make_call
 
 ROWS = "8,12,14,16,17,20,24,26,27,28,29,30,32,33,36,40,44,48,56,64,66"
 

@@ -2,7 +2,7 @@
 """SM clock and board power under sustained load: the FP8 GEMM ceiling against our kernels.
 
 Samples nvidia-smi every 50 ms while it runs, each for a few seconds, torch._scaled_mm FP8
-8192^3 (the ceiling of bench_logits.py), our mqa_logits on two prefill shapes and our
+8192^3 (the scoring's same-run ceiling), our mqa_logits on two prefill shapes and our
 paged_mqa_logits on one decode shape, and prints for each the rate it reached and the mean SM
 clock, memory clock, board power and temperature over the last two thirds of its samples (the
 first third is the ramp), and the share of those samples in which the driver reported its
@@ -13,7 +13,7 @@ ceiling), a plain read (torch.sum) of 1.1 GB and decode shapes instead: what mov
 alone draws, against decode. With several shims, each runs the decode shapes in turn (for builds
 that differ in what the kernel does per key).
 
-  python3 tools/bench/power_probe.py --shim build/libflashindexer_bench_shim.so [more.so ...]
+  python3 -m dev.probes.power_probe --shim build/libflashindexer_bench_shim.so [more.so ...]
       [--decode]
 """
 import argparse
@@ -24,8 +24,9 @@ import time
 
 import torch
 
-import bench_logits as bl
-from cuda_timing import event_median_ms
+from bench.inputs import DecodeInputs, PrefillInputs
+from bench.timing import event_median_ms, graph_ms
+from dev.ab.shim import DECODE, load_shim, mqa_logits, paged_mqa_logits
 
 QUERY = ("timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
          "clocks_event_reasons.sw_power_cap")
@@ -50,7 +51,7 @@ def main():
     parser.add_argument("--decode", action="store_true",
                         help="the copy, a plain read and decode shapes instead of the GEMM and prefill")
     args = parser.parse_args()
-    libs = [(path.rsplit("/", 1)[-1], bl.load_shim(path)) for path in args.shim]
+    libs = [(path.rsplit("/", 1)[-1], load_shim(path)) for path in args.shim]
     lib = libs[0][1]
     # To a file: a pipe read only at the end fills after ~30 s and stops the sampler.
     sampler_log = tempfile.TemporaryFile(mode="w+")
@@ -67,19 +68,19 @@ def main():
         phases.append((name, start, datetime.datetime.now(), result))
 
     time.sleep(1)
-    decode = {c[0]: c for c in bl.DECODE}
+    decode = {c[0]: c for c in DECODE}
 
     def run_decode(name, replays):
         # The inputs are made outside the phase, whose samples then cover only the replays (of
         # graphs of 10 calls).
-        _, heads, batch, ctx, next_n, ragged, _ = decode[name]
-        inputs = bl.DecodeInputs(heads, batch, ctx, next_n, ragged)
+        _, heads, batch, ctx, next_n, ragged = decode[name]
+        inputs = DecodeInputs(heads, batch, ctx, next_n, ragged)
         logits = torch.empty(batch * next_n, inputs.width, device="cuda")
         for shim_name, shim in libs:
             label = f" ({shim_name})" if len(libs) > 1 else ""
-            call = lambda: bl.paged_mqa_logits(shim, inputs, logits, 0)
+            call = lambda: paged_mqa_logits(shim, inputs, logits, 0)
             phase(f"paged_mqa_logits {name}{label}",
-                  lambda: f"{bl.graph_ms(call, 10, replays) * 1e3:.1f} us")
+                  lambda: f"{graph_ms(call, 10, replays) * 1e3:.1f} us")
 
     if args.decode:
         src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_()
@@ -92,7 +93,7 @@ def main():
         plain = torch.empty(64 * 131072 * 132 // 8, dtype=torch.int64, device="cuda")
         read_once = lambda: torch.sum(plain)
         phase("read 1.1 GB (torch.sum), graphs of 10, 8000 calls", lambda: (
-            f"{plain.numel() * 8 / bl.graph_ms(read_once, 10, 800) / 1e6:.0f} GB/s"))
+            f"{plain.numel() * 8 / graph_ms(read_once, 10, 800) / 1e6:.0f} GB/s"))
         del plain
         run_decode("H64 b64 131072", 1000)
         run_decode("H32 b128 131072", 600)
@@ -107,16 +108,18 @@ def main():
         one = torch.ones((), device="cuda")
         mm = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         gemm = lambda calls: f"{2 * n ** 3 / event_median_ms(mm, calls) / 1e9:.0f} TFLOP/s"
-        prefill = {c[0]: c for c in bl.PREFILL}
-        ceil = bl.Ceilings(10, 0)
-        # bench_prefill returns a table row; keep its time column.
-        ms_of = lambda row: row.split("|")[3].strip() + " ms"
+
+        def prefill_ms(heads, replays):
+            # mqa_logits on 4096 causal-suffix rows x 131072 keys, graphs of 3 calls.
+            inputs = PrefillInputs(heads, 4096, 131072)
+            logits = torch.empty(4096, 131072, device="cuda")
+            call = lambda: mqa_logits(lib, logits, inputs.q, inputs.keys, inputs.kscale,
+                                      inputs.weights, inputs.ks, inputs.ke, 0)
+            return f"{graph_ms(call, 3, replays):.3f} ms"
         phase("scaled_mm, 10 calls (burst)", lambda: gemm(10))
         phase("scaled_mm, 4000 calls", lambda: gemm(4000))
-        phase("mqa_logits H64 4096x131072", lambda: ms_of(
-            bl.bench_prefill(lib, prefill["H64 4096x131072"], ceil, 150, 0, 3, 1, False)))
-        phase("mqa_logits H32 4096x131072", lambda: ms_of(
-            bl.bench_prefill(lib, prefill["H32 4096x131072"], ceil, 250, 0, 3, 1, False)))
+        phase("mqa_logits H64 4096x131072", lambda: prefill_ms(64, 150))
+        phase("mqa_logits H32 4096x131072", lambda: prefill_ms(32, 250))
         phase("scaled_mm, 4000 calls, again", lambda: gemm(4000))
         run_decode("H64 b64 131072", 1000)
     time.sleep(0.5)

@@ -1,20 +1,20 @@
 """topk_per_row of several builds of the bench shim, timed in alternation on the same tensors.
 
 For changes smaller than the run-to-run spread, and for timing builds that leave a phase out
-(so their answers are not checked here: check a real build with bench_topk.py). Per case and
+(so their answers are not checked here: check a real build with `python -m bench topk`). Per case and
 round, every shim is timed one after the other: CUDA events, median of --iters calls, L2
 flushed before each; printed as min/max over --rounds rounds, in ms. Cases: N(0,1) logits,
 full rows (prefill form), k as listed.
 
-    python3 tools/bench/alternate_topk_builds.py old/libflashindexer_bench_shim.so \\
+    python3 -m dev.ab.alternate_topk_builds old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so
 """
 import argparse
 
 import torch
 
-from bench_topk import load_shim, make_call
-from cuda_timing import event_median_ms
+from bench.timing import event_median_ms
+from dev.ab.shim import load_shim, make_call
 
 CASES = [  # rows, width, k, dtype
     (4096, 131072, 2048, torch.float32),

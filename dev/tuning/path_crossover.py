@@ -10,7 +10,7 @@ alike (timing the cases one after the other, a path measured later in a run read
 slower at 128-256 x 131072 keys). Prints the median us per call of each graph over the rounds,
 its range, and fused / dense.
 
-    python3 tools/bench/path_crossover.py --shim build/libflashindexer_bench_shim.so \\
+    python3 -m dev.tuning.path_crossover --shim build/libflashindexer_bench_shim.so \\
         --batches 64,128,256 --widths 65536,131072
 
 --prefill ROWSxKEYS[/R],...: indexer_prefill instead (causal-suffix rows, one call per graph;
@@ -21,9 +21,9 @@ import statistics
 
 import torch
 
-from bench_logits import DecodeInputs
-from compare_builds import PrefillInputs, indexer_call, load_shim, prefill_call
-from cuda_timing import capture_graph, event_median_ms
+from bench.inputs import DecodeInputs, PrefillInputs
+from bench.timing import capture_graph, event_median_ms
+from dev.ab.shim import indexer_call, load_shim, prefill_call
 
 
 def main():

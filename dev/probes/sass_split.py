@@ -8,7 +8,7 @@ Two steps on a machine with the GPU and ncu:
     ncu --section WarpStateStats --section SourceCounters --import-source no \\
         --kernel-name-base demangled \\
         --kernel-name regex:"\\(int\\)32, \\(int\\)256, \\(bool\\)0, \\(bool\\)1" --launch-count 1 \\
-        -o emit32 python3 tools/bench/sass_split.py --call build/libflashindexer_bench_shim.so \\
+        -o emit32 python3 -m dev.probes.sass_split --call build/libflashindexer_bench_shim.so \\
         --path fused --heads 32
     ncu -i emit32.ncu-rep --page source --csv --print-source sass > emit32.csv
 
@@ -16,7 +16,7 @@ Two steps on a machine with the GPU and ncu:
      kernel of the dense path);
   2. the split, for one or more such CSV files:
 
-    python3 tools/bench/sass_split.py emit32.csv store32.csv
+    python3 -m dev.probes.sass_split emit32.csv store32.csv
 
 For each file: warp instructions executed per QGMMA and stall samples per 1000 QGMMA, for the
 consumer warps (code between the consumers' setmaxnreg.inc and the producers' setmaxnreg.dec) and
@@ -84,7 +84,8 @@ def main():
     args = parser.parse_args()
     if args.call:
         import torch
-        from compare_builds import K, WIDTH, PrefillInputs, load_shim, prefill_call
+        from bench.inputs import PrefillInputs
+        from dev.ab.shim import K, WIDTH, load_shim, prefill_call
         lib = load_shim(args.call)
         workspace = torch.empty(lib.fi_indexer_workspace_size(K), dtype=torch.uint8,
                                 device="cuda")

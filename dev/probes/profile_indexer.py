@@ -7,7 +7,7 @@ torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 ca
 32, causal-suffix rows, 131072 keys or --prefill-width, unsorted); each kernel instantiation's
 time and launches are given per call, with the call's span.
 
-    python3 tools/bench/profile_indexer.py --shim build/libflashindexer_bench_shim.so \
+    python3 -m dev.probes.profile_indexer --shim build/libflashindexer_bench_shim.so \
         [--batches 1,64] [--next-n 1] [--width 131072] [--prefill-rows 2048]
         [--prefill-width 131072]
 """
@@ -16,9 +16,9 @@ import collections
 
 import torch
 
-from bench_logits import DecodeInputs
-from compare_builds import K, WIDTH, PrefillInputs, indexer_call, load_shim, prefill_call
-from cuda_timing import capture_graph
+from bench.inputs import DecodeInputs, PrefillInputs
+from bench.timing import capture_graph
+from dev.ab.shim import K, WIDTH, indexer_call, load_shim, prefill_call
 
 CALLS, REPLAYS = 10, 5
 

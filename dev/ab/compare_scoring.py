@@ -5,12 +5,12 @@ For a scoring change whose effect is smaller than the spread between machines an
     in us per call: CUDA-graph replay of 10 calls, median of 10 replays after 150 ms of warm-up,
     warm L2, clean=True. The last columns are the K-cache bytes read per second of the last build
     and whether all builds wrote the same logits, bit for bit;
-  * prefill (mqa_logits, --prefill): no timing (compare_builds.py and bench_logits.py time it);
+  * prefill (mqa_logits, --prefill): no timing (compare_builds.py and `python -m bench scoring` time it);
     three calls of every build on each case, each compared bit for bit with the first build's
     first call, with the key tiles of any entry that differs. A schedule must never change a
     score, and a race that only some timings expose shows up here as a few wrong tiles.
 
-    python3 tools/bench/compare_scoring.py old/libflashindexer_bench_shim.so \\
+    python3 -m dev.ab.compare_scoring old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so [--only "D2,b1 "] [--rounds 2] [--prefill]
 """
 import argparse
@@ -18,10 +18,12 @@ import functools
 
 import torch
 
-from bench_logits import (DECODE, DecodeInputs, add_only_argument, fp8_keys, graph_ms, load_shim,
-                          mqa_logits, paged_mqa_logits, ranges_for, selected)
+from bench.cases import selected
+from bench.inputs import DecodeInputs, fp8_keys, ranges_for
+from bench.timing import graph_ms
+from dev.ab.shim import DECODE, add_only_argument, load_shim, mqa_logits, paged_mqa_logits
 
-# bench_logits.py's decode cases (name, H, batch, context length, next_n, ragged: lengths
+# The shim tools' decode cases (name, H, batch, context length, next_n, ragged: lengths
 # 0.7-1.3 x, 2-D), batches on either side of 64 x 32768, a ragged next_n 1 batch and a ragged
 # H = 32 next_n 2 batch.
 CASES = [case[:6] for case in DECODE] + [

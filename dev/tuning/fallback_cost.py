@@ -9,15 +9,16 @@ causal-suffix inputs (H = 64 or --heads, 4096 x 131072 or --rows / --width, k = 
 times the fused and the dense path (CUDA-graph replay of one call, median of --iters, us) and
 checks that both give the same sets.
 
-    python3 tools/bench/fallback_cost.py old/libflashindexer_bench_shim.so \\
+    python3 -m dev.tuning.fallback_cost old/libflashindexer_bench_shim.so \\
         build/libflashindexer_bench_shim.so [--fallback-rows 0,1,8,64]
 """
 import argparse
 
 import torch
 
-from compare_builds import K, PrefillInputs, load_shim, prefill_call
-from cuda_timing import capture_graph, event_median_ms
+from bench.inputs import PrefillInputs
+from bench.timing import capture_graph, event_median_ms
+from dev.ab.shim import K, load_shim, prefill_call
 
 
 def main():
