@@ -7,7 +7,7 @@
 #include "core/checks.h"
 #include "cpu/cpu_ops.h"
 #include "flashindexer/status.h"
-#include "ops/cuda_device.h"
+#include "api/device.h"
 
 namespace flashindexer {
 

@@ -1,9 +1,9 @@
 // Public indexer entry points: validate, then run on the tensors' device.
 #include "flashindexer/indexer.h"
 
-#include "ops/dispatch.h"
-#include "ops/scoring_checks.h"
-#include "ops/topk_checks.h"
+#include "api/dispatch.h"
+#include "api/checks/scoring.h"
+#include "api/checks/topk.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/cuda_ops.h"

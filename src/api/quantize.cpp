@@ -2,7 +2,7 @@
 #include "flashindexer/quantize.h"
 
 #include "flashindexer/formats.h"
-#include "ops/dispatch.h"
+#include "api/dispatch.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/cuda_ops.h"

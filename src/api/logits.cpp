@@ -1,8 +1,8 @@
 // Public scoring entry points: validate, then run on the tensors' device.
 #include "flashindexer/logits.h"
 
-#include "ops/dispatch.h"
-#include "ops/scoring_checks.h"
+#include "api/dispatch.h"
+#include "api/checks/scoring.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/cuda_ops.h"

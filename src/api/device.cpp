@@ -1,5 +1,5 @@
 // Which CUDA devices run this build's kernels.
-#include "ops/cuda_device.h"
+#include "api/device.h"
 
 #include <atomic>
 #include <optional>

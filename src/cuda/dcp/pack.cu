@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "cuda/common/check.h"
-#include "cuda/dist/dist_cuda.h"
+#include "cuda/dcp/dcp.h"
 
 namespace flashindexer::cuda {
 namespace {

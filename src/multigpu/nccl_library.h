@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace flashindexer::dist {
+namespace flashindexer::multigpu {
 
 // The NCCL functions FlashIndexer calls, resolved once.
 struct NcclLibrary {
@@ -29,4 +29,4 @@ struct NcclLibrary {
 const NcclLibrary* nccl_library();
 const std::string& nccl_load_error();
 
-}  // namespace flashindexer::dist
+}  // namespace flashindexer::multigpu

@@ -30,7 +30,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "cuda/common/check.h"
-#include "cuda/dist/dist_cuda.h"
+#include "cuda/dcp/dcp.h"
 
 namespace flashindexer::cuda {
 namespace {

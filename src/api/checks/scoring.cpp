@@ -1,10 +1,10 @@
-#include "ops/scoring_checks.h"
+#include "api/checks/scoring.h"
 
 #include <algorithm>
 
 #include "cpu/decode_rows.h"
 #include "cpu/elements.h"
-#include "ops/topk_checks.h"
+#include "api/checks/topk.h"
 
 namespace flashindexer {
 namespace {

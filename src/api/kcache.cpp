@@ -3,8 +3,8 @@
 
 #include "cpu/elements.h"
 #include "flashindexer/formats.h"
-#include "ops/dispatch.h"
-#include "ops/scoring_checks.h"
+#include "api/dispatch.h"
+#include "api/checks/scoring.h"
 
 namespace flashindexer {
 

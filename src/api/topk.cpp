@@ -2,8 +2,8 @@
 #include "flashindexer/topk.h"
 
 #include "cpu/decode_rows.h"
-#include "ops/dispatch.h"
-#include "ops/topk_checks.h"
+#include "api/dispatch.h"
+#include "api/checks/topk.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/cuda_ops.h"

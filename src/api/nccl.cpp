@@ -8,10 +8,10 @@
 #include "core/checks.h"
 #include "cpu/elements.h"
 #include "flashindexer/nccl.h"
-#include "ops/topk_checks.h"
+#include "api/checks/topk.h"
 
 #ifdef FLASHINDEXER_WITH_NCCL
-#include "dist/nccl_library.h"
+#include "multigpu/nccl_library.h"
 #endif
 
 namespace flashindexer {
@@ -19,13 +19,13 @@ namespace {
 
 #ifdef FLASHINDEXER_WITH_NCCL
 // The loaded library, or why an op cannot run.
-Status library_status(const char* op, const dist::NcclLibrary** library) {
-  *library = dist::nccl_library();
+Status library_status(const char* op, const multigpu::NcclLibrary** library) {
+  *library = multigpu::nccl_library();
   if (*library != nullptr) return Status::Ok();
-  return Status::Unsupported(concat(op, ": NCCL is not available (", dist::nccl_load_error(), ")"));
+  return Status::Unsupported(concat(op, ": NCCL is not available (", multigpu::nccl_load_error(), ")"));
 }
 
-Status nccl_status(const dist::NcclLibrary& library, ncclResult_t result, const char* op,
+Status nccl_status(const multigpu::NcclLibrary& library, ncclResult_t result, const char* op,
                    const char* call) {
   if (result == ncclSuccess) return Status::Ok();
   return Status::DeviceError(
@@ -41,7 +41,7 @@ Status library_status(const char* op, const void** library) {
 #endif
 
 #ifdef FLASHINDEXER_WITH_NCCL
-using Library = dist::NcclLibrary;
+using Library = multigpu::NcclLibrary;
 #else
 using Library = void;
 #endif
@@ -67,7 +67,7 @@ void check_on_cuda(ArgCheck& check, const char* name, const TensorView& view) {
 
 bool has_nccl() {
 #ifdef FLASHINDEXER_WITH_NCCL
-  return dist::nccl_library() != nullptr;
+  return multigpu::nccl_library() != nullptr;
 #else
   return false;
 #endif
@@ -75,7 +75,7 @@ bool has_nccl() {
 
 int nccl_version() {
 #ifdef FLASHINDEXER_WITH_NCCL
-  const dist::NcclLibrary* library = dist::nccl_library();
+  const multigpu::NcclLibrary* library = multigpu::nccl_library();
   int version = 0;
   if (library == nullptr || library->get_version(&version) != ncclSuccess) return 0;
   return version;
@@ -119,7 +119,7 @@ void NcclCommunicator::reset() {
 #ifdef FLASHINDEXER_WITH_NCCL
   if (owned_ && comm_ != nullptr) {
     // Only an owned communicator exists, so the library is loaded.
-    dist::nccl_library()->comm_destroy(static_cast<ncclComm_t>(comm_));
+    multigpu::nccl_library()->comm_destroy(static_cast<ncclComm_t>(comm_));
   }
 #endif
   comm_ = nullptr;

@@ -8,25 +8,25 @@
 
 #include "cpu/elements.h"
 #include "cpu/select.h"
-#include "dist/dist_ops.h"
+#include "cpu/cpu_ops.h"
 
-namespace flashindexer::dist {
+namespace flashindexer::cpu {
 namespace {
 
 float logit_at(const TensorView& logits, int64_t row, int64_t column) {
   if (logits.dtype == DType::kBF16) {
-    const uint32_t bits = static_cast<uint32_t>(*cpu::element<uint16_t>(logits, row, column)) << 16;
+    const uint32_t bits = static_cast<uint32_t>(*element<uint16_t>(logits, row, column)) << 16;
     float value;
     std::memcpy(&value, &bits, sizeof value);
     return value;
   }
-  return *cpu::element<float>(logits, row, column);
+  return *element<float>(logits, row, column);
 }
 
 // Candidate j of rank r in row t of a [rows, N k] or [rows, N, k] view.
 const uint64_t* candidate_block(const TensorView& gathered, int64_t row, int rank, int k) {
-  if (gathered.rank == 3) return cpu::element<uint64_t>(gathered, row, rank, 0);
-  return cpu::element<uint64_t>(gathered, row, static_cast<int64_t>(rank) * k);
+  if (gathered.rank == 3) return element<uint64_t>(gathered, row, rank, 0);
+  return element<uint64_t>(gathered, row, static_cast<int64_t>(rank) * k);
 }
 
 }  // namespace
@@ -37,9 +37,9 @@ void dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
   const int64_t rows = logits.shape[0];
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t t = 0; t < rows; ++t) {
-    const int64_t row_start = row_starts.defined() ? *cpu::element<int32_t>(row_starts, t) : 0;
-    const int32_t* local = cpu::element<int32_t>(local_topk, t, 0);
-    uint64_t* packed = cpu::element<uint64_t>(candidates, t, 0);
+    const int64_t row_start = row_starts.defined() ? *element<int32_t>(row_starts, t) : 0;
+    const int32_t* local = element<int32_t>(local_topk, t, 0);
+    uint64_t* packed = element<uint64_t>(candidates, t, 0);
     for (int i = 0; i < k; ++i) {
       if (local[i] < 0) {
         packed[i] = 0;  // below every real candidate: even a NaN key has a nonzero ~id half
@@ -76,9 +76,9 @@ void dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, in
         }
       }
       const size_t kept = cpu::keep_largest(keys, count, static_cast<size_t>(k), sorted);
-      cpu::write_indices(cpu::element<int32_t>(out, t, 0), keys, kept, k, sorted);
+      cpu::write_indices(element<int32_t>(out, t, 0), keys, kept, k, sorted);
     }
   }
 }
 
-}  // namespace flashindexer::dist
+}  // namespace flashindexer::cpu

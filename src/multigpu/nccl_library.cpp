@@ -2,11 +2,11 @@
 // loader finds), then from the path CMake found at build time.
 #ifdef FLASHINDEXER_WITH_NCCL
 
-#include "dist/nccl_library.h"
+#include "multigpu/nccl_library.h"
 
 #include <dlfcn.h>
 
-namespace flashindexer::dist {
+namespace flashindexer::multigpu {
 namespace {
 
 struct LoadResult {
@@ -63,6 +63,6 @@ const NcclLibrary* nccl_library() { return loaded().loaded ? &loaded().library :
 
 const std::string& nccl_load_error() { return loaded().error; }
 
-}  // namespace flashindexer::dist
+}  // namespace flashindexer::multigpu
 
 #endif  // FLASHINDEXER_WITH_NCCL

@@ -7,12 +7,11 @@
 #include <vector>
 
 #include "cpu/elements.h"
-#include "dist/dist_ops.h"
-#include "ops/dispatch.h"
-#include "ops/topk_checks.h"
+#include "api/dispatch.h"
+#include "api/checks/topk.h"
 
 #ifdef FLASHINDEXER_WITH_CUDA
-#include "cuda/dist/dist_cuda.h"
+#include "cuda/dcp/dcp.h"
 #endif
 
 namespace flashindexer {
@@ -92,7 +91,7 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
   }
   check_local_indices(check, logits, local_topk, row_starts, k, rank, group);
   if (!check.ok()) return check.status();
-  dist::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
+  cpu::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
                             cpu_threads(options));
   return Status::Ok();
 }
@@ -127,14 +126,14 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), dcp_merge_topk_cpu_workspace_size(ranks, k, threads),
                             options, [&](void* workspace) {
-                              dist::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted,
+                              cpu::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted,
                                                    threads, workspace);
                             });
 }
 
 size_t dcp_merge_topk_cpu_workspace_size(int ranks, int k, int threads) {
   return static_cast<size_t>(cpu::resolve_threads(threads)) *
-         dist::dcp_merge_thread_workspace_bytes(ranks, k);
+         cpu::dcp_merge_thread_workspace_bytes(ranks, k);
 }
 
 Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int tp) {
@@ -160,7 +159,7 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   }
   if (!check.ok()) return check.status();
   std::vector<int32_t> plan(static_cast<size_t>(tp));
-  dist::tp_row_shard_plan(plan.data(), row_costs.data(), rows, tp);
+  cpu::tp_row_shard_plan(plan.data(), row_costs.data(), rows, tp);
   for (int j = 0; j < tp; ++j) *cpu::element<int32_t>(sizes, j) = plan[j];
   return Status::Ok();
 }

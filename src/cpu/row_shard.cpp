@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/dist_ops.h"
+#include "cpu/cpu_ops.h"
 
-namespace flashindexer::dist {
+namespace flashindexer::cpu {
 namespace {
 
 // prefix[i] = cost of rows [0, i). Rows [begin, n) split greedily into windows of cost <= limit
@@ -103,4 +103,4 @@ void tp_row_shard_plan(int32_t* sizes, const int64_t* costs, int64_t rows, int t
   }
 }
 
-}  // namespace flashindexer::dist
+}  // namespace flashindexer::cpu
