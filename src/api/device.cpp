@@ -5,11 +5,9 @@
 #include <optional>
 
 #include "core/checks.h"
+#include "cuda/device_query.h"
 #include "flashindexer/version.h"
 
-#ifdef FLASHINDEXER_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace flashindexer {
 
@@ -20,7 +18,6 @@ std::string arch_refusal(int device, const std::string& name, int major, int min
                 "(H100, H200, H20, GH200)");
 }
 
-#ifdef FLASHINDEXER_WITH_CUDA
 namespace {
 
 // Devices found to run the kernels: ops ask before every launch, so a yes is kept (a no is
@@ -36,42 +33,24 @@ std::optional<std::string> refusal_of(int device) {
   if (cached && runs_kernels[device].load(std::memory_order_relaxed)) return std::string();
   int major = 0;
   int minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return std::nullopt;
-  }
+  if (!cuda::compute_capability(device, &major, &minor)) return std::nullopt;
   if (sm90a_runs_on(major, minor)) {
     if (cached) runs_kernels[device].store(true, std::memory_order_relaxed);
     return std::string();
   }
-  cudaDeviceProp properties{};
-  const bool named = cudaGetDeviceProperties(&properties, device) == cudaSuccess;
-  if (!named) cudaGetLastError();
-  return arch_refusal(device, named ? properties.name : "unnamed", major, minor);
+  const std::string name = cuda::device_name(device);
+  return arch_refusal(device, name.empty() ? "unnamed" : name, major, minor);
 }
 
 }  // namespace
-#endif
 
-int cuda_device_count() {
-#ifdef FLASHINDEXER_WITH_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // no driver or no device: clear the sticky error, report none
-    return 0;
-  }
-  return count;
-#else
-  return 0;
-#endif
-}
+int cuda_device_count() { return cuda::device_count(); }
 
 bool cuda_device_runs_kernels(int device, std::string* reason) {
-#ifdef FLASHINDEXER_WITH_CUDA
-  const int count = cuda_device_count();
   std::optional<std::string> refusal;
-  if (count == 0) {
+  if (!cuda::backend_built()) {
+    refusal = "this build has no CUDA backend";
+  } else if (const int count = cuda_device_count(); count == 0) {
     refusal = "no CUDA device is visible";
   } else if (device < 0 || device >= count) {
     refusal = concat("CUDA device ", device, " is not visible (", count, " visible)");
@@ -81,29 +60,18 @@ bool cuda_device_runs_kernels(int device, std::string* reason) {
   }
   if (reason != nullptr) *reason = *refusal;
   return refusal->empty();
-#else
-  if (reason != nullptr) *reason = "this build has no CUDA backend";
-  (void)device;
-  return false;
-#endif
 }
 
 Status check_cuda_device(const char* op) {
-#ifdef FLASHINDEXER_WITH_CUDA
+  if (!cuda::backend_built()) return not_on_cuda(op);
   // Without a current device the backend's own argument checks still run and its first CUDA
   // call reports the missing device: only a device that is there and cannot run the kernels is
   // refused here.
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return Status::Ok();
-  }
+  const int device = cuda::current_device();
+  if (device < 0) return Status::Ok();
   const std::optional<std::string> refusal = refusal_of(device);
   if (!refusal || refusal->empty()) return Status::Ok();
   return Status::Unsupported(concat(op, ": ", *refusal, "; pass CPU tensors"));
-#else
-  return Status::Unsupported(concat(op, ": this build has no CUDA backend; pass CPU tensors"));
-#endif
 }
 
 }  // namespace flashindexer

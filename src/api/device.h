@@ -17,7 +17,8 @@ std::string arch_refusal(int device, const std::string& name, int major, int min
 // For an op on CUDA tensors, before the backend's own checks: kUnsupported naming the op, the
 // device and its compute capability when the current device is there and cannot run the
 // kernels (every launch would fail with "no kernel image"); Ok otherwise, also without a device
-// (the backend then reports that at its first CUDA call).
+// (the backend then reports that at its first CUDA call). In a build without the CUDA backend:
+// not_on_cuda(op).
 Status check_cuda_device(const char* op);
 
 }  // namespace flashindexer

@@ -1,22 +1,18 @@
-// How a public op picks its backend: by the device of its tensors.
+// How a public op picks its backend: by the device of its tensors. An op on CUDA tensors asks
+// check_cuda_device first, then calls its cuda:: entry (src/cuda/cuda_ops.h); a build without
+// CUDA links src/cuda/stub.cpp, whose entries answer kUnsupported, so nothing here depends on
+// how the library was configured.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "api/device.h"
 #include "core/checks.h"
 #include "cpu/cpu_ops.h"
 #include "flashindexer/status.h"
-#include "api/device.h"
 
 namespace flashindexer {
-
-// The answer of an op that has no CUDA implementation in this build.
-inline Status not_on_cuda(const char* op) {
-  return Status::Unsupported(
-      concat(op, ": CUDA tensors are not supported by this build (the CUDA backend of this op "
-                 "is not available yet); pass CPU tensors"));
-}
 
 inline int cpu_threads(const RunOptions& options) { return cpu::resolve_threads(options.cpu_threads); }
 

@@ -6,13 +6,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "cpu/elements.h"
-#include "api/dispatch.h"
 #include "api/checks/topk.h"
-
-#ifdef FLASHINDEXER_WITH_CUDA
+#include "api/dispatch.h"
+#include "cpu/elements.h"
 #include "cuda/dcp/dcp.h"
-#endif
 
 namespace flashindexer {
 namespace {
@@ -81,13 +78,9 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
     // The index values live on the device: not checked here (a sync), made safe in the kernel.
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
                                      options.cuda_stream);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   check_local_indices(check, logits, local_topk, row_starts, k, rank, group);
   if (!check.ok()) return check.status();
@@ -116,12 +109,8 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   check.on_device("out", out, gathered.device);
   if (!check.ok()) return check.status();
   if (gathered.device == Device::kCUDA) {
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted, options.cuda_stream);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), dcp_merge_topk_cpu_workspace_size(ranks, k, threads),

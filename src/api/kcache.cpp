@@ -1,10 +1,10 @@
 // Public page-cache entry points: validate, then run on the tensors' device.
 #include "flashindexer/kcache.h"
 
+#include "api/checks/scoring.h"
+#include "api/dispatch.h"
 #include "cpu/elements.h"
 #include "flashindexer/formats.h"
-#include "api/dispatch.h"
-#include "api/checks/scoring.h"
 
 namespace flashindexer {
 

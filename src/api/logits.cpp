@@ -1,12 +1,9 @@
 // Public scoring entry points: validate, then run on the tensors' device.
 #include "flashindexer/logits.h"
 
-#include "api/dispatch.h"
 #include "api/checks/scoring.h"
-
-#ifdef FLASHINDEXER_WITH_CUDA
+#include "api/dispatch.h"
 #include "cuda/cuda_ops.h"
-#endif
 
 namespace flashindexer {
 
@@ -22,13 +19,9 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
       .on_device("logits", logits, q.values.device);
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean,
                             options.cuda_stream);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   cpu::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean, cpu_threads(options));
   return Status::Ok();
@@ -48,13 +41,9 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
       .on_device("logits", logits, q.values.device);
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
                                   logits_options.clean, options.cuda_stream);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   cpu::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
                         logits_options.clean, cpu_threads(options));

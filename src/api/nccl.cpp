@@ -5,10 +5,10 @@
 #include <cstring>
 #include <utility>
 
+#include "api/checks/topk.h"
 #include "core/checks.h"
 #include "cpu/elements.h"
 #include "flashindexer/nccl.h"
-#include "api/checks/topk.h"
 
 #ifdef FLASHINDEXER_WITH_NCCL
 #include "multigpu/nccl_library.h"

@@ -1,12 +1,9 @@
 // Public quantizer entry points: validate, then run on the tensors' device.
 #include "flashindexer/quantize.h"
 
-#include "flashindexer/formats.h"
 #include "api/dispatch.h"
-
-#ifdef FLASHINDEXER_WITH_CUDA
 #include "cuda/cuda_ops.h"
-#endif
+#include "flashindexer/formats.h"
 
 namespace flashindexer {
 namespace {
@@ -74,12 +71,8 @@ Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const T
   check_fp8_pair(check, values, scales, out, "out", {DType::kF32});
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::dequantize_k_fp8(out, values, scales, options.cuda_stream);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   cpu::dequantize_k_fp8(out, values, scales, cpu_threads(options));
   return Status::Ok();

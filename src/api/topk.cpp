@@ -1,13 +1,10 @@
 // Public topk_per_row: validate, then run on the tensors' device.
 #include "flashindexer/topk.h"
 
-#include "cpu/decode_rows.h"
-#include "api/dispatch.h"
 #include "api/checks/topk.h"
-
-#ifdef FLASHINDEXER_WITH_CUDA
+#include "api/dispatch.h"
+#include "cpu/decode_rows.h"
 #include "cuda/cuda_ops.h"
-#endif
 
 namespace flashindexer {
 namespace {
@@ -81,12 +78,8 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
   check_row_ranges(check, ranges, rows, logits.shape[1], logits.device);
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
-#ifdef FLASHINDEXER_WITH_CUDA
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::topk_per_row(out, logits, ranges, k, topk_options.sorted, options);
-#else
-    return not_on_cuda(check.op());
-#endif
   }
   const int threads = cpu_threads(options);
   return with_cpu_workspace(check.op(), topk_per_row_cpu_workspace_size(k, threads), options,
@@ -100,14 +93,7 @@ size_t topk_per_row_cpu_workspace_size(int k, int threads) {
 }
 
 size_t topk_per_row_cuda_workspace_size(int64_t rows, int64_t width, int k) {
-#ifdef FLASHINDEXER_WITH_CUDA
   return cuda::topk_per_row_workspace_size(rows, width, k);
-#else
-  (void)rows;
-  (void)width;
-  (void)k;
-  return 0;
-#endif
 }
 
 }  // namespace flashindexer

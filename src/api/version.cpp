@@ -1,14 +1,14 @@
 #include "flashindexer/version.h"
 
+#include "cuda/device_query.h"
+
 namespace flashindexer {
 
 BuildInfo build_info() {
   BuildInfo info;
   info.compiler = FLASHINDEXER_COMPILER;
-#ifdef FLASHINDEXER_WITH_CUDA
-  info.cuda = true;
-  info.cuda_archs = FLASHINDEXER_CUDA_ARCHS;
-#endif
+  info.cuda = cuda::backend_built();
+  info.cuda_archs = cuda::built_archs();
   return info;
 }
 

@@ -41,10 +41,11 @@ size_t topk_per_row_workspace_bound(int k);
 // workspace means fewer, larger batches), so memory does not grow with rows or keys.
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                       bool sorted, const RunOptions& options);
+                       bool sorted, IndexerPath path, const RunOptions& options);
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
-                      const TensorView& block_table, int k, bool sorted, const RunOptions& options);
+                      const TensorView& block_table, int k, bool sorted, IndexerPath path,
+                      const RunOptions& options);
 size_t indexer_workspace_size(int k);
 
 // The two implementations behind them (options.indexer_path picks one): the dense pair over a
