@@ -8,7 +8,7 @@
 
 #include "api/checks/topk.h"
 #include "api/dispatch.h"
-#include "cpu/elements.h"
+#include "core/access.h"
 #include "cuda/dcp/dcp.h"
 
 namespace flashindexer {
@@ -30,12 +30,12 @@ void check_local_indices(ArgCheck& check, const TensorView& logits, const Tensor
                          const TensorView& row_starts, int k, int rank, const DcpGroup& group) {
   const int64_t width = logits.shape[1];
   for (int64_t t = 0; t < logits.shape[0] && check.ok(); ++t) {
-    const int64_t row_start = row_starts.defined() ? *cpu::element<int32_t>(row_starts, t) : 0;
+    const int64_t row_start = row_starts.defined() ? *element<int32_t>(row_starts, t) : 0;
     check.require(
         row_start >= 0 && row_start <= width,
         concat("row_starts entry ", t, " is ", row_start, ", expected 0 <= row_start <= ", width));
     for (int i = 0; i < k && check.ok(); ++i) {
-      const int64_t local = *cpu::element<int32_t>(local_topk, t, i);
+      const int64_t local = *element<int32_t>(local_topk, t, i);
       if (local == -1) continue;
       check.require(local >= 0 && row_start + local < width,
                     concat("local_topk[", t, ", ", i, "] is ", local,
@@ -140,8 +140,8 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   const int64_t largest_cost = (int64_t{1} << 62) / std::max<int64_t>(rows, 1);
   std::vector<int64_t> row_costs(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows && check.ok(); ++i) {
-    row_costs[i] = costs.dtype == DType::kI64 ? *cpu::element<int64_t>(costs, i)
-                                              : *cpu::element<int32_t>(costs, i);
+    row_costs[i] = costs.dtype == DType::kI64 ? *element<int64_t>(costs, i)
+                                              : *element<int32_t>(costs, i);
     check.require(row_costs[i] >= 0 && row_costs[i] <= largest_cost,
                   concat("costs entry ", i, " is ", row_costs[i],
                          ", expected 0 <= cost <= ", largest_cost, " (2^62 / rows)"));
@@ -149,7 +149,7 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   if (!check.ok()) return check.status();
   std::vector<int32_t> plan(static_cast<size_t>(tp));
   cpu::tp_row_shard_plan(plan.data(), row_costs.data(), rows, tp);
-  for (int j = 0; j < tp; ++j) *cpu::element<int32_t>(sizes, j) = plan[j];
+  for (int j = 0; j < tp; ++j) *element<int32_t>(sizes, j) = plan[j];
   return Status::Ok();
 }
 
@@ -174,12 +174,12 @@ Status tp_row_shard_narrow(TpRowWindow* window, const TensorView& sizes, int ran
   if (!check.ok()) return check.status();
   int64_t owned_start = first_prefill_row;
   for (int64_t j = 0; j <= rank && check.ok(); ++j) {
-    const int32_t size = *cpu::element<int32_t>(sizes, j);
+    const int32_t size = *element<int32_t>(sizes, j);
     check.require(size >= 0, concat("sizes entry ", j, " is ", size, ", expected >= 0"));
     if (j < rank) owned_start += size;
   }
   if (!check.ok()) return check.status();
-  const int64_t owned_end = owned_start + *cpu::element<int32_t>(sizes, rank);
+  const int64_t owned_end = owned_start + *element<int32_t>(sizes, rank);
   const int64_t chunk_row_end = chunk_row_start + chunk_ks.shape[0];
   TpRowWindow result;
   result.start = std::max(owned_start, chunk_row_start);

@@ -3,7 +3,7 @@
 
 #include "api/checks/scoring.h"
 #include "api/dispatch.h"
-#include "cpu/elements.h"
+#include "core/access.h"
 #include "flashindexer/formats.h"
 
 namespace flashindexer {
@@ -26,8 +26,8 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
   const int64_t slots = cache.num_pages * cache.page_size;
   for (int64_t i = 0; i < slot_mapping.shape[0] && check.ok(); ++i) {
     const int64_t slot = slot_mapping.dtype == DType::kI64
-                             ? *cpu::element<int64_t>(slot_mapping, i)
-                             : *cpu::element<int32_t>(slot_mapping, i);
+                             ? *element<int64_t>(slot_mapping, i)
+                             : *element<int32_t>(slot_mapping, i);
     check.require(slot < slots, concat("slot_mapping[", i, "]=", slot,
                                        " is out of range, expected -1 or 0 <= slot < ", slots));
   }
@@ -61,10 +61,10 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
   if (!check.ok()) return check.status();
   if (values.device == Device::kCUDA) return not_on_cuda(check.op());
   const int64_t requests = block_table.shape[0];
-  check.require(*cpu::element<int32_t>(cu_seq_lens, 0) >= 0, "cu_seq_lens[0] is negative");
+  check.require(*element<int32_t>(cu_seq_lens, 0) >= 0, "cu_seq_lens[0] is negative");
   for (int64_t r = 0; r < requests && check.ok(); ++r) {
-    const int64_t begin = *cpu::element<int32_t>(cu_seq_lens, r);
-    const int64_t end = *cpu::element<int32_t>(cu_seq_lens, r + 1);
+    const int64_t begin = *element<int32_t>(cu_seq_lens, r);
+    const int64_t end = *element<int32_t>(cu_seq_lens, r + 1);
     check.require(begin <= end && end <= workspace_keys,
                   concat("cu_seq_lens[", r, "..", r + 1, "]=", begin, "..", end,
                          ", expected nondecreasing offsets up to ", workspace_keys, " keys"));
@@ -73,7 +73,7 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
                   concat("block_table has ", block_table.shape[1], " pages per request, request ",
                          r, " needs ", pages));
     for (int64_t p = 0; p < pages && check.ok(); ++p) {
-      const int32_t page = *cpu::element<int32_t>(block_table, r, p);
+      const int32_t page = *element<int32_t>(block_table, r, p);
       check.require(page >= 0 && page < cache.num_pages,
                     concat("block_table[", r, ", ", p, "]=", page,
                            " is out of range, expected 0 <= page < ", cache.num_pages));

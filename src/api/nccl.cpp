@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "api/checks/topk.h"
+#include "core/access.h"
 #include "core/checks.h"
-#include "cpu/elements.h"
 #include "flashindexer/nccl.h"
 
 #ifdef FLASHINDEXER_WITH_NCCL
@@ -253,7 +253,7 @@ Status tp_allgather_rows(const TensorView& buffer, const TensorView& sizes, int6
       .require(first_row >= 0, concat("first_row=", first_row, ", expected >= 0"));
   int64_t end = first_row;
   for (int64_t j = 0; j < tp && check.ok(); ++j) {
-    const int32_t size = *cpu::element<int32_t>(sizes, j);
+    const int32_t size = *element<int32_t>(sizes, j);
     check.require(size >= 0, concat("sizes entry ", j, " is ", size, ", expected >= 0"));
     end += size;
   }
@@ -274,7 +274,7 @@ Status tp_allgather_rows(const TensorView& buffer, const TensorView& sizes, int6
   if (!status.ok()) return status;
   int64_t row = first_row;
   for (int64_t j = 0; j < tp; ++j) {
-    const int64_t count = *cpu::element<int32_t>(sizes, j);
+    const int64_t count = *element<int32_t>(sizes, j);
     if (count > 0 && status.ok()) {
       int32_t* window = buffer.ptr<int32_t>() + row * row_stride;
       const size_t elements = static_cast<size_t>((count - 1) * row_stride + width);

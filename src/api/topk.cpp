@@ -3,7 +3,7 @@
 
 #include "api/checks/topk.h"
 #include "api/dispatch.h"
-#include "cpu/decode_rows.h"
+#include "core/rows.h"
 #include "cuda/cuda_ops.h"
 
 namespace flashindexer {
@@ -34,13 +34,13 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
   if (!ranges.is_prefill()) check_lengths_non_negative(check, "lengths", ranges.lengths);
   for (int64_t r = 0; r < rows && check.ok(); ++r) {
     if (ranges.is_prefill()) {
-      const int64_t start = *cpu::element<int32_t>(ranges.ks, r);
-      const int64_t end = *cpu::element<int32_t>(ranges.ke, r);
+      const int64_t start = *element<int32_t>(ranges.ks, r);
+      const int64_t end = *element<int32_t>(ranges.ke, r);
       check.require(start >= 0 && start <= end && end <= width,
                     concat("row ", r, " has ks=", start, ", ke=", end,
                            ", expected 0 <= ks <= ke <= ", width));
     } else {
-      const int64_t end = cpu::decode_row_end(ranges.lengths, ranges.next_n, r);
+      const int64_t end = rows::decode_row_end(ranges.lengths, ranges.next_n, r);
       check.require(end <= width, concat("row ", r, " sees ", end, " keys, more than the ",
                                          width, " columns of logits"));
     }
@@ -59,8 +59,8 @@ void check_topk_output(ArgCheck& check, const TensorView& out, int64_t rows, int
 void check_lengths_non_negative(ArgCheck& check, const char* name, const TensorView& lengths) {
   const int64_t columns = lengths.rank == 2 ? lengths.shape[1] : 1;
   for (int64_t i = 0; i < lengths.numel() && check.ok(); ++i) {
-    const int32_t length = lengths.rank == 2 ? *cpu::element<int32_t>(lengths, i / columns, i % columns)
-                                             : *cpu::element<int32_t>(lengths, i);
+    const int32_t length = lengths.rank == 2 ? *element<int32_t>(lengths, i / columns, i % columns)
+                                             : *element<int32_t>(lengths, i);
     check.require(length >= 0,
                   concat(name, " entry ", i, " is ", length, ", expected a non-negative length"));
   }

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/cpu_ops.h"
 #include "cpu/elements.h"
 #include "cpu/select.h"
-#include "cpu/cpu_ops.h"
 
 namespace flashindexer::cpu {
 namespace {
@@ -46,7 +46,7 @@ void dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
         continue;
       }
       const int64_t global_id = dcp_global(local[i], rank, group);
-      packed[i] = cpu::rank_key(logit_at(logits, t, row_start + local[i]),
+      packed[i] = rank_key_of_score(logit_at(logits, t, row_start + local[i]),
                                 static_cast<uint32_t>(global_id));
     }
   }

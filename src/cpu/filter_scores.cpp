@@ -16,18 +16,6 @@ namespace flashindexer::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The float whose order bits are `floor` (0 < floor <= the order of +inf): for every non-NaN x,
-// ordered_score_bits(x) >= floor exactly when x >= this value (-0 and +0 compare equal in both),
-// and a NaN (order 0) fails both. Orders 1 .. 0x007fffff belong to no score (NaNs map to 0), and
-// the order of -inf is 0x007fffff, so a floor up to it admits every non-NaN score: -inf.
-inline float floor_value(uint32_t floor) {
-  uint32_t bits = (floor & 0x80000000u) ? (floor & 0x7FFFFFFFu) : ~floor;
-  if (floor <= 0x007FFFFFu) bits = 0xFF800000u;
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
 size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
                     uint32_t first_index, uint64_t* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
@@ -46,7 +34,7 @@ size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
   };
   // The hot test is one float compare per vector (floor 0 admits everything, NaN included).
   const bool everything = floor == 0;
-  const auto threshold = hn::Set(df, everything ? 0.0f : floor_value(floor));
+  const auto threshold = hn::Set(df, everything ? 0.0f : key_threshold(floor));
   // The survivors of a vector are found from its mask bits, so the cost grows with the
   // survivors, not with the lanes of their vector (Highway's CompressStore copies a table).
   HWY_ALIGN int32_t orders[hn::MaxLanes(di)];
@@ -77,14 +65,14 @@ size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
       std::memcpy(&mask, mask_bytes, sizeof mask);
       for (; mask != 0; mask &= mask - 1) {
         const int lane = __builtin_ctzll(mask);
-        out[count++] = rank_key_of_bits(static_cast<uint32_t>(orders[lane]) ^ 0x80000000u,
+        out[count++] = rank_key(static_cast<uint32_t>(orders[lane]) ^ 0x80000000u,
                                         first_index + static_cast<uint32_t>(at + lane));
       }
     }
   }
   for (; i < n; ++i) {
     const uint32_t key_bits = ordered_score_bits(scores[i]);
-    out[count] = rank_key_of_bits(key_bits, first_index + static_cast<uint32_t>(i));
+    out[count] = rank_key(key_bits, first_index + static_cast<uint32_t>(i));
     count += key_bits >= floor;
   }
   return count;

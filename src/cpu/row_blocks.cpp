@@ -24,7 +24,7 @@ void load_decode_block(RowBlock& block, QueryRow* rows, const DecodeBlocks& bloc
     load_query_row(rows[r], q, row / blocks.next_n, row % blocks.next_n, weights, row);
     block.rows[r] = &rows[r];
     block.row_start[r] = block.start[r] = 0;
-    block.row_end[r] = block.end[r] = decode_row_end(context_lens, blocks.next_n, row);
+    block.row_end[r] = block.end[r] = rows::decode_row_end(context_lens, blocks.next_n, row);
   }
 }
 

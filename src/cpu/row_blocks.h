@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/decode_rows.h"
+#include "core/rows.h"
 #include "cpu/score.h"
 
 namespace flashindexer::cpu {

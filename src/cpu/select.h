@@ -1,39 +1,25 @@
-// Exact selection under the total order of topk.h, on 64-bit rank keys.
-//
-// A rank key packs (order-preserving score bits, inverted index) so that a larger key ranks
-// first: NaN maps to the lowest score bits, -0.0 to +0.0, and among equal scores the smaller
-// index has the larger inverted index. Keys of distinct indices are distinct, so the k largest
-// keys are a unique set and every selection algorithm returns the same one.
+// Exact selection under the total order of topk.h, on the 64-bit rank keys of core/rank_key.h
+// (order-preserving score bits, inverted index: a larger key ranks first, and the k largest keys
+// of distinct indices are a unique set, so every selection algorithm returns the same one).
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "core/rank_key.h"
+
 namespace flashindexer::cpu {
 
-// Branch-free (scores are random, a branch on the sign would mispredict half the time):
-// sign set -> ~bits, sign clear -> bits | 0x80000000, then -0 -> +0 and NaN -> 0.
+// The rank-key rule of core/rank_key.h on a float score.
 inline uint32_t ordered_score_bits(float score) {
   uint32_t bits;
   std::memcpy(&bits, &score, sizeof bits);
-  uint32_t order = bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u);
-  order += bits == 0x80000000u;  // -0: 0x7fffffff + 1 = the order of +0
-  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  return nan ? 0u : order;
+  return score_key(bits);
 }
 
-inline uint64_t rank_key_of_bits(uint32_t order_bits, uint32_t index) {
-  return static_cast<uint64_t>(order_bits) << 32 | static_cast<uint32_t>(~index);
-}
-
-inline uint64_t rank_key(float score, uint32_t index) {
-  return rank_key_of_bits(ordered_score_bits(score), index);
-}
-
-inline int32_t rank_key_index(uint64_t key) {
-  return static_cast<int32_t>(~static_cast<uint32_t>(key));
+inline uint64_t rank_key_of_score(float score, uint32_t index) {
+  return rank_key(ordered_score_bits(score), index);
 }
 
 // Moves the min(n, k) largest keys to keys[0, min(n, k)): in descending order when `sorted`,

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
-#include "cpu/decode_rows.h"
-#include "cpu/elements.h"
 #include "api/checks/topk.h"
+#include "core/access.h"
+#include "core/rows.h"
+#include "flashindexer/formats.h"
 
 namespace flashindexer {
 namespace {
@@ -89,8 +90,8 @@ ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
   if (!check.ok() || device != Device::kCPU) return dims;
   const int64_t limit = column_limit < 0 ? num_keys : std::min(column_limit, num_keys);
   for (int64_t t = 0; t < dims.rows && check.ok(); ++t) {
-    const int64_t start = *cpu::element<int32_t>(ks, t);
-    const int64_t end = *cpu::element<int32_t>(ke, t);
+    const int64_t start = *element<int32_t>(ks, t);
+    const int64_t end = *element<int32_t>(ke, t);
     check.require(start >= 0 && start <= end && end <= limit,
                   concat("row ", t, " has ks=", start, ", ke=", end,
                          ", expected 0 <= ks <= ke <= ", limit));
@@ -128,7 +129,7 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
   if (!check.ok() || device != Device::kCPU) return dims;
   check_lengths_non_negative(check, "context_lens", context_lens);
   for (int64_t r = 0; r < dims.rows && check.ok(); ++r) {
-    const int64_t end = cpu::decode_row_end(context_lens, next_n, r);
+    const int64_t end = rows::decode_row_end(context_lens, next_n, r);
     check.require(column_limit < 0 || end <= column_limit,
                   concat("row ", r, " sees ", end, " keys, more than the ", column_limit,
                          " columns of logits"));
@@ -137,7 +138,7 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
                   concat("block_table has ", block_table.shape[1], " pages per request, row ", r,
                          " needs ", pages));
     for (int64_t p = 0; p < pages && check.ok(); ++p) {
-      const int32_t page = *cpu::element<int32_t>(block_table, r / next_n, p);
+      const int32_t page = *element<int32_t>(block_table, r / next_n, p);
       check.require(page >= 0 && page < cache.num_pages,
                     concat("block_table[", r / next_n, ", ", p, "]=", page,
                            " is out of range, expected 0 <= page < ", cache.num_pages));
