@@ -5,8 +5,8 @@
 // work is a gather of k logits per row, so it is bound by latency, and a flat grid of 256-thread
 // CTAs keeps the most loads in flight whatever rows and k are.
 //
-// The key is core/rank_key.h's (score_key, rank_key): order-preserving score bits << 32 | ~global_id, with
-// -0 mapped to +0, every NaN to score bits 0, and 0 for an empty slot. Values the host cannot
+// The key is core/rank_key.h's: order-preserving score bits << 32 | ~global_id, with -0 mapped
+// to +0, every NaN to score bits 0, and 0 for an empty slot. Values the host cannot
 // check without a sync are made safe here instead: a row start is clamped to [0, width], and a
 // local index whose column falls outside [0, width) or whose global id exceeds INT32_MAX packs as
 // an empty slot. Valid inputs give the CPU's bits exactly.
