@@ -33,10 +33,10 @@ FI_HOST_DEVICE uint32_t score_key(uint32_t bits) {
 // below that of -inf take t = -inf.
 FI_HOST_DEVICE float key_threshold(uint32_t key) {
   const uint32_t bits = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
-  const uint32_t threshold = key <= 0x007fffffu ? 0xff800000u : bits;
 #if defined(__CUDA_ARCH__)
-  return __uint_as_float(threshold);
+  return __uint_as_float(key <= 0x007fffffu ? 0xff800000u : bits);
 #else
+  const uint32_t threshold = key <= 0x007fffffu ? 0xff800000u : bits;
   float value;
   std::memcpy(&value, &threshold, sizeof value);
   return value;
