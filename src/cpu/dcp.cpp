@@ -1,6 +1,6 @@
 // DCP candidates: pack one rank's local top-k as 64-bit rank keys, merge the gathered keys of
-// all ranks. Both reuse the rank keys and the exact selector of src/cpu/select.h, so the merge
-// selects under exactly the order topk_per_row uses (docs/design.md, "Multi-GPU").
+// all ranks. Both reuse the rank keys and the exact selector of src/cpu/topk/select.h, so the
+// merge selects under exactly the order topk_per_row uses (docs/design.md, "Multi-GPU").
 #include <omp.h>
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "cpu/cpu_ops.h"
 #include "cpu/elements.h"
-#include "cpu/select.h"
+#include "cpu/topk/select.h"
 
 namespace flashindexer::cpu {
 namespace {

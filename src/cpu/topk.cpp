@@ -10,7 +10,7 @@
 
 #include "core/rows.h"
 #include "cpu/cpu_ops.h"
-#include "cpu/streaming_topk.h"
+#include "cpu/topk/streaming_topk.h"
 #include "flashindexer/formats.h"
 
 namespace flashindexer::cpu {

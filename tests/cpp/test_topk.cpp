@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/select.h"
+#include "cpu/topk/select.h"
 #include "test_inputs.h"
 
 namespace fitest {
@@ -552,10 +552,13 @@ TEST(SelectCore, KeepLargestEqualsTheSortedPrefix) {
     std::vector<uint64_t> keys(n);
     for (uint64_t& key : keys) key = static_cast<uint64_t>(rng.bits32()) << 32 | rng.bits32();
     inputs.push_back(keys);
-    for (size_t i = 0; i < n; ++i) keys[i] = cpu::rank_key_of_score(1.5f, static_cast<uint32_t>(i * 7 % n));
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = cpu::rank_key_of_score(1.5f, static_cast<uint32_t>(i * 7 % n));
+    }
     inputs.push_back(keys);  // one score, distinct indices: only the low bits differ
     for (size_t i = 0; i < n; ++i) {
-      keys[i] = cpu::rank_key_of_score(static_cast<float>(rng.uniform_int(0, 3)), static_cast<uint32_t>(i));
+      keys[i] = cpu::rank_key_of_score(static_cast<float>(rng.uniform_int(0, 3)),
+                                       static_cast<uint32_t>(i));
     }
     rng.shuffle(keys);
     inputs.push_back(keys);  // four scores

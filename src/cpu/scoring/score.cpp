@@ -1,4 +1,4 @@
-#include "cpu/score.h"
+#include "cpu/scoring/score.h"
 
 #include <cstring>
 

@@ -10,11 +10,11 @@
 // values for 12 multiply-adds; the transposed tile (128 x 48 floats = 24 KiB) stays in L1/L2
 // while every head of every row of a block streams over it.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu/score_tile.cpp"
+#define HWY_TARGET_INCLUDE "cpu/scoring/score_tile.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "cpu/score.h"
+#include "cpu/scoring/score.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashindexer::cpu {

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/select.h"
+#include "cpu/topk/select.h"
 
 namespace flashindexer::cpu {
 

@@ -2,14 +2,14 @@
 // the floor. With a good floor almost every vector has no survivor, so the pass runs at the
 // speed of reading the scores; the rare survivors are appended lane by lane.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu/filter_scores.cpp"
+#define HWY_TARGET_INCLUDE "cpu/topk/filter_scores.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/streaming_topk.h"
+#include "cpu/topk/streaming_topk.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashindexer::cpu {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/rows.h"
-#include "cpu/score.h"
+#include "cpu/scoring/score.h"
 
 namespace flashindexer::cpu {
 

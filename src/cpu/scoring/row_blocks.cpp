@@ -1,4 +1,4 @@
-#include "cpu/row_blocks.h"
+#include "cpu/scoring/row_blocks.h"
 
 namespace flashindexer::cpu {
 

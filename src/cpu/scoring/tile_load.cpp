@@ -4,11 +4,11 @@
 // code, use the exact table. Both give the same floats (e4m3 values are exact in fp32; both NaN
 // codes become +qNaN).
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu/tile_load.cpp"
+#define HWY_TARGET_INCLUDE "cpu/scoring/tile_load.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "cpu/score.h"
+#include "cpu/scoring/score.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashindexer::cpu {

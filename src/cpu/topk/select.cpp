@@ -1,4 +1,4 @@
-#include "cpu/select.h"
+#include "cpu/topk/select.h"
 
 #include <algorithm>
 #include <cstdint>
