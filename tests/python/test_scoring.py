@@ -184,3 +184,12 @@ def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
     exact = reference.paged_mqa_logits(*args).astype(np.float64)
     _assert_close_where_visible(logits.cpu().numpy(), exact,
                                 reference.paged_score_tolerance(*args, tensor_cores=True))
+
+
+def test_indexer_keeps_no_default_workspace_on_the_cpu(rng):
+    from flashindexer import ops
+
+    before = dict(ops._default_workspaces)
+    q, keys, weights, ks, ke = prefill_problem(rng)
+    fi.indexer_prefill(q, keys, weights, ks, ke, 16)
+    assert ops._default_workspaces == before
