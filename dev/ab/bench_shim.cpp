@@ -36,15 +36,17 @@ struct PrefillViews {
 };
 
 // The options of fi_indexer_prefill / fi_indexer_decode: path 0 auto, 1 dense, 2 fused.
-flashindexer::RunOptions indexer_options(void* workspace, size_t workspace_bytes, int path,
-                                         void* stream) {
+flashindexer::IndexerOptions path_option(int path) {
   using flashindexer::IndexerPath;
+  return flashindexer::IndexerOptions{
+      path == 1 ? IndexerPath::kDense : (path == 2 ? IndexerPath::kFused : IndexerPath::kAuto)};
+}
+
+flashindexer::RunOptions run_options(void* workspace, size_t workspace_bytes, void* stream) {
   flashindexer::RunOptions options;
   options.cuda_stream = stream;
   options.workspace = workspace;
   options.workspace_bytes = workspace_bytes;
-  options.indexer_path =
-      path == 1 ? IndexerPath::kDense : (path == 2 ? IndexerPath::kFused : IndexerPath::kAuto);
   return options;
 }
 
@@ -149,7 +151,7 @@ int fi_indexer_prefill(int32_t* out, int k, int sorted, int path, const void* q,
   const Status status =
       indexer_prefill(TensorView::contiguous(out, DType::kI32, {rows, k}, Device::kCUDA), in.q,
                       in.keys, in.weights, in.ks, in.ke, k, TopKOptions{sorted != 0},
-                      indexer_options(workspace, workspace_bytes, path, stream));
+                      path_option(path), run_options(workspace, workspace_bytes, stream));
   last_error = status.message();
   return static_cast<int>(status.code());
 }
@@ -189,7 +191,7 @@ int fi_indexer_decode(int32_t* out, int k, int sorted, int path, const void* q, 
   const Status status = indexer_decode(
       TensorView::contiguous(out, DType::kI32, {batch * next_n, k}, Device::kCUDA), in.q, in.cache,
       in.weights, in.lens, in.block_table, k, TopKOptions{sorted != 0},
-      indexer_options(workspace, workspace_bytes, path, stream));
+      path_option(path), run_options(workspace, workspace_bytes, stream));
   last_error = status.message();
   return static_cast<int>(status.code());
 }

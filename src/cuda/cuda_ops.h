@@ -1,4 +1,4 @@
-// The CUDA backend's entry points. Arguments arrive validated by src/ops; `stream` is a
+// The CUDA backend's entry points. Arguments arrive validated by src/api; `stream` is a
 // cudaStream_t. Every op is asynchronous on its stream and graph-capturable.
 #pragma once
 
@@ -26,7 +26,7 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const TensorView& context_lens, const TensorView& block_table, bool clean,
                         void* stream);
 
-// topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/ops.
+// topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/api.
 // Rows are split across CTAs when they are too few to fill the GPU; that needs
 // topk_per_row_workspace_size(rows, width, k) bytes of options.workspace (0 otherwise).
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,

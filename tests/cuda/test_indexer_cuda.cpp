@@ -59,13 +59,11 @@ const char* path_name(IndexerPath path) {
   return path == IndexerPath::kFused ? "fused" : path == IndexerPath::kDense ? "dense" : "auto";
 }
 
-RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr,
-                          IndexerPath path = IndexerPath::kAuto) {
+RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
   RunOptions options;
   options.cuda_stream = stream;
   options.workspace = workspace.get();
   options.workspace_bytes = workspace.bytes();
-  options.indexer_path = path;
   return options;
 }
 
@@ -126,7 +124,7 @@ HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool so
                 flashindexer::cuda::FusedConfig{capacity})
           : indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
                             device.weights.view, device.ks.view, device.ke.view, k,
-                            TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
+                            TopKOptions{sorted}, IndexerOptions{path}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -147,7 +145,7 @@ HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorte
           : indexer_decode(device_out.view, device.q.view(), device.cache.cache,
                            device.weights.view, device.context_lens.view,
                            device.block_table.view, k, TopKOptions{sorted},
-                           with_workspace(workspace, nullptr, path));
+                           IndexerOptions{path}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -268,15 +266,15 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   options.workspace_bytes = host_workspace.size() - 16;
   // The fused path asked for, or chosen by kAuto for rows the caller says are long.
   for (IndexerPath path : {IndexerPath::kFused, IndexerPath::kAuto}) {
-    options.indexer_path = path;
-    options.min_row_keys =
+    IndexerOptions indexer_options{path};
+    indexer_options.min_row_keys =
         path == IndexerPath::kAuto ? flashindexer::heuristics::fused_min_row_keys(
-                                       flashindexer::heuristics::kFusedMaxAutoK, false)
-                                 : 0;
+                                         flashindexer::heuristics::kFusedMaxAutoK, false)
+                                   : 0;
     const Status status = indexer_prefill(
         labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
         labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()),
-        512, TopKOptions{}, options);
+        512, TopKOptions{}, indexer_options, options);
     EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
                            {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}))
         << path_name(path);
@@ -388,12 +386,11 @@ TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
   PagedKCache cache = p.cache.cache();
   cache.device = Device::kCUDA;
   HostTensor out = poisoned_topk_output(p.rows(), 16);
-  RunOptions options;
-  options.indexer_path = IndexerPath::kFused;
   const Status status =
       indexer_decode(labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache,
                      labelled_cuda(p.weights.view()), labelled_cuda(p.context_lens.view()),
-                     labelled_cuda(block_table.view()), 16, TopKOptions{}, options);
+                     labelled_cuda(block_table.view()), 16, TopKOptions{},
+                     IndexerOptions{IndexerPath::kFused});
   EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument,
                          {"indexer_decode", "fused path", "2^29 keys", "536870976"}));
 }
@@ -420,7 +417,7 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
     FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
       return indexer_decode(device_out.view, device.q.view(), device.cache.cache,
                             device.weights.view, device.context_lens.view, device.block_table.view,
-                            k, TopKOptions{}, with_workspace(workspace, stream, path));
+                            k, TopKOptions{}, IndexerOptions{path}, with_workspace(workspace, stream));
     }));
     ASSERT_EQ(graph.replay(3), cudaSuccess);
     to_host(replayed, device_out);

@@ -42,7 +42,7 @@ int64_t padded_row_stride(int64_t width) { return (width + 256 + 255) / 256 * 25
 // Prefill batches score `workspace`; decode batches score `cache` through their block table.
 Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, int heads, int k,
                  const QuantizedTensor& workspace, const PagedKCache& cache,
-                 const RunOptions& indexer_options) {
+                 const RunOptions& indexer_run) {
   const BatchShape& shape = *batch.shape;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
@@ -111,14 +111,15 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, 
   }));
   const TopKOptions unsorted{.sorted = false};
   // A serving engine knows what its prefill rows see without reading ks / ke back: the fewest
-  // keys any row sees lets kAuto pick the CUDA path (RunOptions::min_row_keys).
-  RunOptions options = indexer_options;
-  if (!shape.decode) options.min_row_keys = batch.fewest_row_keys;
+  // keys any row sees lets kAuto pick the CUDA path (IndexerOptions::min_row_keys).
+  IndexerOptions choice;
+  if (!shape.decode) choice.min_row_keys = batch.fewest_row_keys;
   CLI_RETURN_IF_ERROR(timed(&result->indexer_ms, memory, [&] {
     return shape.decode
                ? indexer_decode(indexer_out, q, cache, weights, context_lens, block_table, k,
-                                unsorted, options)
-               : indexer_prefill(indexer_out, q, workspace, weights, ks, ke, k, unsorted, options);
+                                unsorted, choice, indexer_run)
+               : indexer_prefill(indexer_out, q, workspace, weights, ks, ke, k, unsorted, choice,
+                                 indexer_run);
   }));
 
   CLI_RETURN_IF_ERROR(download_vector(&result->indexer_topk, memory, indexer_out.data, rows * k));
@@ -204,15 +205,15 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
 
   // The indexer takes caller-owned scratch, so that its timing includes no allocation (on CUDA
   // it holds the logits slab the rows run through).
-  RunOptions indexer_options;
-  indexer_options.workspace_bytes = device == Device::kCPU
-                                        ? indexer_cpu_workspace_size(preset.topk)
-                                        : indexer_cuda_workspace_size(preset.topk);
-  CLI_RETURN_IF_ERROR(memory.allocate(&indexer_options.workspace, indexer_options.workspace_bytes));
+  RunOptions indexer_run;
+  indexer_run.workspace_bytes = device == Device::kCPU
+                                ? indexer_cpu_workspace_size(preset.topk)
+                                : indexer_cuda_workspace_size(preset.topk);
+  CLI_RETURN_IF_ERROR(memory.allocate(&indexer_run.workspace, indexer_run.workspace_bytes));
   result->batches.resize(workload.batches.size());
   for (size_t b = 0; b < workload.batches.size(); ++b) {
     CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset.heads,
-                                  preset.topk, store.workspace, store.cache, indexer_options));
+                                  preset.topk, store.workspace, store.cache, indexer_run));
   }
   return Status::Ok();
 }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "flashindexer/flashindexer.h"
-#include "ops/cuda_device.h"
+#include "api/device.h"
 
 namespace fitest {
 namespace {

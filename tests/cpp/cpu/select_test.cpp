@@ -1,6 +1,6 @@
 // The CPU selection core (cpu/select.h), white-box: keep_largest, write_indices and
 // largest_at_rank against a full sort.
-#include "cpu/select.h"
+#include "cpu/topk/select.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,16 +27,19 @@ TEST(SelectCore, KeepLargestEqualsTheSortedPrefix) {
     std::vector<uint64_t> keys(n);
     for (uint64_t& key : keys) key = static_cast<uint64_t>(rng.bits32()) << 32 | rng.bits32();
     inputs.push_back(keys);
-    for (size_t i = 0; i < n; ++i) keys[i] = cpu::rank_key(1.5f, static_cast<uint32_t>(i * 7 % n));
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = cpu::rank_key_of_score(1.5f, static_cast<uint32_t>(i * 7 % n));
+    }
     inputs.push_back(keys);  // one score, distinct indices: only the low bits differ
     for (size_t i = 0; i < n; ++i) {
-      keys[i] = cpu::rank_key(static_cast<float>(rng.uniform_int(0, 3)), static_cast<uint32_t>(i));
+      keys[i] = cpu::rank_key_of_score(static_cast<float>(rng.uniform_int(0, 3)),
+                                       static_cast<uint32_t>(i));
     }
     rng.shuffle(keys);
     inputs.push_back(keys);  // four scores
     for (size_t i = 0; i < n; ++i) {
       const float score = i % 97 == 0 ? -1e30f : 100.0f + 1e-5f * rng.normal();
-      keys[i] = cpu::rank_key(score, static_cast<uint32_t>(i));
+      keys[i] = cpu::rank_key_of_score(score, static_cast<uint32_t>(i));
     }
     inputs.push_back(keys);  // a cluster and far outliers
   }
@@ -76,7 +79,7 @@ TEST(SelectCore, WriteIndicesOrdersUnsortedAnswersByIndex) {
       indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
       rng.shuffle(indices);
       for (size_t i = 0; i < indices.size(); ++i) {
-        keys[i] = cpu::rank_key(rng.normal(), static_cast<uint32_t>(indices[i]));
+        keys[i] = cpu::rank_key_of_score(rng.normal(), static_cast<uint32_t>(indices[i]));
       }
       const int k = static_cast<int>(count) + 3;
       for (bool sorted : {false, true}) {

@@ -1,11 +1,11 @@
 // The CPU backend on every SIMD target Highway can run on this machine: each target's logits
 // and selections are the same bits (the scoring arithmetic is defined lane by lane, see
-// src/cpu/score.h), and they do not depend on the thread count.
+// src/cpu/scoring/score.h), and they do not depend on the thread count.
 #include <hwy/targets.h>
 
 #include <memory>
 
-#include "cpu/score.h"
+#include "cpu/scoring/score.h"
 #include "support/compare.h"
 
 namespace fitest {
