@@ -475,12 +475,12 @@ struct EmitEpilogue {
     // is issued: the reservation's atomics then complete while the tensor cores run.
     __device__ __forceinline__ Consumer(const scoring::ScoreParams&, const TileFilter&,
                                         const EmitParams& e_, uint8_t* smem_, int consumer_,
-                                        int lane_)
+                                        int warp, int lane_)
         : e(e_),
           smem(smem_),
           consumer(consumer_),
           lane(lane_),
-          queue{smem_, 0, __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)} {
+          queue{smem_, 0, warp} {
       if (kTests && lane == 0) queue.meta()[0] = -1;
     }
     __device__ __forceinline__ void begin_row(int i, int32_t row0, int q, int32_t lo, int32_t hi) {

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap key_map,
                  const __grid_constant__ CUtensorMap scale_map, const ScoreParams params,
-                 const TileFilter filter, const typename Epilogue::Params epilogue) {
+                 const typename Epilogue::Params epilogue) {
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
@@ -105,15 +105,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (T::kSideWarps > 0) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
       if (warp > 0) {
-        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, filter, epilogue, smem,
-                                                            warp - 1);
+        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, params.filter, epilogue,
+                                                            smem, warp - 1);
         return;
       }
     }
-    produce<kHeads, kN, kPaged, L>(params, filter, &q_map, &w_map, &key_map, &scale_map, smem);
+    produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
+                                   smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
-    consume<kHeads, kN, kPaged, Epilogue, L>(params, filter, epilogue, smem, warpgroup - 1);
+    consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem,
+                                             warpgroup - 1);
   }
 }
 
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
 // parallel.
 template <int kHeads, int kN, bool kPaged, typename Epilogue>
-cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const TileFilter& filter,
+cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid,
                          cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
@@ -134,7 +136,7 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (configured != cudaSuccess) return configured;
   return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
-                          maps.w, maps.keys, maps.scales, params, filter, epilogue);
+                          maps.w, maps.keys, maps.scales, params, epilogue);
 }
 
 }  // namespace flashindexer::cuda::scoring
