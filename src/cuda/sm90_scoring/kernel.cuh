@@ -50,13 +50,25 @@
 
 namespace flashindexer::cuda::scoring {
 
+// The kernel's parameters after its tensor maps: ScoreParams, then the epilogue's (nothing for
+// the storing one), in one block. As a kernel parameter of their own, the emitting epilogue's
+// fields were all loaded at the kernel's start and held in registers, where they were loaded at
+// their uses before the split; the emitting kernels' SASS changed with it.
+template <typename EpilogueParams>
+struct KernelParams {
+  ScoreParams score;
+  EpilogueParams epilogue;
+};
+
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = KeysE4M3>
 __global__ void __launch_bounds__(kThreads, 1)
     score_kernel(const __grid_constant__ CUtensorMap q_map,
                  const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap key_map,
-                 const __grid_constant__ CUtensorMap scale_map, const ScoreParams params,
-                 const typename Epilogue::Params epilogue) {
+                 const __grid_constant__ CUtensorMap scale_map,
+                 const KernelParams<typename Epilogue::Params> args) {
+  const ScoreParams& params = args.score;
+  const typename Epilogue::Params& epilogue = args.epilogue;
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
@@ -136,7 +148,8 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (configured != cudaSuccess) return configured;
   return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
-                          maps.w, maps.keys, maps.scales, params, epilogue);
+                          maps.w, maps.keys, maps.scales,
+                          KernelParams<typename Epilogue::Params>{params, epilogue});
 }
 
 }  // namespace flashindexer::cuda::scoring

@@ -91,10 +91,8 @@ struct TileLoader {
 // visible do not widen them.
 template <bool kPaged, int kWidth>
 struct ItemKeys {
-  // An empty range on lanes past the rows. (hi is declared first: the other order changes the
-  // register allocation of the prefill producer's range loads.)
-  int32_t hi = 0;
   int32_t lo = 0;
+  int32_t hi = 0;  // an empty range on lanes past the rows
   int32_t first;
   int32_t last;
 
