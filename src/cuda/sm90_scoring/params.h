@@ -1,7 +1,7 @@
 // What the host hands the FP8 scoring kernel: its four tensor maps, the rows, keys and output
 // with which key tiles it walks (ScoreParams and its TileFilter). Shared by the launch code (C++)
-// and the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params), the
-// kernel parameter after ScoreParams.
+// and the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params), which
+// follow ScoreParams in the kernel's parameter block (kernel.cuh, KernelParams).
 #pragma once
 
 #include <cuda.h>
@@ -34,8 +34,8 @@ struct TileFilter {
 // The members' order is the kernel parameter block's, kept as the scoring kernel was measured
 // with: live_rows after chunks, the filter last (at byte 168), so that an epilogue's parameters
 // follow at byte 184. With the filter a kernel parameter of its own, ptxas scheduled and
-// allocated every instantiation differently (it hoisted the skip_sampled load out of the
-// consumers' item loop, for one).
+// allocated every instantiation differently (it hoisted the skip_sampled load to the consumers'
+// start, for one).
 struct ScoreParams {
   int64_t rows = 0;    // query rows: M (prefill) or B * next_n (decode)
   int64_t groups = 0;  // ceil(M / rows_per_group) or B
