@@ -1,4 +1,9 @@
-// The visible key range of one query row, as the scoring kernel and the clean fill see it.
+// The visible key range of one query row, as the scoring kernel and the clean fill see it. It is
+// the rule of core/rows.h (prefill_range, decode_end, decode_range), written out here rather than
+// called: routed through those functions, ptxas scheduled every scoring instantiation
+// differently (the same instructions in another order and allocation), and this kernel's code is
+// held to its measured form. The GPU tests compare both against the reference, which calls
+// core/rows.h.
 #pragma once
 
 #include <cstdint>

@@ -96,7 +96,9 @@ __device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t value, uint32_
   return result;
 }
 
-// Visible range [start, start + count) of a row, clamped to [0, width].
+// Visible range [start, start + count) of a row, clamped to [0, width]: the rule of core/rows.h,
+// written out rather than called (routed through it, the cluster kernel grew by 528 instructions
+// and every top-k kernel was scheduled anew); the GPU tests compare it with the reference's.
 __device__ inline void row_range(const Params& p, int64_t row, int64_t& start, int64_t& count) {
   int64_t begin = 0;
   int64_t end;
