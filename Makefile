@@ -52,6 +52,33 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
+	$(MAKE) --no-print-directory test-sanitize test-fuzz
+
+# The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
+# build folder): the whole CPU GoogleTest suite as one test, and every fuzzer input kept in
+# tests/fuzz/ replayed (ctest -L sanitize). Any sanitizer report fails it.
+SANITIZE_DIR ?= build-sanitize
+# The libFuzzer target over the op entry points (clang, ASan + UBSan), run for FUZZ_SECONDS from
+# the seed corpus; new inputs it finds go to a scratch corpus in $(FUZZ_DIR), never into the tree.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_APT_PACKAGES := clang libclang-rt-14-dev libomp-dev
+
+.PHONY: test-sanitize test-fuzz
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHINDEXER_CUDA=OFF \
+	  -DFLASHINDEXER_SANITIZE=ON
+	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashindexer_tests flashindexer_fuzz_replay
+	cd $(SANITIZE_DIR) && ctest -L sanitize --output-on-failure
+
+test-fuzz:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FUZZ_APT_PACKAGES)"
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFLASHINDEXER_CUDA=OFF -DFLASHINDEXER_FUZZ=ON
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target flashindexer_fuzz
+	mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/flashindexer_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus
 
 # On a machine with an H100/H200: every GPU test (C++ and Python), the sanitizers and the GPU
 # benchmarks side by side with PyTorch (README, "GPU testing"); logs in $(BUILD_DIR)/gpu-check.

@@ -229,7 +229,7 @@ bool Tensor::holds(std::initializer_list<int64_t> index) const {
     if (i < 0 || i >= view.shape[d]) return false;
     ++d;
   }
-  return offset(index) < memory.size();
+  return offset(index) + dtype_size(view.dtype) <= memory.size();
 }
 
 void Tensor::set_i32(std::initializer_list<int64_t> index, int32_t value) {

@@ -212,7 +212,7 @@ void fuzz_prefill(FuzzInput& in) {
   }
   Tensor logits = make_tensor(in, DType::kF32, {rows, width}, Fill::kScores);
   bool logits_valid = in.valid;
-  for (int64_t t = 0; t < rows && ke.holds({t}); ++t) logits_valid &= ke.get<int32_t>({t}) <= width;
+  for (int64_t t = 0; t < rows && logits_valid; ++t) logits_valid &= ke.get<int32_t>({t}) <= width;
   const LogitsOptions logits_options{in.chance(200)};
   std::vector<uint8_t> no_workspace;
   const RunOptions logits_run = make_run_options(in, no_workspace, [](int) { return size_t{0}; });
