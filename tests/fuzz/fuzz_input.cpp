@@ -188,6 +188,12 @@ Tensor plain_tensor(DType dtype, std::initializer_list<int64_t> shape) {
   return make_tensor(none, dtype, shape, Fill::kZero);
 }
 
+Tensor cache_pages(FuzzInput& in, int64_t bytes) {
+  Tensor t = plain_tensor(DType::kU8, {std::max<int64_t>(bytes, 0)});
+  for (uint8_t& byte : t.memory) byte = static_cast<uint8_t>(in.random());
+  return t;
+}
+
 RunOptions make_run_options(FuzzInput& in, std::vector<uint8_t>& workspace,
                             const std::function<size_t(int threads)>& needed) {
   RunOptions options;

@@ -80,6 +80,10 @@ Tensor make_tensor(FuzzInput& in, DType dtype, std::initializer_list<int64_t> sh
 // A tensor that is never broken (the fuzzer's own scratch and expected results).
 Tensor plain_tensor(DType dtype, std::initializer_list<int64_t> shape);
 
+// The memory behind a PagedKCache: `bytes` random bytes, never broken (the cache describes its
+// own geometry, which an op cannot check against the allocation).
+Tensor cache_pages(FuzzInput& in, int64_t bytes);
+
 float palette_float(FuzzInput& in, Fill fill);
 // Thread count and caller workspace: none, the exact size the op's query gives for the thread
 // count (`needed`), more, or too little (then the op must refuse with kWorkspaceTooSmall).

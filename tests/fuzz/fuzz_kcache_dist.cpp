@@ -146,8 +146,7 @@ void fuzz_kcache(FuzzInput& in) {
     cache.head_dim = in.pick({32, 96});
     in.valid = false;
   }
-  Tensor pages = make_tensor(in, DType::kU8, {cache.num_pages * cache.page_stride_bytes},
-                             Fill::kRawBytes);
+  Tensor pages = cache_pages(in, cache.num_pages * cache.page_stride_bytes);
   cache.data = pages.view.data;
   const int64_t slots = cache.num_pages * cache.page_size;
   const int64_t value_bytes = mxfp4 ? cache.head_dim / 2 : cache.head_dim;

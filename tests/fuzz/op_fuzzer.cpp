@@ -297,8 +297,7 @@ void fuzz_decode(FuzzInput& in) {
     cache.page_stride_bytes -= in.pick<int64_t>({1, 4});
     in.valid = false;
   }
-  Tensor pages = make_tensor(in, DType::kU8, {std::max<int64_t>(cache.num_pages, 0) * cache.page_stride_bytes},
-                             Fill::kRawBytes);
+  Tensor pages = cache_pages(in, cache.num_pages * cache.page_stride_bytes);
   if (!ops.mxfp4) {
     // Mostly sane fp32 key scales after each page's values (raw bytes give NaN and huge values).
     for (int64_t p = 0; p < cache.num_pages; ++p) {
