@@ -128,8 +128,9 @@ void break_view(TensorView& view, FuzzInput& in) {
     case 6:
       view.data = nullptr;
       break;
-    default:  // a huge extent: the op must refuse it before it touches memory
-      if (rank > 0) view.shape[0] = int64_t{1} << 40;
+    default:  // a huge extent the op must refuse before it touches memory, or a negative stride
+      if (rank > 0 && in.extents_bounded) view.shape[0] = int64_t{1} << 40;
+      if (rank > 0 && !in.extents_bounded) view.stride[0] = -view.stride[0] - 1;
       break;
   }
 }
@@ -151,7 +152,7 @@ Tensor make_tensor(FuzzInput& in, DType dtype, std::initializer_list<int64_t> sh
     null_data = in.break_kind % 8 == 6;
   }
   // The huge extent of break kind 7 gets no memory: reading it at all is a bug ASan reports.
-  const bool huge = broken && in.break_kind % 8 == 7;
+  const bool huge = broken && in.break_kind % 8 == 7 && in.extents_bounded;
   const int64_t span = huge ? 0 : span_of(t.view);
   const size_t element = dtype_size(t.view.dtype);
   t.memory.resize(static_cast<size_t>(span) * element);

@@ -41,6 +41,10 @@ class FuzzInput {
   int created = 0;
   // False once an argument is out of its documented domain (then the op may refuse it).
   bool valid = true;
+  // Set by a family whose op bounds its extents (tp_row_shard_plan: rows <= INT32_MAX): then a
+  // break may give a tensor a 2^40 extent and no memory, which the op must refuse unread.
+  // Elsewhere an op may read every element a view claims, so the break is a negative stride.
+  bool extents_bounded = false;
 
  private:
   const uint8_t* data_;

@@ -357,6 +357,7 @@ void fuzz_dcp(FuzzInput& in) {
 }
 
 void fuzz_row_shard(FuzzInput& in) {
+  in.extents_bounded = true;
   const int64_t rows = in.range(0, 12);
   int tp = static_cast<int>(in.range(1, 5));
   if (in.chance(6)) {
