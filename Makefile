@@ -55,8 +55,9 @@ test: build
 	$(MAKE) --no-print-directory test-sanitize test-fuzz
 
 # The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
-# build folder): the whole CPU GoogleTest suite as one test, and every fuzzer input kept in
-# tests/fuzz/ replayed (ctest -L sanitize). Any sanitizer report fails it.
+# build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in
+# tests/fuzz/ replayed, and the Python suite against the sanitized module (ctest -L sanitize).
+# Any sanitizer report fails it.
 SANITIZE_DIR ?= build-sanitize
 # The libFuzzer target over the op entry points (clang, ASan + UBSan), run for FUZZ_SECONDS from
 # the seed corpus; new inputs it finds go to a scratch corpus in $(FUZZ_DIR), never into the tree.
@@ -66,9 +67,11 @@ FUZZ_APT_PACKAGES := clang libclang-rt-14-dev libomp-dev
 
 .PHONY: test-sanitize test-fuzz
 test-sanitize: deps
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES)
 	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHINDEXER_CUDA=OFF \
-	  -DFLASHINDEXER_SANITIZE=ON
-	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashindexer_tests flashindexer_fuzz_replay
+	  -DFLASHINDEXER_SANITIZE=ON -DFLASHINDEXER_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(VENV))/bin/python
+	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashindexer_tests flashindexer_fuzz_replay _C
 	cd $(SANITIZE_DIR) && ctest -L sanitize --output-on-failure
 
 test-fuzz:

@@ -4,9 +4,10 @@
 #
 # FLASHINDEXER_SANITIZE=ON: AddressSanitizer + UndefinedBehaviorSanitizer on every C++ target of
 #   the project (library, CPU tests, CLI, Python module). Any UB report aborts (no recovery), so
-#   a report fails the test that raised it. Registers two tests labelled `sanitize`: the whole
-#   CPU GoogleTest suite as one entry, and the replay of the fuzzer's seed corpus and
-#   regressions (tests/fuzz/). Run them with `ctest -L sanitize`.
+#   a report fails the test that raised it. Registers the tests labelled `sanitize`: the whole
+#   CPU GoogleTest suite as one entry, the replay of the fuzzer's seed corpus and regressions
+#   (tests/fuzz/), and with FLASHINDEXER_PYTHON=ON (g++) the Python suite against the sanitized
+#   module. Run them with `ctest -L sanitize`.
 # FLASHINDEXER_FUZZ=ON (clang only, implies the sanitizers): the library is also built with
 #   -fsanitize=fuzzer-no-link and tests/fuzz/ adds the libFuzzer target flashindexer_fuzz.
 #
@@ -72,5 +73,23 @@ if(FLASHINDEXER_SANITIZE OR FLASHINDEXER_FUZZ)
       ${FLASHINDEXER_FUZZ_DIR}/regressions ${FLASHINDEXER_FUZZ_DIR}/corpus)
     set_tests_properties(cpu_suite_sanitized fuzz_regressions_replay PROPERTIES
       LABELS sanitize ENVIRONMENT "${FLASHINDEXER_SANITIZER_ENV}")
+    if(FLASHINDEXER_PYTHON AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # The Python suite against the sanitized module: _C is written next to a fresh copy of the
+      # package sources. The interpreter is not instrumented, so the sanitizer runtimes are
+      # preloaded, and leaks are not checked (CPython keeps its objects at exit by design).
+      set(FLASHINDEXER_SANITIZED_PACKAGE ${CMAKE_CURRENT_BINARY_DIR}/python-sanitized)
+      set_target_properties(_C PROPERTIES
+        LIBRARY_OUTPUT_DIRECTORY ${FLASHINDEXER_SANITIZED_PACKAGE}/flashindexer)
+      execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so
+        OUTPUT_VARIABLE FLASHINDEXER_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
+      execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libubsan.so
+        OUTPUT_VARIABLE FLASHINDEXER_LIBUBSAN OUTPUT_STRIP_TRAILING_WHITESPACE)
+      add_test(NAME python_suite_sanitized
+        COMMAND sh -c "cp -R \"$0\"/python/flashindexer/. \"$1\"/flashindexer/ && exec \"$2\" -m pytest -q -p no:cacheprovider \"$0\"/tests/python"
+                ${CMAKE_CURRENT_SOURCE_DIR} ${FLASHINDEXER_SANITIZED_PACKAGE} ${Python_EXECUTABLE}
+        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+      set_tests_properties(python_suite_sanitized PROPERTIES LABELS sanitize ENVIRONMENT
+        "PYTHONPATH=${FLASHINDEXER_SANITIZED_PACKAGE};LD_PRELOAD=${FLASHINDEXER_LIBASAN} ${FLASHINDEXER_LIBUBSAN};ASAN_OPTIONS=detect_leaks=0:halt_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    endif()
   endif()
 endif()
