@@ -54,6 +54,14 @@ test: build
 	$(VENV)/bin/python -m pytest tests/python
 	$(MAKE) --no-print-directory test-sanitize test-fuzz
 
+# On a machine with an H100/H200: every GPU test (C++ and Python), the sanitizers and the GPU
+# benchmarks side by side with PyTorch (README, "GPU testing"); logs in $(BUILD_DIR)/gpu-check.
+gpu-check: build
+	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/bench/device_check.sh
+
+clean:
+	rm -rf $(BUILD_DIR) build-py
+
 # The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
 # build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in
 # tests/fuzz/ replayed, and the Python suite against the sanitized module (ctest -L sanitize).
@@ -82,11 +90,3 @@ test-fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus
 	$(FUZZ_DIR)/flashindexer_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus
-
-# On a machine with an H100/H200: every GPU test (C++ and Python), the sanitizers and the GPU
-# benchmarks side by side with PyTorch (README, "GPU testing"); logs in $(BUILD_DIR)/gpu-check.
-gpu-check: build
-	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/bench/device_check.sh
-
-clean:
-	rm -rf $(BUILD_DIR) build-py
