@@ -78,7 +78,8 @@ test-sanitize: deps
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES)
 	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHINDEXER_CUDA=OFF \
-	  -DFLASHINDEXER_SANITIZE=ON -DFLASHINDEXER_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(VENV))/bin/python
+	  -DFLASHINDEXER_SANITIZE=ON -DFLASHINDEXER_PYTHON=ON \
+	  -DPython_EXECUTABLE=$(abspath $(VENV))/bin/python
 	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashindexer_tests flashindexer_fuzz_replay _C
 	cd $(SANITIZE_DIR) && ctest -L sanitize --output-on-failure
 

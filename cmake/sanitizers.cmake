@@ -32,7 +32,8 @@ if(FLASHINDEXER_SANITIZE OR FLASHINDEXER_FUZZ)
   get_property(flashindexer_targets DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target IN LISTS flashindexer_targets)
     get_target_property(target_type ${target} TYPE)
-    if(target_type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+    if(target_type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$" OR
+       target_type STREQUAL "EXECUTABLE")
       target_compile_options(${target} PRIVATE
         $<$<COMPILE_LANGUAGE:CXX>:${FLASHINDEXER_SANITIZER_COMPILE_FLAGS}>)
     endif()
@@ -84,12 +85,22 @@ if(FLASHINDEXER_SANITIZE OR FLASHINDEXER_FUZZ)
         OUTPUT_VARIABLE FLASHINDEXER_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
       execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libubsan.so
         OUTPUT_VARIABLE FLASHINDEXER_LIBUBSAN OUTPUT_STRIP_TRAILING_WHITESPACE)
+      # $0: source tree, $1: the sanitized package folder, $2: the interpreter.
+      set(FLASHINDEXER_COPY_AND_TEST
+        "cp -R \"$0\"/python/flashindexer/. \"$1\"/flashindexer/ && "
+        "exec \"$2\" -m pytest -q -p no:cacheprovider \"$0\"/tests/python")
+      string(CONCAT FLASHINDEXER_COPY_AND_TEST ${FLASHINDEXER_COPY_AND_TEST})
       add_test(NAME python_suite_sanitized
-        COMMAND sh -c "cp -R \"$0\"/python/flashindexer/. \"$1\"/flashindexer/ && exec \"$2\" -m pytest -q -p no:cacheprovider \"$0\"/tests/python"
+        COMMAND sh -c "${FLASHINDEXER_COPY_AND_TEST}"
                 ${CMAKE_CURRENT_SOURCE_DIR} ${FLASHINDEXER_SANITIZED_PACKAGE} ${Python_EXECUTABLE}
         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-      set_tests_properties(python_suite_sanitized PROPERTIES LABELS sanitize ENVIRONMENT
-        "PYTHONPATH=${FLASHINDEXER_SANITIZED_PACKAGE};LD_PRELOAD=${FLASHINDEXER_LIBASAN} ${FLASHINDEXER_LIBUBSAN};ASAN_OPTIONS=detect_leaks=0:halt_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+      set(FLASHINDEXER_PYTHON_SANITIZER_ENV
+        "PYTHONPATH=${FLASHINDEXER_SANITIZED_PACKAGE}"
+        "LD_PRELOAD=${FLASHINDEXER_LIBASAN} ${FLASHINDEXER_LIBUBSAN}"
+        "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1"
+        "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+      set_tests_properties(python_suite_sanitized PROPERTIES
+        LABELS sanitize ENVIRONMENT "${FLASHINDEXER_PYTHON_SANITIZER_ENV}")
     endif()
   endif()
 endif()

@@ -46,16 +46,26 @@ float palette_float(FuzzInput& in, Fill fill) {
   switch (fill) {
     case Fill::kScores:
       switch (choice) {
-        case 0: return 0.0f;
-        case 1: return -0.0f;
-        case 2: return inf;
-        case 3: return -inf;
-        case 4: return nan;
-        case 5: return -nan;
-        case 6: return std::numeric_limits<float>::denorm_min();
-        case 7: return -std::numeric_limits<float>::max();
-        case 8: return std::numeric_limits<float>::max();
-        default: return choice < 20 ? small : uniform;
+        case 0:
+          return 0.0f;
+        case 1:
+          return -0.0f;
+        case 2:
+          return inf;
+        case 3:
+          return -inf;
+        case 4:
+          return nan;
+        case 5:
+          return -nan;
+        case 6:
+          return std::numeric_limits<float>::denorm_min();
+        case 7:
+          return -std::numeric_limits<float>::max();
+        case 8:
+          return std::numeric_limits<float>::max();
+        default:
+          return choice < 20 ? small : uniform;
       }
     case Fill::kWeights:
       if (choice == 0) return nan;
@@ -96,7 +106,8 @@ void break_view(TensorView& view, FuzzInput& in) {
   const int rank = view.held_rank();
   switch (in.break_kind % 8) {
     case 0:  // another dtype
-      view.dtype = static_cast<DType>((static_cast<int>(view.dtype) + 1 + in.break_kind / 8 % 7) % 8);
+      view.dtype =
+          static_cast<DType>((static_cast<int>(view.dtype) + 1 + in.break_kind / 8 % 7) % 8);
       break;
     case 1:  // one dimension more or less, or none
       if (in.break_kind & 8) {
@@ -201,14 +212,19 @@ RunOptions make_run_options(FuzzInput& in, std::vector<uint8_t>& workspace,
   options.cpu_threads = static_cast<int>(in.range(0, 3));
   const size_t bytes = needed(options.cpu_threads);
   switch (in.range(0, 7)) {
-    case 1: workspace.resize(bytes); break;
-    case 2: workspace.resize(bytes + 64); break;
+    case 1:
+      workspace.resize(bytes);
+      break;
+    case 2:
+      workspace.resize(bytes + 64);
+      break;
     case 3:
       if (bytes == 0) break;
       workspace.resize(bytes - 1);
       in.valid = false;
       break;
-    default: return options;
+    default:
+      return options;
   }
   static uint8_t no_bytes;
   options.workspace = workspace.empty() ? &no_bytes : workspace.data();
@@ -240,7 +256,8 @@ bool Tensor::holds(std::initializer_list<int64_t> index) const {
 }
 
 void Tensor::set_i32(std::initializer_list<int64_t> index, int32_t value) {
-  if (view.dtype == DType::kI32 && holds(index)) std::memcpy(memory.data() + offset(index), &value, 4);
+  if (view.dtype == DType::kI32 && holds(index))
+    std::memcpy(memory.data() + offset(index), &value, 4);
   if (view.dtype == DType::kI64 && holds(index)) {
     const int64_t wide = value;
     std::memcpy(memory.data() + offset(index), &wide, 8);
@@ -248,7 +265,8 @@ void Tensor::set_i32(std::initializer_list<int64_t> index, int32_t value) {
 }
 
 void Tensor::set_i64(std::initializer_list<int64_t> index, int64_t value) {
-  if (view.dtype == DType::kI64 && holds(index)) std::memcpy(memory.data() + offset(index), &value, 8);
+  if (view.dtype == DType::kI64 && holds(index))
+    std::memcpy(memory.data() + offset(index), &value, 8);
   if (view.dtype == DType::kI32 && holds(index)) set_i32(index, static_cast<int32_t>(value));
 }
 
@@ -267,8 +285,8 @@ void expect_unchanged(const char* op, const char* name, const Tensor& tensor) {
   if (tensor.memory != tensor.before) violation(op, std::string("wrote into its input ") + name);
 }
 
-void expect_untouched_outside(const char* op, const char* name, const Tensor& tensor,
-                              int64_t rows, int64_t columns) {
+void expect_untouched_outside(const char* op, const char* name, const Tensor& tensor, int64_t rows,
+                              int64_t columns) {
   std::vector<bool> writable(tensor.memory.size(), false);
   const size_t element = dtype_size(tensor.view.dtype);
   for (int64_t r = 0; r < rows; ++r) {
@@ -280,8 +298,8 @@ void expect_untouched_outside(const char* op, const char* name, const Tensor& te
   for (size_t i = 0; i < tensor.memory.size(); ++i) {
     if (!writable[i] && tensor.memory[i] != tensor.before[i]) {
       violation(op, std::string("wrote byte ") + std::to_string(i) + " of " + name +
-                        ", outside its [" + std::to_string(rows) + ", " +
-                        std::to_string(columns) + "] output");
+                        ", outside its [" + std::to_string(rows) + ", " + std::to_string(columns) +
+                        "] output");
     }
   }
 }
@@ -295,9 +313,8 @@ void expect_well_formed_rows(const char* op, const Tensor& out, const RowRanges&
     for (int64_t c = 0; c < k; ++c) {
       const int32_t index = out.get<int32_t>({r, c});
       const std::string where = "row " + std::to_string(r) + " column " + std::to_string(c) +
-                                " holds " + std::to_string(index) + " (" +
-                                std::to_string(visible) + " visible keys, k=" +
-                                std::to_string(k) + ")";
+                                " holds " + std::to_string(index) + " (" + std::to_string(visible) +
+                                " visible keys, k=" + std::to_string(k) + ")";
       if (c >= filled) {
         if (index != -1) violation(op, where + ", expected -1 padding");
         continue;

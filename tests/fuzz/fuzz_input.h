@@ -100,8 +100,8 @@ RunOptions make_run_options(FuzzInput& in, std::vector<uint8_t>& workspace,
 // The tensor's bytes are those of its snapshot.
 void expect_unchanged(const char* op, const char* name, const Tensor& tensor);
 // The bytes outside the elements [0, rows) x [0, columns) of a 2-D view are unchanged.
-void expect_untouched_outside(const char* op, const char* name, const Tensor& tensor,
-                              int64_t rows, int64_t columns);
+void expect_untouched_outside(const char* op, const char* name, const Tensor& tensor, int64_t rows,
+                              int64_t columns);
 // out ([rows, >= k] i32) is the top-k of `logits` over `ranges` by the reference (sorted best
 // first, or the same set ascending); columns k and beyond untouched.
 void expect_topk(const char* op, const Tensor& out, const TensorView& logits,

@@ -65,14 +65,24 @@ void fuzz_quantize(FuzzInput& in) {
   dense.snapshot();
   values.snapshot();
   scales.snapshot();
-  const char* op = kind == 0 ? "quantize_k_fp8" : kind == 1 ? "dequantize_k_fp8"
-                   : kind == 2 ? "quantize_mxfp4" : "dequantize_mxfp4";
+  const char* op = kind == 0   ? "quantize_k_fp8"
+                   : kind == 1 ? "dequantize_k_fp8"
+                   : kind == 2 ? "quantize_mxfp4"
+                               : "dequantize_mxfp4";
   Status status;
   switch (kind) {
-    case 0: status = quantize_k_fp8(values.view, scales.view, dense.view, options); break;
-    case 1: status = dequantize_k_fp8(dense.view, values.view, scales.view, options); break;
-    case 2: status = quantize_mxfp4(values.view, scales.view, dense.view, options); break;
-    default: status = dequantize_mxfp4(dense.view, values.view, scales.view, options); break;
+    case 0:
+      status = quantize_k_fp8(values.view, scales.view, dense.view, options);
+      break;
+    case 1:
+      status = dequantize_k_fp8(dense.view, values.view, scales.view, options);
+      break;
+    case 2:
+      status = quantize_mxfp4(values.view, scales.view, dense.view, options);
+      break;
+    default:
+      status = dequantize_mxfp4(dense.view, values.view, scales.view, options);
+      break;
   }
   if (kind % 2 == 0) {
     expect_unchanged(op, "input", dense);
@@ -105,7 +115,8 @@ void fuzz_quantize(FuzzInput& in) {
         reference::quantize_mxfp4_row(want.data(), want_scales.data(), row.data(),
                                       static_cast<int>(dim));
         for (int64_t d = 0; d < dim / 2; ++d) {
-          if (values.memory[offset_of(values, r, h, d)] != want[d]) violation(op, "value differs" + where);
+          if (values.memory[offset_of(values, r, h, d)] != want[d])
+            violation(op, "value differs" + where);
         }
         for (int64_t b = 0; b < scale_dim; ++b) {
           if (scales.memory[offset_of(scales, r, h, b)] != want_scales[b]) {
@@ -152,18 +163,20 @@ void fuzz_kcache(FuzzInput& in) {
   const int64_t value_bytes = mxfp4 ? cache.head_dim / 2 : cache.head_dim;
   const int64_t scale_bytes = mxfp4 ? cache.head_dim / 32 : 4;
   auto value_at = [&](int64_t slot) {
-    return (slot / cache.page_size) * cache.page_stride_bytes + (slot % cache.page_size) * value_bytes;
+    return (slot / cache.page_size) * cache.page_stride_bytes +
+           (slot % cache.page_size) * value_bytes;
   };
   auto scale_at = [&](int64_t slot) {
-    return (slot / cache.page_size) * cache.page_stride_bytes + int64_t{cache.page_size} * value_bytes +
-           (slot % cache.page_size) * scale_bytes;
+    return (slot / cache.page_size) * cache.page_stride_bytes +
+           int64_t{cache.page_size} * value_bytes + (slot % cache.page_size) * scale_bytes;
   };
 
   // insert_k_cache
   const int64_t count = in.range(0, 6);
   Tensor keys = make_tensor(in, in.chance(96) ? DType::kBF16 : DType::kF32,
                             {count + in.range(0, 1), cache.head_dim}, Fill::kScores);
-  Tensor mapping = make_tensor(in, in.chance(128) ? DType::kI32 : DType::kI64, {count}, Fill::kZero);
+  Tensor mapping =
+      make_tensor(in, in.chance(128) ? DType::kI32 : DType::kI64, {count}, Fill::kZero);
   std::vector<int64_t> slot_of(count);
   for (int64_t i = 0; i < count; ++i) {
     int64_t slot = slots > 0 ? in.range(-1, slots - 1) : -1;
@@ -207,7 +220,8 @@ void fuzz_kcache(FuzzInput& in) {
     for (int d = 0; d < cache.head_dim; ++d) row[d] = dense_value(keys, i, 0, d);
     std::vector<uint8_t> want_values(value_bytes), want_scales(scale_bytes);
     if (mxfp4) {
-      reference::quantize_mxfp4_row(want_values.data(), want_scales.data(), row.data(), cache.head_dim);
+      reference::quantize_mxfp4_row(want_values.data(), want_scales.data(), row.data(),
+                                    cache.head_dim);
     } else {
       float scale;
       reference::quantize_fp8_row(want_values.data(), &scale, row.data(), cache.head_dim);
@@ -243,9 +257,9 @@ void fuzz_kcache(FuzzInput& in) {
   if (workspace_keys < total) in.valid = false;
   Tensor ws_values = make_tensor(in, mxfp4 ? DType::kE2M1x2 : DType::kE4M3,
                                  {workspace_keys, value_bytes}, Fill::kRawBytes);
-  Tensor ws_scales = mxfp4 ? make_tensor(in, DType::kUE8M0, {workspace_keys, cache.head_dim / 32},
-                                         Fill::kRawBytes)
-                           : make_tensor(in, DType::kF32, {workspace_keys}, Fill::kRawBytes);
+  Tensor ws_scales =
+      mxfp4 ? make_tensor(in, DType::kUE8M0, {workspace_keys, cache.head_dim / 32}, Fill::kRawBytes)
+            : make_tensor(in, DType::kF32, {workspace_keys}, Fill::kRawBytes);
   pages.snapshot();
   block_table.snapshot();
   cu_seq_lens.snapshot();
@@ -266,8 +280,8 @@ void fuzz_kcache(FuzzInput& in) {
     for (int64_t j = 0; j < end - begin; ++j) {
       const int64_t page = block_table.get<int32_t>({r, j / cache.page_size});
       const int64_t slot = page * cache.page_size + j % cache.page_size;
-      const uint8_t* got_scale = ws_scales.memory.data() +
-                                 (mxfp4 ? ws_scales.offset({begin + j, 0}) : ws_scales.offset({begin + j}));
+      const uint8_t* got_scale = ws_scales.memory.data() + (mxfp4 ? ws_scales.offset({begin + j, 0})
+                                                                  : ws_scales.offset({begin + j}));
       if (std::memcmp(ws_values.memory.data() + ws_values.offset({begin + j, 0}),
                       pages.memory.data() + value_at(slot), value_bytes) != 0 ||
           std::memcmp(got_scale, pages.memory.data() + scale_at(slot), scale_bytes) != 0) {
@@ -300,7 +314,8 @@ void fuzz_dcp(FuzzInput& in) {
   const size_t element = dtype_size(dtype);
   for (int rank = 0; rank < group.ranks; ++rank) {
     int64_t local_width = 0;
-    for (int64_t t = 0; t < rows; ++t) local_width = std::max(local_width, dcp_local_len(lengths[t], rank, group));
+    for (int64_t t = 0; t < rows; ++t)
+      local_width = std::max(local_width, dcp_local_len(lengths[t], rank, group));
     Tensor local = plain_tensor(dtype, {rows, local_width});
     Tensor local_lengths = plain_tensor(DType::kI32, {rows});
     for (int64_t t = 0; t < rows; ++t) {
@@ -349,7 +364,8 @@ void fuzz_dcp(FuzzInput& in) {
   out.snapshot();
   const Status status = dcp_merge_topk(out.view, merged_input, k, ranks, topk_options, options);
   expect_unchanged("dcp_merge_topk", "gathered", gathered);
-  if (in.valid && !status.ok()) violation("dcp_merge_topk", "refused a valid call: " + status.message());
+  if (in.valid && !status.ok())
+    violation("dcp_merge_topk", "refused a valid call: " + status.message());
   if (status.ok() && in.valid) {
     expect_topk("dcp_merge_topk", out, global.view, RowRanges::decode(global_lengths.view), k,
                 topk_options.sorted);
@@ -370,7 +386,9 @@ void fuzz_row_shard(FuzzInput& in) {
     cost[i] = in.range(0, 100);
     if (in.chance(4)) {
       cost[i] = in.pick<int64_t>({-1, INT32_MAX, int64_t{1} << 61});
-      if (cost[i] < 0 || (costs.view.dtype == DType::kI64 && cost[i] > (int64_t{1} << 62) / std::max<int64_t>(rows, 1))) in.valid = false;
+      if (cost[i] < 0 || (costs.view.dtype == DType::kI64 &&
+                          cost[i] > (int64_t{1} << 62) / std::max<int64_t>(rows, 1)))
+        in.valid = false;
       if (costs.view.dtype == DType::kI32) cost[i] = static_cast<int32_t>(cost[i]);
     }
     if (cost[i] < 0) in.valid = false;
@@ -386,7 +404,8 @@ void fuzz_row_shard(FuzzInput& in) {
   std::vector<int64_t> size(tp);
   int64_t sum = 0;
   for (int j = 0; j < tp; ++j) sum += size[j] = sizes.get<int32_t>({j});
-  if (sum != rows) violation(op, "sizes sum to " + std::to_string(sum) + ", not " + std::to_string(rows));
+  if (sum != rows)
+    violation(op, "sizes sum to " + std::to_string(sum) + ", not " + std::to_string(rows));
   for (int j = 0; j < tp; ++j) {
     const int64_t want_min = rows >= tp ? 1 : (j < rows ? 1 : 0);
     if (size[j] < want_min || (rows < tp && size[j] != want_min)) {
@@ -404,7 +423,8 @@ void fuzz_row_shard(FuzzInput& in) {
         int64_t window = 0;
         for (int64_t start = i - 1; start >= j - 1; --start) {
           window += cost[start];
-          if (best[j - 1][start] != inf) best[j][i] = std::min(best[j][i], std::max(best[j - 1][start], window));
+          if (best[j - 1][start] != inf)
+            best[j][i] = std::min(best[j][i], std::max(best[j - 1][start], window));
         }
       }
     }
@@ -429,8 +449,8 @@ void fuzz_row_shard(FuzzInput& in) {
   Tensor chunk_ke = make_tensor(in, DType::kI32, {chunk_rows}, Fill::kRawBytes);
   TpRowWindow window;
   op = "tp_row_shard_narrow";
-  const Status narrowed =
-      tp_row_shard_narrow(&window, sizes.view, rank, first, chunk_start, chunk_ks.view, chunk_ke.view);
+  const Status narrowed = tp_row_shard_narrow(&window, sizes.view, rank, first, chunk_start,
+                                              chunk_ks.view, chunk_ke.view);
   if (in.valid && !narrowed.ok()) violation(op, "refused a valid call: " + narrowed.message());
   if (!narrowed.ok() || !in.valid) return;
   int64_t owned = first;

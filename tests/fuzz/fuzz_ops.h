@@ -10,8 +10,8 @@ void fuzz_topk(FuzzInput& in);
 void fuzz_prefill(FuzzInput& in);  // mqa_logits and indexer_prefill
 void fuzz_decode(FuzzInput& in);   // paged_mqa_logits and indexer_decode
 void fuzz_quantize(FuzzInput& in);
-void fuzz_kcache(FuzzInput& in);   // insert_k_cache, then gather_k_workspace
-void fuzz_dcp(FuzzInput& in);      // dcp_pack_candidates on every rank, then dcp_merge_topk
+void fuzz_kcache(FuzzInput& in);  // insert_k_cache, then gather_k_workspace
+void fuzz_dcp(FuzzInput& in);     // dcp_pack_candidates on every rank, then dcp_merge_topk
 void fuzz_row_shard(FuzzInput& in);
 
 // k: mostly in [1, limit + 1], sometimes at or beyond the bounds [1, max_k].

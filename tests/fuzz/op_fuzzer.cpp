@@ -29,11 +29,20 @@ namespace flashindexer::fuzz {
 int pick_k(FuzzInput& in, int64_t limit, int max_k) {
   int k;
   switch (in.range(0, 15)) {
-    case 0: k = 0; break;
-    case 1: k = max_k + 1; break;
-    case 2: k = max_k; break;
-    case 3: k = -1; break;
-    default: k = static_cast<int>(in.range(1, std::min<int64_t>(limit + 1, max_k)));
+    case 0:
+      k = 0;
+      break;
+    case 1:
+      k = max_k + 1;
+      break;
+    case 2:
+      k = max_k;
+      break;
+    case 3:
+      k = -1;
+      break;
+    default:
+      k = static_cast<int>(in.range(1, std::min<int64_t>(limit + 1, max_k)));
   }
   if (k < 1 || k > max_k) in.valid = false;
   return k;
@@ -61,9 +70,9 @@ void expect_clean_outside(const char* op, const Tensor& logits, int64_t row, int
     if (s >= start && s < end) continue;
     const float value = logits.get<float>({row, s});
     if (!(std::isinf(value) && value < 0)) {
-      violation(op, "clean logits: column " + std::to_string(s) + " of row " +
-                        std::to_string(row) + " outside [" + std::to_string(start) + ", " +
-                        std::to_string(end) + ") holds " + std::to_string(value));
+      violation(op, "clean logits: column " + std::to_string(s) + " of row " + std::to_string(row) +
+                        " outside [" + std::to_string(start) + ", " + std::to_string(end) +
+                        ") holds " + std::to_string(value));
     }
   }
 }
@@ -104,8 +113,8 @@ void make_query(FuzzInput& in, Operands& ops, std::initializer_list<int64_t> out
   if (outer.size() == 1) {
     ops.q_values = make_tensor(in, values_dtype, {it[0], ops.heads, values_dim}, Fill::kRawBytes);
     if (ops.mxfp4) {
-      ops.q_scales = make_tensor(in, DType::kUE8M0, {it[0], ops.heads, ops.head_dim / 32},
-                                 Fill::kScaleBytes);
+      ops.q_scales =
+          make_tensor(in, DType::kUE8M0, {it[0], ops.heads, ops.head_dim / 32}, Fill::kScaleBytes);
     }
   } else {
     ops.q_values =
@@ -126,7 +135,8 @@ void fuzz_topk(FuzzInput& in) {
   const DType dtype = in.chance(80) ? DType::kBF16 : DType::kF32;
   Tensor logits = make_tensor(in, dtype, {rows, width}, Fill::kScores);
   const int k = pick_k(in, width, kMaxTopK);
-  Tensor out = make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
+  Tensor out =
+      make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
   Tensor ks, ke, lengths;
   RowRanges ranges;
   const int form = static_cast<int>(in.range(0, 2));
@@ -182,8 +192,10 @@ void fuzz_topk(FuzzInput& in) {
   expect_unchanged("topk_per_row", "ks", ks);
   expect_unchanged("topk_per_row", "ke", ke);
   expect_unchanged("topk_per_row", "lengths", lengths);
-  if (in.valid && !status.ok()) violation("topk_per_row", "refused a valid call: " + status.message());
-  if (status.ok() && in.valid) expect_topk("topk_per_row", out, logits.view, ranges, k, topk_options.sorted);
+  if (in.valid && !status.ok())
+    violation("topk_per_row", "refused a valid call: " + status.message());
+  if (status.ok() && in.valid)
+    expect_topk("topk_per_row", out, logits.view, ranges, k, topk_options.sorted);
 }
 
 void fuzz_prefill(FuzzInput& in) {
@@ -195,9 +207,9 @@ void fuzz_prefill(FuzzInput& in) {
   const int64_t key_dim = ops.mxfp4 ? ops.head_dim / 2 : ops.head_dim;
   Tensor key_values = make_tensor(in, ops.mxfp4 ? DType::kE2M1x2 : DType::kE4M3,
                                   {num_keys, key_dim}, Fill::kRawBytes);
-  Tensor key_scales = ops.mxfp4 ? make_tensor(in, DType::kUE8M0, {num_keys, ops.head_dim / 32},
-                                              Fill::kScaleBytes)
-                                : make_tensor(in, DType::kF32, {num_keys}, Fill::kKeyScales);
+  Tensor key_scales =
+      ops.mxfp4 ? make_tensor(in, DType::kUE8M0, {num_keys, ops.head_dim / 32}, Fill::kScaleBytes)
+                : make_tensor(in, DType::kF32, {num_keys}, Fill::kKeyScales);
   const QuantizedTensor keys{key_values.view, key_scales.view};
   Tensor ks = make_tensor(in, DType::kI32, {rows}, Fill::kZero);
   Tensor ke = make_tensor(in, DType::kI32, {rows}, Fill::kZero);
@@ -240,7 +252,8 @@ void fuzz_prefill(FuzzInput& in) {
       const std::vector<reference::Score> scores =
           reference::prefill_scores(ops.q(), keys, ops.weights.view, t, start, end);
       for (int64_t s = start; s < end; ++s) {
-        expect_close(op, logits.get<float>({t, s}), scores[s - start], ops.head_dim, ops.heads, t, s);
+        expect_close(op, logits.get<float>({t, s}), scores[s - start], ops.head_dim, ops.heads, t,
+                     s);
       }
       if (logits_options.clean) expect_clean_outside(op, logits, t, start, end);
     }
@@ -248,7 +261,8 @@ void fuzz_prefill(FuzzInput& in) {
 
   op = "indexer_prefill";
   const int k = pick_k(in, num_keys, kMaxTopK);
-  Tensor out = make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
+  Tensor out =
+      make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
   const TopKOptions topk_options{in.chance(128)};
   std::vector<uint8_t> workspace;
   const RunOptions options = make_run_options(
@@ -358,8 +372,8 @@ void fuzz_decode(FuzzInput& in) {
   context_lens.snapshot();
   logits.snapshot();
   const char* op = "paged_mqa_logits";
-  Status status = paged_mqa_logits(logits.view, ops.q(), cache, ops.weights.view,
-                                   context_lens.view, block_table.view, logits_options, logits_run);
+  Status status = paged_mqa_logits(logits.view, ops.q(), cache, ops.weights.view, context_lens.view,
+                                   block_table.view, logits_options, logits_run);
   ops.expect_unchanged_inputs(op);
   expect_unchanged(op, "cache", pages);
   expect_unchanged(op, "block_table", block_table);
@@ -369,8 +383,8 @@ void fuzz_decode(FuzzInput& in) {
     expect_untouched_outside(op, "logits", logits, rows, width);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t end = reference::decode_range(context_lens.view, next_n, r).end;
-      const std::vector<reference::Score> scores = reference::decode_scores(
-          ops.q(), cache, ops.weights.view, block_table.view, r, 0, end);
+      const std::vector<reference::Score> scores =
+          reference::decode_scores(ops.q(), cache, ops.weights.view, block_table.view, r, 0, end);
       for (int64_t s = 0; s < end; ++s) {
         expect_close(op, logits.get<float>({r, s}), scores[s], ops.head_dim, ops.heads, r, s);
       }
@@ -380,7 +394,8 @@ void fuzz_decode(FuzzInput& in) {
 
   op = "indexer_decode";
   const int k = pick_k(in, longest, kMaxTopK);
-  Tensor out = make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
+  Tensor out =
+      make_tensor(in, DType::kI32, {rows, std::max(k, 1) + in.range(0, 2)}, Fill::kRawBytes);
   const TopKOptions topk_options{in.chance(128)};
   std::vector<uint8_t> workspace;
   const RunOptions options = make_run_options(
@@ -414,13 +429,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace flashindexer::fuzz;
   FuzzInput in(data, size);
   switch (in.byte() % 7) {
-    case 0: fuzz_topk(in); break;
-    case 1: fuzz_prefill(in); break;
-    case 2: fuzz_decode(in); break;
-    case 3: fuzz_quantize(in); break;
-    case 4: fuzz_kcache(in); break;
-    case 5: fuzz_dcp(in); break;
-    default: fuzz_row_shard(in); break;
+    case 0:
+      fuzz_topk(in);
+      break;
+    case 1:
+      fuzz_prefill(in);
+      break;
+    case 2:
+      fuzz_decode(in);
+      break;
+    case 3:
+      fuzz_quantize(in);
+      break;
+    case 4:
+      fuzz_kcache(in);
+      break;
+    case 5:
+      fuzz_dcp(in);
+      break;
+    default:
+      fuzz_row_shard(in);
+      break;
   }
   return 0;
 }
