@@ -12,9 +12,10 @@
 // Build and run (clang): configure with -DCMAKE_CXX_COMPILER=clang++ -DFLASHINDEXER_CUDA=OFF
 // -DFLASHINDEXER_FUZZ=ON, build flashindexer_fuzz, then
 //   flashindexer_fuzz -max_total_time=60 <scratch corpus dir> tests/fuzz/corpus
-// (`make test` does this for 60 s). An input that fails goes into tests/fuzz/regressions/ under a
-// name that says what it broke; the test fuzz_regressions_replay (any sanitizer build) replays
-// every file there and in corpus/ through the same entry point.
+// (`make test` does this for 60 s). libFuzzer adds the inputs it finds to the first directory,
+// so that one must never be tests/fuzz/corpus. An input that fails goes into
+// tests/fuzz/regressions/ under a name that says what it broke; the test fuzz_regressions_replay
+// (any sanitizer build) replays every file there and in corpus/ through the same entry point.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
