@@ -54,10 +54,11 @@ test: build
 	$(VENV)/bin/python -m pytest tests/python
 	$(MAKE) --no-print-directory test-sanitize test-fuzz
 
-# On a machine with an H100/H200: every GPU test (C++ and Python), the sanitizers and the GPU
-# benchmarks side by side with PyTorch (README, "GPU testing"); logs in $(BUILD_DIR)/gpu-check.
+# On a machine with an H100/H200: every GPU test (C++ and Python), every GPU test under
+# compute-sanitizer memcheck, and `python -m bench all` (README, "GPU testing"); logs and the
+# benchmark page in $(BUILD_DIR)/gpu-check.
 gpu-check: build
-	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/bench/device_check.sh
+	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/gpu_check.sh
 
 clean:
 	rm -rf $(BUILD_DIR) build-py

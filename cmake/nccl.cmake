@@ -1,7 +1,7 @@
 # The NCCL transport (include/flashindexer/nccl.h), optional: AUTO builds it whenever the CUDA
 # backend is on and the NCCL headers are found; ON requires them; OFF leaves it out (its functions
 # then answer kUnsupported). Only the header is needed to build: the library is loaded at run time
-# (dlopen of libnccl.so.2, src/dist/nccl_library.cpp), first by soname, then from the path found
+# (dlopen of libnccl.so.2, src/multigpu/nccl_library.cpp), first by soname, then from the path found
 # here. Nothing else in the library sees NCCL: the definitions and include path are set on the
 # two transport sources only.
 #
@@ -54,7 +54,7 @@ print('\n'.join(s.submodule_search_locations) if s else '')
         list(APPEND _fi_nccl_definitions
           "FLASHINDEXER_NCCL_LIBRARY_PATH=\"${FLASHINDEXER_NCCL_LIBRARY}\"")
       endif()
-      set_source_files_properties(src/dist/nccl_library.cpp src/dist/nccl_transport.cpp
+      set_source_files_properties(src/multigpu/nccl_library.cpp src/api/nccl.cpp
         PROPERTIES COMPILE_DEFINITIONS "${_fi_nccl_definitions}"
                    INCLUDE_DIRECTORIES "${FLASHINDEXER_NCCL_INCLUDE_DIR}")
       target_link_libraries(flashindexer PRIVATE ${CMAKE_DL_LIBS})

@@ -20,50 +20,60 @@
 
 namespace flashindexer {
 
+// Which implementation of the CUDA indexer runs, and what the caller knows of its rows.
+//
+// The dense path (a logits slab + top-k, in row batches) and the fused path (no logits written)
+// return the same answer bit for bit. kAuto takes the dense path but for prefill calls whose rows
+// are known to be long (min_row_keys; cuda_prefill_path tells which path a call takes): the fused
+// path is level or ahead on rows of 17K-45K keys and more (by k and by how many requests the
+// chunk packs) and mostly behind on shorter rows, and a call's shape gives its chunk's packed
+// keys, not what a row sees (docs/design.md, "Dispatch"). At decode kAuto is always the dense
+// path. The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond). Both fields are
+// ignored on the CPU.
+struct IndexerOptions {
+  IndexerPath path = IndexerPath::kAuto;
+  // indexer_prefill on CUDA with kAuto: the fewest keys any row of the call sees (ke - ks), when
+  // the caller knows it (a serving engine knows its requests' context lengths); 0 = unknown. It
+  // only picks the path (a wrong value costs time, never the answer); must be >= 0.
+  int64_t min_row_keys = 0;
+};
+
 // out: [M, >= k] i32 (out); the other arguments as mqa_logits.
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                        const QuantizedTensor& keys, const TensorView& weights,
                        const TensorView& ks, const TensorView& ke, int k,
-                       const TopKOptions& topk_options = {}, const RunOptions& options = {});
+                       const TopKOptions& topk_options = {},
+                       const IndexerOptions& indexer_options = {}, const RunOptions& options = {});
 
 // out: [B * next_n, >= k] i32 (out); the other arguments as paged_mqa_logits.
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, int k, const TopKOptions& topk_options = {},
-                      const RunOptions& options = {});
+                      const IndexerOptions& indexer_options = {}, const RunOptions& options = {});
+
+// Deprecated, kept for one release: the same calls with the indexer's options read from
+// RunOptions::indexer_path and RunOptions::min_row_keys. Pass IndexerOptions instead.
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights,
+                       const TensorView& ks, const TensorView& ke, int k,
+                       const TopKOptions& topk_options, const RunOptions& options);
+Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, int k, const TopKOptions& topk_options,
+                      const RunOptions& options);
 
 // Bytes of caller workspace (RunOptions::workspace) indexer_prefill / indexer_decode use on the
 // CPU at `k` with `threads` CPU threads (0 = the OpenMP default); independent of rows and keys.
 size_t indexer_cpu_workspace_size(int k, int threads = 0);
 
-// A prefill chunk whose packed keys number at least kSeveralRequestsRatio times the keys its
-// shortest row sees holds several requests: the dense path's logits rows span all the chunk's
-// keys (its slab takes fewer rows per batch), the fused path's work only what the rows see. Two
-// requests already put the fused path level or ahead at the lower thresholds below (measured
-// with 2, 3, 4 and 8 requests per chunk); one causal request of at most 16384 rows never reaches
-// the ratio with its shortest row at those thresholds (it would need rows for half its keys).
-constexpr int64_t kSeveralRequestsRatio = 2;
-
-// The fewest keys every row must see (RunOptions::min_row_keys) for kAuto to take the fused path
-// at k <= kFusedMaxAutoK: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048; in a chunk of
-// several requests 17408, 23552 and 34816. Measured interleaved with the dense path at H = 32 and
-// 64, the fused path is level or ahead on every chunk whose rows see that many keys or more, and
-// behind on most with shorter rows; the smaller k is, the less its select costs and the earlier
-// it wins (docs/benchmarks.md, "Which path for which rows, by k").
-constexpr int64_t fused_min_row_keys(int k, bool several_requests = false) {
-  if (several_requests) return k <= 512 ? 17408 : k <= 1024 ? 23552 : 34816;
-  return k <= 512 ? 28672 : k <= 1024 ? 36864 : 45056;
-}
-constexpr int kFusedMaxAutoK = 2048;
-// Rows that see this many keys take the fused path under kAuto at every k <= kFusedMaxAutoK.
-constexpr int64_t kFusedMinRowKeys = fused_min_row_keys(kFusedMaxAutoK);
-
 // The path indexer_prefill takes on CUDA tensors with these options at `k`, over a chunk of
-// `num_keys` packed keys (keys.shape[0]; 0: unknown, taken as one request): options.indexer_path
-// unless it is kAuto; kAuto is kFused when k <= kFusedMaxAutoK and options.min_row_keys >=
-// fused_min_row_keys(k, several), several = (min_row_keys > 0 and num_keys >=
-// kSeveralRequestsRatio x min_row_keys), else kDense. indexer_decode's kAuto is always kDense
-// (docs/design.md).
+// `num_keys` packed keys (keys.shape[0]; 0: unknown, taken as one request):
+// indexer_options.path unless it is kAuto; under kAuto the fused path when k is at most 2048 and
+// the rows are known to be long enough (min_row_keys at least a threshold measured per k, lower
+// in a chunk that packs several requests), else the dense path. indexer_decode's kAuto is always
+// kDense.
+IndexerPath cuda_prefill_path(int k, const IndexerOptions& indexer_options, int64_t num_keys = 0);
+// Deprecated, kept for one release: the same query on RunOptions::indexer_path / min_row_keys.
 IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys = 0);
 
 // Recommended bytes of RunOptions::workspace for indexer_prefill / indexer_decode on CUDA tensors

@@ -59,15 +59,8 @@ struct TensorView {
   }
 };
 
-// Which implementation of the CUDA indexer runs (indexer_prefill / indexer_decode): the dense
-// path (logits slab + top-k in row batches) or the fused path (no logits written). Both return
-// the same answer bit for bit. kAuto is the dense path but for prefill calls whose rows are known
-// to be long (RunOptions::min_row_keys, fused_min_row_keys and cuda_prefill_path in indexer.h):
-// the fused path is level or ahead on rows of 17K-45K keys and more (by k and by how many
-// requests the chunk packs) and mostly behind on shorter rows, and
-// a call's shape gives its chunk's packed keys, not what a row sees (docs/design.md,
-// "Dispatch"). The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond).
-// Ignored on the CPU.
+// Which implementation of the CUDA indexer runs (IndexerOptions::path in indexer.h, where the
+// choice is explained): the dense path, the fused path, or the library's choice.
 enum class IndexerPath { kAuto, kDense, kFused };
 
 // Execution settings shared by every op.
@@ -80,10 +73,11 @@ struct RunOptions {
   size_t workspace_bytes = 0;
   // CPU threads; 0 = the OpenMP default. Results never depend on this number.
   int cpu_threads = 0;
+  // Deprecated, kept for one release: read only by the indexer overloads without IndexerOptions
+  // (indexer.h), which take them as IndexerOptions::path and IndexerOptions::min_row_keys; every
+  // other op ignores them. Not marked [[deprecated]]: GCC would then warn wherever a RunOptions
+  // is copied, not only where these fields are used.
   IndexerPath indexer_path = IndexerPath::kAuto;
-  // indexer_prefill on CUDA with kAuto: the fewest keys any row of the call sees (ke - ks), when
-  // the caller knows it (a serving engine knows its requests' context lengths); 0 = unknown. It
-  // only picks the path (a wrong value costs time, never the answer); must be >= 0.
   int64_t min_row_keys = 0;
 };
 

@@ -21,16 +21,16 @@ from .dist import (
     tp_row_shard_narrow,
     tp_row_shard_plan,
 )
-from .cache import PagedKCache, PagedKeys, build_k_cache, bytes_per_key, empty_k_cache, page_bytes
+from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
 from .ops import (
     QuantizedTensor,
     build_info,
+    build_k_cache,
     cuda_device_count,
     cuda_device_runs_kernels,
     cuda_prefill_path,
     dequantize_k_fp8,
     dequantize_mxfp4,
-    fused_min_row_keys,
     gather_k_workspace,
     indexer_cpu_workspace_size,
     indexer_cuda_workspace_size,
@@ -48,15 +48,12 @@ from .ops import (
 
 __version__ = _C.__version__
 MAX_TOPK = _C.MAX_TOPK
-FUSED_MIN_ROW_KEYS = _C.FUSED_MIN_ROW_KEYS
-SEVERAL_REQUESTS_RATIO = _C.SEVERAL_REQUESTS_RATIO
 
 __all__ = [
-    "FUSED_MIN_ROW_KEYS", "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor",
-    "SEVERAL_REQUESTS_RATIO", "build_info",
+    "MAX_TOPK", "PagedKCache", "PagedKeys", "QuantizedTensor", "build_info",
     "build_k_cache", "bytes_per_key", "cuda_device_count", "cuda_device_runs_kernels",
     "cuda_prefill_path", "dequantize_k_fp8",
-    "dequantize_mxfp4", "empty_k_cache", "fused_min_row_keys", "gather_k_workspace",
+    "dequantize_mxfp4", "empty_k_cache", "gather_k_workspace",
     "indexer_cpu_workspace_size",
     "indexer_cuda_workspace_size", "indexer_decode",
     "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",

@@ -5,7 +5,11 @@ needs nothing but the installed package and NumPy:
 
 * ``info``  prints the build (version, compiler, CUDA backend and archs) and the visible GPUs.
 * ``run``   runs a prefill chunk and a paged decode batch (next_n 1 and 2) on synthetic inputs
-            and verifies every row against ``flashindexer.reference``; exits 1 on a mismatch.
+            on the CPU or a GPU, checks on every row that the indexer selects the set
+            ``topk_per_row`` selects from the dense logits, and verifies a sample of rows against
+            ``flashindexer.reference``; exits 1 on a mismatch, 2 when the device cannot run it.
+            It takes the arguments of ``flashindexer run`` (``--device``, ``--preset``,
+            ``--seed``, ``--verify-rows``) with the same meaning; on CUDA it needs PyTorch.
 * ``bench`` times indexer_prefill, indexer_decode and topk_per_row on the CPU against the same
             computation in NumPy (the reference scoring plus ``np.argpartition``).
 """
@@ -19,11 +23,18 @@ import numpy as np
 import flashindexer as fi
 from flashindexer import reference
 
-# name: (prefill rows, prefill keys, decode batch, decode context, heads, k)
+# name: (prefill rows, prefill keys, decode batch, decode context, heads, k). The names, heads
+# and k are those of `flashindexer run --preset` (tools/cli/workload.cpp); the shapes are smaller.
 PRESETS = {
     "small": (32, 2048, 4, 1500, 32, 64),
     "v32": (64, 8192, 8, 8192, 64, 2048),
+    "v4flash": (64, 8192, 8, 8192, 64, 512),
+    "glm5": (64, 8192, 8, 8192, 32, 2048),
 }
+RUN_DEFAULT_PRESET = "v32"  # as `flashindexer run`
+BENCH_DEFAULT_PRESET = "small"
+EXIT_MISMATCH = 1
+EXIT_FAILURE = 2
 
 
 def _workload(preset, seed):
@@ -51,16 +62,6 @@ def _workload(preset, seed):
     return prefill, decode
 
 
-def _verify(name, selected, exact, tolerance, k, starts=None):
-    try:
-        reference.check_topk(selected, exact, k, tolerance, starts)
-    except AssertionError as error:
-        print(f"{name}: MISMATCH: {error}")
-        return False
-    print(f"{name}: {selected.shape[0]} rows verified against the reference")
-    return True
-
-
 def command_info(_args):
     info = fi.build_info()
     print(f"flashindexer {info['version']} (Python binding)")
@@ -74,25 +75,171 @@ def command_info(_args):
     return 0
 
 
-def command_run(args):
-    prefill, decodes = _workload(args.preset, args.seed)
+class DeviceUnavailable(Exception):
+    """The device asked for cannot run the workload; the message says why."""
+
+
+def _run_device(requested):
+    """'cpu' or 'cuda' for --device, as `flashindexer run` picks it: auto is CUDA when this build
+    has the CUDA backend and a GPU is visible (and here PyTorch with CUDA holds the tensors)."""
+    if requested == "cpu":
+        return "cpu"
+    gpus = fi.cuda_device_count()
+    if requested == "auto" and gpus == 0:
+        return "cpu"
+    if not fi.build_info()["cuda"]:
+        raise DeviceUnavailable("this build has no CUDA backend (-DFLASHINDEXER_CUDA=ON)")
+    if gpus == 0:
+        raise DeviceUnavailable("no CUDA device is visible")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        if requested == "auto":
+            print("note: PyTorch with CUDA is not importable, so the GPU cannot hold the "
+                  "tensors: running on the CPU")
+            return "cpu"
+        raise DeviceUnavailable("--device cuda needs PyTorch with CUDA to hold the tensors "
+                                "(pip install torch)")
+    return "cuda"
+
+
+def _to_device(x, device):
+    """`x` (a NumPy array) on `device`; 8-bit floats travel as their bytes."""
+    if device == "cpu" or x is None:
+        return x
+    import torch
+
+    array = np.array(x)  # a writable, contiguous copy, as torch.from_numpy wants
+    if array.dtype.itemsize == 1 and array.dtype != np.uint8:
+        array = array.view(np.uint8)
+    return torch.from_numpy(array).cuda()
+
+
+def _host(x):
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
+def _on_device(prefill, decodes, device):
+    """The workload's operands on `device` (the NumPy originals stay for the reference)."""
+    def move(operands):
+        moved = {}
+        for name, value in operands.items():
+            if isinstance(value, fi.QuantizedTensor):
+                value = fi.QuantizedTensor(_to_device(value.values, device),
+                                           _to_device(value.scales, device))
+            elif isinstance(value, fi.PagedKCache):
+                value = fi.PagedKCache(_to_device(value.data, device), value.page_size,
+                                       value.head_dim, value.format)
+            elif isinstance(value, np.ndarray):
+                value = _to_device(value, device)
+            moved[name] = value
+        return moved
+    return move(prefill), [move(decode) for decode in decodes]
+
+
+def _sample(rows, count):
+    """Up to `count` rows spread evenly over `rows`, the last (it sees the most keys) included."""
+    count = min(count, rows)
+    if count <= 0:
+        return np.zeros(0, np.int64)
+    return np.unique(np.linspace(rows - 1, 0, count).round().astype(np.int64))
+
+
+def _same_sets(name, selected, dense, k):
+    """Every row of the indexer's output holds the set topk_per_row selects from the logits."""
+    got = np.sort(selected[:, :k], axis=1)
+    expected = np.sort(dense[:, :k], axis=1)
+    bad = np.flatnonzero(np.any(got != expected, axis=1))
+    if bad.size:
+        print(f"{name}: MISMATCH: {bad.size} rows differ from topk_per_row(logits), "
+              f"first row {bad[0]}")
+        return False
+    return True
+
+
+def _oracle(name, selected, exact, tolerance, k, starts, rows):
+    """The sampled `rows` of the indexer's output against the reference scores of those rows."""
+    try:
+        reference.check_topk(selected, exact, k, tolerance, starts)
+    except AssertionError as error:
+        print(f"{name}: MISMATCH against the reference: {error} (of rows {rows.tolist()})")
+        return False
+    return True
+
+
+def _run_on(device, prefill, decodes, verify_rows):
+    """Runs and checks the workload on `device`; True when every check passes."""
+    tensor_cores = device == "cuda"  # the CUDA scoring sums FP8 products on tensor cores
+    on_prefill, on_decodes = _on_device(prefill, decodes, device)
     ok = True
-    top = fi.indexer_prefill(**prefill, sorted=True)
-    exact = reference.mqa_logits(prefill["q"], prefill["keys"], prefill["weights"], prefill["ks"],
-                                 prefill["ke"]).astype(np.float64)
-    tolerance = reference.score_tolerance(prefill["q"], prefill["keys"], prefill["weights"])
-    ok &= _verify("indexer_prefill", top, exact, tolerance, prefill["k"], prefill["ks"])
-    for decode in decodes:
-        top = fi.indexer_decode(**decode, sorted=True)
-        exact = reference.paged_mqa_logits(decode["q"], decode["cache"], decode["weights"],
-                                           decode["context_lens"], decode["block_table"])
-        decode_tolerance = reference.paged_score_tolerance(
-            decode["q"], decode["cache"], decode["weights"], decode["context_lens"],
-            decode["block_table"])
-        name = f"indexer_decode next_n={decode['q'].shape[1]}"
-        ok &= _verify(name, top, exact.astype(np.float64), decode_tolerance, decode["k"])
+
+    k = prefill["k"]
+    top = _host(fi.indexer_prefill(**on_prefill, sorted=True))
+    logits = fi.mqa_logits(on_prefill["q"], on_prefill["keys"], on_prefill["weights"],
+                           on_prefill["ks"], on_prefill["ke"])
+    dense = _host(fi.topk_per_row(logits, k, ks=on_prefill["ks"], ke=on_prefill["ke"]))
+    ok &= _same_sets("indexer_prefill", top, dense, k)
+    rows = _sample(top.shape[0], verify_rows)
+    if rows.size:
+        part = {name: prefill[name][rows] for name in ("q", "weights", "ks", "ke")}
+        exact = reference.mqa_logits(part["q"], prefill["keys"], part["weights"], part["ks"],
+                                     part["ke"]).astype(np.float64)
+        tolerance = reference.score_tolerance(part["q"], prefill["keys"], part["weights"],
+                                              tensor_cores=tensor_cores)
+        ok &= _oracle("indexer_prefill", top[rows], exact, tolerance, k, part["ks"], rows)
+    print(f"indexer_prefill: {top.shape[0]} rows equal topk_per_row(logits), {rows.size} "
+          "verified against the reference")
+
+    # The decode batches share verify_rows evenly, as in `flashindexer run`.
+    for index, (decode, on_decode) in enumerate(zip(decodes, on_decodes)):
+        share = verify_rows // len(decodes) + (index < verify_rows % len(decodes))
+        batch, next_n = decode["q"].shape[:2]
+        k = decode["k"]
+        top = _host(fi.indexer_decode(**on_decode, sorted=True))
+        logits = fi.paged_mqa_logits(on_decode["q"], on_decode["cache"], on_decode["weights"],
+                                     on_decode["context_lens"], on_decode["block_table"])
+        dense = _host(fi.topk_per_row(logits, k, lengths=on_decode["context_lens"],
+                                      next_n=next_n))
+        name = f"indexer_decode next_n={next_n}"
+        ok &= _same_sets(name, top, dense, k)
+        rows = _sample(top.shape[0], share)
+        if rows.size:
+            # The reference scores whole requests: those holding the sampled rows.
+            requests = np.unique(rows // next_n)
+            heads = decode["weights"].shape[1]
+            weights = decode["weights"].reshape(batch, next_n, heads)[requests].reshape(-1, heads)
+            part = (decode["q"][requests], decode["cache"], weights,
+                    decode["context_lens"][requests], decode["block_table"][requests])
+            exact = reference.paged_mqa_logits(*part).astype(np.float64)
+            tolerance = reference.paged_score_tolerance(*part, tensor_cores=tensor_cores)
+            local = np.searchsorted(requests, rows // next_n) * next_n + rows % next_n
+            ok &= _oracle(name, top[rows], exact[local], tolerance[local], k, None, rows)
+        print(f"{name}: {top.shape[0]} rows equal topk_per_row(logits), {rows.size} verified "
+              "against the reference")
+    return ok
+
+
+def command_run(args):
+    try:
+        device = _run_device(args.device)
+    except DeviceUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    prefill, decodes = _workload(args.preset, args.seed)
+    print(f"flashindexer {fi.__version__} run: preset {args.preset}, device {device}, "
+          f"seed {args.seed}")
+    try:
+        ok = _run_on(device, prefill, decodes, args.verify_rows)
+    except NotImplementedError as error:
+        if args.device != "auto" or device == "cpu":
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"note: the CUDA backend does not run this workload ({error}): running on the CPU")
+        ok = _run_on("cpu", prefill, decodes, args.verify_rows)
     print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return 0 if ok else EXIT_MISMATCH
 
 
 def _time(body, repeats):
@@ -129,18 +276,32 @@ def command_bench(args):
     return 0
 
 
+def _non_negative(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m flashindexer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="the build and the visible GPUs")
-    for name, help_text in (("run", "run and verify a synthetic workload"),
-                            ("bench", "time the CPU ops against NumPy")):
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--preset", choices=sorted(PRESETS), default="small")
-        sub.add_argument("--seed", type=int, default=1)
-        if name == "bench":
-            sub.add_argument("--repeats", type=int, default=5)
+    # The arguments of `flashindexer run` (tools/cli/main.cpp), with the same meaning.
+    run = commands.add_parser("run", help="run and verify a synthetic workload")
+    run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                     help="device to run on (auto: CUDA when a GPU is visible; default auto)")
+    run.add_argument("--preset", choices=sorted(PRESETS), default=RUN_DEFAULT_PRESET,
+                     help=f"workload (default {RUN_DEFAULT_PRESET})")
+    run.add_argument("--seed", type=int, default=1, help="seed of the workload (default 1)")
+    run.add_argument("--verify-rows", type=_non_negative, default=8,
+                     help="rows per phase (prefill; decode, split over its batches) checked "
+                          "against the reference oracle (default 8)")
+    bench = commands.add_parser("bench", help="time the CPU ops against NumPy")
+    bench.add_argument("--preset", choices=sorted(PRESETS), default=BENCH_DEFAULT_PRESET)
+    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     return {"info": command_info, "run": command_run, "bench": command_bench}[args.command](args)
 

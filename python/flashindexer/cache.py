@@ -1,4 +1,4 @@
-"""The paged indexer K cache as Python sees it, and helpers to build one.
+"""The paged indexer K cache as Python sees it (ops.build_k_cache fills one from keys).
 
 A page holds ``page_size`` keys: FP8 pages hold all keys' D e4m3 bytes, then their fp32 scales
 (D + 4 bytes per key); MXFP4 pages all keys' D/2 packed E2M1 bytes, then their D/32 UE8M0 bytes.
@@ -62,43 +62,3 @@ class PagedKeys(NamedTuple):
     cache: PagedKCache
     block_table: Any  # [B, max pages] int32; unused entries are 0
     seq_lens: Any  # [B] int32
-
-
-def build_k_cache(sequences, page_size=64, format="fp8", *, shuffle_pages=False, seed=0):
-    """Quantizes each request's keys into a new paged cache.
-
-    sequences: a list of [n_b, D] float32 or bfloat16 tensors (one per request, one framework
-    and device). Request b's keys get pages of their own, in order, or in a random permutation
-    of the pages when ``shuffle_pages`` (as an engine's allocator leaves them).
-    Returns PagedKeys(cache, block_table [B, P] int32, seq_lens [B] int32) beside the keys.
-    """
-    if not sequences:
-        raise ValueError("build_k_cache: sequences is empty, expected one [n, D] tensor per "
-                         "request")
-    like = sequences[0]
-    head_dim = int(like.shape[-1])
-    lengths = [int(s.shape[0]) for s in sequences]
-    pages_per_request = [(n + page_size - 1) // page_size for n in lengths]
-    total_pages = sum(pages_per_request)
-    order = np.arange(total_pages, dtype=np.int32)
-    if shuffle_pages:
-        order = np.random.default_rng(seed).permutation(total_pages).astype(np.int32)
-    block_table = np.zeros((len(sequences), max(max(pages_per_request), 1)), dtype=np.int32)
-    first = 0
-    for b, pages in enumerate(pages_per_request):
-        block_table[b, :pages] = order[first:first + pages]
-        first += pages
-    cache = empty_k_cache(max(total_pages, 1), page_size, head_dim, format, like=like)
-    from .ops import insert_k_cache
-
-    for b, keys in enumerate(sequences):
-        positions = np.arange(lengths[b], dtype=np.int64)
-        slots = block_table[b, positions // page_size].astype(np.int64) * page_size + (
-            positions % page_size
-        )
-        insert_k_cache(cache, keys, _tensors.from_numpy(like, slots))
-    return PagedKeys(
-        cache,
-        _tensors.from_numpy(like, block_table),
-        _tensors.from_numpy(like, np.asarray(lengths, dtype=np.int32)),
-    )

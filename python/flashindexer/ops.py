@@ -23,9 +23,20 @@ Conventions shared by every op:
 
 from typing import Any, NamedTuple, Optional
 
+import numpy as np
+
 from . import _C
-from ._tensors import device_index, empty, is_cuda, raw, shape, stream_handle
-from .cache import PagedKCache
+from ._tensors import (
+    device_index,
+    empty,
+    framework,
+    from_numpy,
+    is_cuda,
+    raw,
+    shape,
+    stream_handle,
+)
+from .cache import PagedKCache, PagedKeys, empty_k_cache
 
 
 class QuantizedTensor(NamedTuple):
@@ -121,6 +132,44 @@ def insert_k_cache(cache: PagedKCache, keys, slot_mapping, *, stream=None, cpu_t
     """
     _C.insert_k_cache(cache, raw(keys), raw(slot_mapping), stream_handle(stream, [keys]),
                       cpu_threads)
+
+
+def build_k_cache(sequences, page_size=64, format="fp8", *, shuffle_pages=False, seed=0):
+    """Quantizes each request's keys into a new paged cache.
+
+    sequences: a list of [n_b, D] float32 or bfloat16 tensors (one per request, one framework
+    and device). Request b's keys get pages of their own, in order, or in a random permutation
+    of the pages when ``shuffle_pages`` (as an engine's allocator leaves them).
+    Returns PagedKeys(cache, block_table [B, P] int32, seq_lens [B] int32) beside the keys.
+    """
+    if not sequences:
+        raise ValueError("build_k_cache: sequences is empty, expected one [n, D] tensor per "
+                         "request")
+    like = sequences[0]
+    head_dim = int(like.shape[-1])
+    lengths = [int(s.shape[0]) for s in sequences]
+    pages_per_request = [(n + page_size - 1) // page_size for n in lengths]
+    total_pages = sum(pages_per_request)
+    order = np.arange(total_pages, dtype=np.int32)
+    if shuffle_pages:
+        order = np.random.default_rng(seed).permutation(total_pages).astype(np.int32)
+    block_table = np.zeros((len(sequences), max(max(pages_per_request), 1)), dtype=np.int32)
+    first = 0
+    for b, pages in enumerate(pages_per_request):
+        block_table[b, :pages] = order[first:first + pages]
+        first += pages
+    cache = empty_k_cache(max(total_pages, 1), page_size, head_dim, format, like=like)
+    for b, keys in enumerate(sequences):
+        positions = np.arange(lengths[b], dtype=np.int64)
+        slots = block_table[b, positions // page_size].astype(np.int64) * page_size + (
+            positions % page_size
+        )
+        insert_k_cache(cache, keys, from_numpy(like, slots))
+    return PagedKeys(
+        cache,
+        from_numpy(like, block_table),
+        from_numpy(like, np.asarray(lengths, dtype=np.int32)),
+    )
 
 
 def gather_k_workspace(cache: PagedKCache, block_table, cu_seq_lens, *, num_keys=None, out=None,
@@ -224,11 +273,25 @@ def indexer_cuda_workspace_size(k, device=-1):
     return int(_C.indexer_cuda_workspace_size(k, device))
 
 
-def _indexer_workspace(weights, k, workspace):
-    """The caller's workspace, or the recommended one beside CUDA inputs (None on the CPU)."""
+# The default CUDA workspace of the indexer ops, kept per (framework, device, stream, k): it is
+# 256 MiB and more, so allocating it per call costs more than many calls. Calls on one stream
+# run in order, so they can share a buffer; calls on different streams may overlap, so each
+# stream has its own.
+_default_workspaces = {}
+
+
+def _indexer_workspace(weights, k, workspace, stream):
+    """The caller's workspace, or the cached recommended one beside CUDA inputs (None on the
+    CPU)."""
     if workspace is not None or not is_cuda(weights):
         return workspace
-    return empty(weights, (indexer_cuda_workspace_size(k, device_index(weights)),), "u8")
+    device = device_index(weights)
+    key = (framework(weights), device, stream, int(k))
+    cached = _default_workspaces.get(key)
+    if cached is None:
+        cached = empty(weights, (indexer_cuda_workspace_size(k, device),), "u8")
+        _default_workspaces[key] = cached
+    return cached
 
 
 def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=False, out=None,
@@ -271,23 +334,23 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     (or MXFP4); weights: [M, H] float32; ks, ke: [M] int32, 0 <= ks <= ke <= N.
     Returns out [M, k] int32: key indices relative to ks[t], -1 past a row's visible keys.
     CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
-    per call; pass one to keep allocation off the hot path (any size >= one batch of rows works).
+    at the first call and kept for later calls on the same device, stream and k; pass one to
+    choose its size and lifetime (any size >= one batch of rows works).
     path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit).
     min_row_keys: the fewest keys any row sees (min of ke - ks), when the caller knows it without
-    reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and
-    min_row_keys >= fused_min_row_keys(k, several_requests) (28672 at k <= 512, 36864 at k <= 1024,
-    45056 up to 2048; 17408, 23552 and 34816 when the chunk packs several requests, i.e. keys
-    number at least SEVERAL_REQUESTS_RATIO x min_row_keys: rows that long are where it is level or
-    ahead), else the dense one. A wrong value costs time, never the answer. Ignored on the CPU.
+    reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and the rows
+    are long enough for it to be level or ahead (thresholds measured per k, lower when the chunk
+    packs several requests; cuda_prefill_path tells the path of given arguments), else the dense
+    one. A wrong value costs time, never the answer. Ignored on the CPU.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
         out = empty(weights, (shape(weights, "indexer_prefill: weights")[0], k), "i32")
-    workspace = _indexer_workspace(weights, k, workspace)
+    stream = stream_handle(stream, [weights])
+    workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
-                       raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted,
-                       stream_handle(stream, [weights]), workspace, cpu_threads, path,
-                       min_row_keys)
+                       raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted, stream,
+                       workspace, cpu_threads, path, min_row_keys)
     return out
 
 
@@ -303,10 +366,11 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     q = _quantized("q", q)
     if out is None:
         out = empty(weights, (shape(weights, "indexer_decode: weights")[0], k), "i32")
-    workspace = _indexer_workspace(weights, k, workspace)
+    stream = stream_handle(stream, [weights])
+    workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
-                      raw(context_lens), raw(block_table), k, sorted,
-                      stream_handle(stream, [weights]), workspace, cpu_threads, path)
+                      raw(context_lens), raw(block_table), k, sorted, stream, workspace,
+                      cpu_threads, path)
     return out
 
 
@@ -328,17 +392,10 @@ def cuda_device_count():
 def cuda_prefill_path(k, path="auto", min_row_keys=0, num_keys=0):
     """"dense" or "fused": the CUDA implementation indexer_prefill runs with these arguments over
     a chunk of num_keys packed keys (0: unknown, taken as one request). "auto" is "fused" when
-    k <= 2048 and min_row_keys >= fused_min_row_keys(k, several_requests), several_requests being
-    min_row_keys > 0 and num_keys >= SEVERAL_REQUESTS_RATIO x min_row_keys; else "dense"."""
+    k <= 2048 and min_row_keys reaches a threshold measured per k (28672 keys at k <= 512, 36864
+    at k <= 1024, 45056 up to 2048; 17408, 23552 and 34816 when num_keys is at least twice
+    min_row_keys, i.e. the chunk packs several requests); else "dense"."""
     return _C.cuda_prefill_path(int(k), path, int(min_row_keys), int(num_keys))
-
-
-def fused_min_row_keys(k, several_requests=False):
-    """The fewest keys every row must see (indexer_prefill's min_row_keys) for path="auto" to take
-    the fused path at k <= 2048: 28672 at k <= 512, 36864 at k <= 1024, 45056 up to 2048
-    (FUSED_MIN_ROW_KEYS, enough at every such k); in a chunk of several requests 17408, 23552 and
-    34816. Above 2048 "auto" stays dense."""
-    return int(_C.fused_min_row_keys(int(k), bool(several_requests)))
 
 
 def cuda_device_runs_kernels(device=0, reason=False):

@@ -21,7 +21,8 @@ indexer_decode(...)                   [B * next_n, k] int32
 
 Every op has a fake (meta) implementation giving the output shapes, so it traces under
 torch.compile, and runs on PyTorch's current CUDA stream with workspace from PyTorch's caching
-allocator, so it can be captured in a CUDA graph (the ops whose CUDA backend exists:
+allocator (the indexer's, kept per device, stream and k after its first call), so it can be
+captured in a CUDA graph (the ops whose CUDA backend exists:
 topk_per_row and dequantize_k_fp8; the others raise NotImplementedError on CUDA tensors).
 Quantized operands are passed as separate values / scales tensors (scales None for FP8
 queries); the paged cache as its uint8 page tensor plus page_size, head_dim and format.

@@ -202,23 +202,22 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView out_view = args.output("out", out);
-  fi::RunOptions options = args.options(stream, workspace, cpu_threads);
-  options.indexer_path = parse_path("indexer_prefill", path);
-  options.min_row_keys = min_row_keys;
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  const fi::IndexerOptions indexer_options{.path = parse_path("indexer_prefill", path),
+                                           .min_row_keys = min_row_keys};
   args.run([&] {
     return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
-                               fi::TopKOptions{.sorted = sorted}, options);
+                               fi::TopKOptions{.sorted = sorted}, indexer_options, options);
   });
 }
 
 // "dense" or "fused": the CUDA path indexer_prefill takes (fi::cuda_prefill_path).
 std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_keys,
                               int64_t num_keys) {
-  fi::RunOptions options;
-  options.indexer_path = parse_path("cuda_prefill_path", path);
-  options.min_row_keys = min_row_keys;
-  return fi::cuda_prefill_path(k, options, num_keys) == fi::IndexerPath::kFused ? "fused"
-                                                                                 : "dense";
+  const fi::IndexerOptions indexer_options{.path = parse_path("cuda_prefill_path", path),
+                                           .min_row_keys = min_row_keys};
+  return fi::cuda_prefill_path(k, indexer_options, num_keys) == fi::IndexerPath::kFused ? "fused"
+                                                                                         : "dense";
 }
 
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
@@ -229,11 +228,12 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
   const DecodeInputs in =
       decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
   const fi::TensorView out_view = args.output("out", out);
-  fi::RunOptions options = args.options(stream, workspace, cpu_threads);
-  options.indexer_path = parse_path("indexer_decode", path);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  const fi::IndexerOptions indexer_options{.path = parse_path("indexer_decode", path)};
   args.run([&] {
     return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens,
-                              in.block_table, k, fi::TopKOptions{.sorted = sorted}, options);
+                              in.block_table, k, fi::TopKOptions{.sorted = sorted},
+                              indexer_options, options);
   });
 }
 
@@ -261,12 +261,6 @@ NB_MODULE(_C, m) {
   m.doc() = "FlashIndexer C++ API over DLPack tensors (use the flashindexer package instead).";
   m.attr("__version__") = fi::kVersion;
   m.attr("MAX_TOPK") = fi::kMaxTopK;
-  m.attr("FUSED_MIN_ROW_KEYS") = fi::kFusedMinRowKeys;
-  m.attr("SEVERAL_REQUESTS_RATIO") = fi::kSeveralRequestsRatio;
-  m.def(
-      "fused_min_row_keys",
-      [](int k, bool several_requests) { return fi::fused_min_row_keys(k, several_requests); },
-      nb::arg("k"), nb::arg("several_requests") = false);
   const auto stream = nb::arg("stream") = 0;
   const auto threads = nb::arg("cpu_threads") = 0;
   const auto workspace = nb::arg("workspace").none() = nb::none();

@@ -53,6 +53,14 @@ class ArgCheck {
   Status status_;
 };
 
+// The answer of an op on CUDA tensors that has no CUDA implementation in this build (an op
+// without a CUDA backend, or any op in a build without CUDA).
+inline Status not_on_cuda(const char* op) {
+  return Status::Unsupported(
+      concat(op, ": CUDA tensors are not supported by this build (the CUDA backend of this op "
+                 "is not available yet); pass CPU tensors"));
+}
+
 // Bytes spanned by a view (from its first to one past its last element).
 int64_t span_elements(const TensorView& view);
 

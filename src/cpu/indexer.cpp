@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "cpu/cpu_ops.h"
-#include "cpu/row_blocks.h"
-#include "cpu/streaming_topk.h"
+#include "cpu/scoring/row_blocks.h"
+#include "cpu/topk/streaming_topk.h"
 
 namespace flashindexer::cpu {
 namespace {

@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "cpu/cpu_ops.h"
-#include "cpu/row_blocks.h"
+#include "cpu/scoring/row_blocks.h"
 
 namespace flashindexer::cpu {
 namespace {

@@ -9,7 +9,7 @@
 namespace flashindexer::cpu {
 namespace {
 
-constexpr int kMaxHeadDim = 1024;  // rows longer than this are rejected by src/ops
+constexpr int kMaxHeadDim = 1024;  // rows longer than this are rejected by src/api
 
 float row_amax(const float* x, int n) {
   float amax = 0.0f;

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
+#include "core/rows.h"
 #include "cpu/cpu_ops.h"
-#include "cpu/decode_rows.h"
-#include "cpu/streaming_topk.h"
+#include "cpu/topk/streaming_topk.h"
 #include "flashindexer/formats.h"
 
 namespace flashindexer::cpu {
@@ -104,15 +104,15 @@ void topk_per_row(const TensorView& out, const TensorView& logits, const RowRang
   const int64_t rows = out.shape[0];
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t start = 0;
-    int64_t end;
-    if (ranges.is_prefill()) {
-      start = *element<int32_t>(ranges.ks, r);
-      end = *element<int32_t>(ranges.ke, r);
-    } else {
-      end = decode_row_end(ranges.lengths, ranges.next_n, r);
-    }
-    const int64_t visible = std::max<int64_t>(end - start, 0);
+    // The checks keep every range within the logits, so the clamp changes nothing here.
+    const int64_t width = logits.shape[1];
+    const rows::Range range =
+        ranges.is_prefill()
+            ? rows::prefill_range(*element<int32_t>(ranges.ks, r), *element<int32_t>(ranges.ke, r),
+                                  width)
+            : rows::decode_range(rows::decode_row_end(ranges.lengths, ranges.next_n, r), width);
+    const int64_t start = range.start;
+    const int64_t visible = range.end - range.start;
     uint64_t* buffer = static_cast<uint64_t*>(workspace) +
                        omp_get_thread_num() * streaming_topk_capacity(k);
     int32_t* out_row = element<int32_t>(out, r, 0);

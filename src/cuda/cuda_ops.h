@@ -1,7 +1,8 @@
-// The CUDA backend's entry points. Arguments arrive validated by src/ops; `stream` is a
+// The CUDA backend's entry points. Arguments arrive validated by src/api; `stream` is a
 // cudaStream_t. Every op is asynchronous on its stream and graph-capturable.
 #pragma once
 
+#include "flashindexer/indexer.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
 #include "flashindexer/status.h"
@@ -25,31 +26,32 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const TensorView& context_lens, const TensorView& block_table, bool clean,
                         void* stream);
 
-// topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/ops.
+// topk_per_row on CUDA tensors (see flashindexer/topk.h); arguments validated by src/api.
 // Rows are split across CTAs when they are too few to fill the GPU; that needs
 // topk_per_row_workspace_size(rows, width, k) bytes of options.workspace (0 otherwise).
-// leave_empty_rows: rows with no visible key are not written (the fused indexer's fallback).
 Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
-                    bool sorted, const RunOptions& options, bool leave_empty_rows = false);
+                    bool sorted, const RunOptions& options);
 size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k);
 // The most topk_per_row_workspace_size returns at this k for any rows and width.
 size_t topk_per_row_workspace_bound(int k);
 
 // indexer_prefill / indexer_decode on CUDA tensors (see flashindexer/indexer.h), exactly
-// topk_per_row(mqa_logits(...)) / topk_per_row(paged_mqa_logits(...)): the rows run in batches
-// whose logits fit in options.workspace (indexer_workspace_size(k) bytes or more; a larger
+// topk_per_row(mqa_logits(...)) / topk_per_row(paged_mqa_logits(...)) by the path asked for
+// (kAuto: dense; the caller resolves the prefill choice, cuda_prefill_path): the rows run in
+// batches whose logits fit in options.workspace (indexer_workspace_size(k) bytes or more; a larger
 // workspace means fewer, larger batches), so memory does not grow with rows or keys.
+// options.indexer_path and options.min_row_keys are not read.
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                       bool sorted, const RunOptions& options);
+                       bool sorted, IndexerPath path, const RunOptions& options);
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
-                      const TensorView& block_table, int k, bool sorted, const RunOptions& options);
+                      const TensorView& block_table, int k, bool sorted, IndexerPath path,
+                      const RunOptions& options);
 size_t indexer_workspace_size(int k);
 
-// The two implementations behind them (options.indexer_path picks one): the dense pair over a
-// logits slab, and the fused path that never writes the logits (fused_indexer.cu). Both take
-// the same workspace.
+// The dense path behind them (indexer/dense_indexer.cu): the dense pair over a logits slab. The
+// fused path's entries are internal to it (sm90_fused/fused_indexer.h).
 Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
@@ -58,21 +60,5 @@ Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
                             bool sorted, const RunOptions& options);
-Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
-                             const QuantizedTensor& keys, const TensorView& weights,
-                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                             const RunOptions& options);
-Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
-                            const PagedKCache& cache, const TensorView& weights,
-                            const TensorView& context_lens, const TensorView& block_table, int k,
-                            bool sorted, const RunOptions& options);
-
-// Tests only: a workspace in which the fused path runs at least `batch_rows` rows per batch
-// (and its fallback as many), for rows of `width` keys.
-size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k);
-
-// Tests only: candidate slots per row of the fused path (0: the default), so that small inputs
-// exercise its overflow fallback. Not thread-safe with concurrent indexer calls.
-void set_fused_capacity_for_testing(int capacity);
 
 }  // namespace flashindexer::cuda

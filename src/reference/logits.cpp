@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/rows.h"
 #include "reference/reference.h"
 
 namespace flashindexer::reference {
@@ -151,9 +152,10 @@ Range decode_range(const TensorView& context_lens, int next_n, int64_t row) {
   } else if (next_n == 1) {
     end = read_i32(context_lens, row);
   } else {
-    end = static_cast<int64_t>(read_i32(context_lens, row / next_n)) - next_n + row % next_n + 1;
+    end = rows::decode_end(read_i32(context_lens, row / next_n), next_n,
+                           static_cast<int>(row % next_n));
   }
-  return {0, std::max<int64_t>(end, 0)};
+  return {0, rows::decode_range(end, rows::kUnbounded).end};
 }
 
 Range row_range(const RowRanges& ranges, int64_t row) {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "test_inputs.h"
+#include "support/compare.h"
 
 namespace fitest {
 namespace {
@@ -307,46 +307,57 @@ TEST(IndexerPrefill, RejectsNegativeMinRowKeys) {
   Rng rng(8);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 4, 100, 32, 128);
   HostTensor out = poisoned_topk_output(4, 8);
+  IndexerOptions indexer_options;
+  indexer_options.min_row_keys = -1;
+  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                         p.ks.view(), p.ke.view(), 8, TopKOptions{},
+                                         indexer_options),
+                         StatusCode::kInvalidArgument, {"indexer_options.min_row_keys"}));
+  // The overload kept for one release reads it from RunOptions and names it there.
   RunOptions options;
   options.min_row_keys = -1;
   EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
                                          p.ks.view(), p.ke.view(), 8, TopKOptions{}, options),
-                         StatusCode::kInvalidArgument, {"min_row_keys"}));
+                         StatusCode::kInvalidArgument, {"options.min_row_keys"}));
 }
 
 // kAuto takes the fused path only for long rows the caller vouches for, at k <= 2048; an explicit
 // path is kept whatever the hint.
 TEST(IndexerPrefill, AutoPathIsFusedOnlyForRowsKnownToBeLong) {
   auto path = [](int k, IndexerPath asked, int64_t min_row_keys, int64_t num_keys = 0) {
+    const IndexerPath chosen = cuda_prefill_path(k, IndexerOptions{asked, min_row_keys}, num_keys);
+    // The overload kept for one release answers the same from RunOptions.
     RunOptions options;
     options.indexer_path = asked;
     options.min_row_keys = min_row_keys;
-    return cuda_prefill_path(k, options, num_keys);
+    EXPECT_EQ(cuda_prefill_path(k, options, num_keys), chosen) << "k=" << k;
+    return chosen;
   };
+  // The measured thresholds (the fewest keys every row must see), written out so that a change
+  // of the rule shows here: 28672 keys at k <= 512, 36864 at k <= 1024, 45056 up to k = 2048,
+  // the largest k kAuto ever sends to the fused path.
+  constexpr int64_t kLongestThreshold = 45056;
   EXPECT_EQ(path(2048, IndexerPath::kAuto, 0), IndexerPath::kDense);
-  EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys - 1), IndexerPath::kDense);
-  EXPECT_EQ(path(2048, IndexerPath::kAuto, kFusedMinRowKeys), IndexerPath::kFused);
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, kLongestThreshold - 1), IndexerPath::kDense);
+  EXPECT_EQ(path(2048, IndexerPath::kAuto, kLongestThreshold), IndexerPath::kFused);
   EXPECT_EQ(path(512, IndexerPath::kAuto, 1 << 20), IndexerPath::kFused);
-  // The threshold falls with k: 28672 keys at k <= 512, 36864 at k <= 1024, 45056 up to 2048.
-  EXPECT_EQ(kFusedMinRowKeys, fused_min_row_keys(kFusedMaxAutoK));
   for (const auto& [k, keys] : std::vector<std::pair<int, int64_t>>{
            {1, 28672}, {512, 28672}, {513, 36864}, {1024, 36864}, {1025, 45056}, {2048, 45056}}) {
-    EXPECT_EQ(fused_min_row_keys(k), keys) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys - 1), IndexerPath::kDense) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys), IndexerPath::kFused) << "k=" << k;
   }
-  // In a chunk of several requests (keys >= kSeveralRequestsRatio x the shortest row's): 17408,
-  // 23552 and 34816; a chunk just short of the ratio keeps the one-request threshold.
+  // In a chunk of several requests (its keys at least twice the shortest row's): 17408, 23552
+  // and 34816; a chunk just short of that ratio keeps the one-request threshold.
+  constexpr int64_t kSeveralRequestsRatio = 2;
   for (const auto& [k, keys] :
        std::vector<std::pair<int, int64_t>>{{512, 17408}, {1024, 23552}, {2048, 34816}}) {
     const int64_t several = kSeveralRequestsRatio * keys;
-    EXPECT_EQ(fused_min_row_keys(k, true), keys) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys, several), IndexerPath::kFused) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys - 1, several), IndexerPath::kDense) << "k=" << k;
     EXPECT_EQ(path(k, IndexerPath::kAuto, keys, several - 1), IndexerPath::kDense) << "k=" << k;
   }
   EXPECT_EQ(path(2048, IndexerPath::kAuto, 0, 1 << 30), IndexerPath::kDense);
-  EXPECT_EQ(path(kFusedMaxAutoK + 1, IndexerPath::kAuto, 1 << 20), IndexerPath::kDense);
+  EXPECT_EQ(path(2049, IndexerPath::kAuto, 1 << 20), IndexerPath::kDense);
   EXPECT_EQ(path(4096, IndexerPath::kFused, 0), IndexerPath::kFused);
   EXPECT_EQ(path(512, IndexerPath::kDense, 1 << 20), IndexerPath::kDense);
 }

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "core/heuristics.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/indexer/indexer_slab.h"
-#include "cuda_test_support.h"
-#include "test_inputs.h"
+#include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/fused_indexer.h"
+#include "support/compare.h"
+#include "support/cuda.h"
 
 namespace fitest {
 namespace {
@@ -34,9 +36,10 @@ DeviceBuffer indexer_workspace(int k, int64_t rows = 0, int64_t width = 0) {
 }
 
 // A poisoned device workspace in which the fused path runs `rows` rows per batch (0: the
-// recommended size).
-DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width) {
-  const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(rows, width, k)
+// recommended size), with `capacity` candidate slots per row (0: the default).
+DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width, int capacity = 0) {
+  const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(
+                                      rows, width, k, flashindexer::cuda::FusedConfig{capacity})
                                 : indexer_cuda_workspace_size(k);
   DeviceBuffer buffer(bytes);
   EXPECT_EQ(buffer.error(), cudaSuccess);
@@ -56,26 +59,13 @@ const char* path_name(IndexerPath path) {
   return path == IndexerPath::kFused ? "fused" : path == IndexerPath::kDense ? "dense" : "auto";
 }
 
-RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr,
-                          IndexerPath path = IndexerPath::kAuto) {
+RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
   RunOptions options;
   options.cuda_stream = stream;
   options.workspace = workspace.get();
   options.workspace_bytes = workspace.bytes();
-  options.indexer_path = path;
   return options;
 }
-
-// Sets the fused path's candidate slots per row for the life of the object.
-class ForcedCapacity {
- public:
-  explicit ForcedCapacity(int capacity) {
-    flashindexer::cuda::set_fused_capacity_for_testing(capacity);
-  }
-  ~ForcedCapacity() { flashindexer::cuda::set_fused_capacity_for_testing(0); }
-  ForcedCapacity(const ForcedCapacity&) = delete;
-  ForcedCapacity& operator=(const ForcedCapacity&) = delete;
-};
 
 // The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
 // must return exactly (set; order when sorted).
@@ -119,14 +109,22 @@ HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t wid
   return out;
 }
 
+// The op on `path`; with `capacity` > 0, the fused path's own entry with that many candidate
+// slots per row (small inputs then exercise its overflow fallback).
 HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool sorted,
                        const DeviceBuffer& workspace, int64_t out_stride,
-                       IndexerPath path = IndexerPath::kAuto) {
+                       IndexerPath path = IndexerPath::kAuto, int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, out_stride);
   DeviceTensor device_out = to_device(out);
-  const Status status = indexer_prefill(
-      device_out.view, device.q.view(), device.keys.view(), device.weights.view, device.ks.view,
-      device.ke.view, k, TopKOptions{sorted}, with_workspace(workspace, nullptr, path));
+  const Status status =
+      capacity > 0
+          ? flashindexer::cuda::fused_indexer_prefill(
+                device_out.view, device.q.view(), device.keys.view(), device.weights.view,
+                device.ks.view, device.ke.view, k, sorted, with_workspace(workspace),
+                flashindexer::cuda::FusedConfig{capacity})
+          : indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
+                            device.weights.view, device.ks.view, device.ke.view, k,
+                            TopKOptions{sorted}, IndexerOptions{path}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -134,13 +132,20 @@ HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool so
 }
 
 HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorted,
-                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto) {
+                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto,
+                      int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, k + 3);
   DeviceTensor device_out = to_device(out);
   const Status status =
-      indexer_decode(device_out.view, device.q.view(), device.cache.cache, device.weights.view,
-                     device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
-                     with_workspace(workspace, nullptr, path));
+      capacity > 0
+          ? flashindexer::cuda::fused_indexer_decode(
+                device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                device.context_lens.view, device.block_table.view, k, sorted,
+                with_workspace(workspace), flashindexer::cuda::FusedConfig{capacity})
+          : indexer_decode(device_out.view, device.q.view(), device.cache.cache,
+                           device.weights.view, device.context_lens.view,
+                           device.block_table.view, k, TopKOptions{sorted},
+                           IndexerOptions{path}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -261,12 +266,15 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   options.workspace_bytes = host_workspace.size() - 16;
   // The fused path asked for, or chosen by kAuto for rows the caller says are long.
   for (IndexerPath path : {IndexerPath::kFused, IndexerPath::kAuto}) {
-    options.indexer_path = path;
-    options.min_row_keys = path == IndexerPath::kAuto ? kFusedMinRowKeys : 0;
+    IndexerOptions indexer_options{path};
+    indexer_options.min_row_keys =
+        path == IndexerPath::kAuto ? flashindexer::heuristics::fused_min_row_keys(
+                                         flashindexer::heuristics::kFusedMaxAutoK, false)
+                                   : 0;
     const Status status = indexer_prefill(
         labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
         labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()),
-        512, TopKOptions{}, options);
+        512, TopKOptions{}, indexer_options, options);
     EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall,
                            {"indexer_prefill", "workspace", "indexer_cuda_workspace_size"}))
         << path_name(path);
@@ -378,12 +386,11 @@ TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
   PagedKCache cache = p.cache.cache();
   cache.device = Device::kCUDA;
   HostTensor out = poisoned_topk_output(p.rows(), 16);
-  RunOptions options;
-  options.indexer_path = IndexerPath::kFused;
   const Status status =
       indexer_decode(labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache,
                      labelled_cuda(p.weights.view()), labelled_cuda(p.context_lens.view()),
-                     labelled_cuda(block_table.view()), 16, TopKOptions{}, options);
+                     labelled_cuda(block_table.view()), 16, TopKOptions{},
+                     IndexerOptions{IndexerPath::kFused});
   EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument,
                          {"indexer_decode", "fused path", "2^29 keys", "536870976"}));
 }
@@ -410,7 +417,7 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
     FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
       return indexer_decode(device_out.view, device.q.view(), device.cache.cache,
                             device.weights.view, device.context_lens.view, device.block_table.view,
-                            k, TopKOptions{}, with_workspace(workspace, stream, path));
+                            k, TopKOptions{}, IndexerOptions{path}, with_workspace(workspace, stream));
     }));
     ASSERT_EQ(graph.replay(3), cudaSuccess);
     to_host(replayed, device_out);
@@ -499,12 +506,15 @@ void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
 }
 
 // The fused path's answer over `device` ([rows] x keys), `batch_rows` rows per batch (0: the
-// recommended workspace), equals `expected`; unsorted, in ascending index order too.
+// recommended workspace) and `capacity` candidate slots per row (0: the default), equals
+// `expected`; unsorted, in ascending index order too.
 ::testing::AssertionResult FusedPrefillEquals(const DevicePrefill& device, int64_t rows,
                                               int64_t keys, int k, bool sorted,
-                                              int64_t batch_rows, const HostTensor& expected) {
-  const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys);
-  const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused);
+                                              int64_t batch_rows, const HostTensor& expected,
+                                              int capacity = 0) {
+  const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys, capacity);
+  const HostTensor got =
+      run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, capacity);
   ::testing::AssertionResult same = SameTopK(got, expected, k, sorted);
   if (!same || sorted) return same;
   return RowsInAscendingIndexOrder(got, k);
@@ -552,8 +562,7 @@ TEST(FusedIndexerCuda, CandidateOverflowFallsBackExactly) {
         SCOPED_TRACE(::testing::Message()
                      << "H=" << heads << " capacity " << capacity << " k=" << k);
         const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
-        const ForcedCapacity forced(capacity);
-        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, true, 6, expected));
+        EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, true, 6, expected, capacity));
       }
     }
   }
@@ -577,12 +586,13 @@ TEST(FusedIndexerCuda, FewRowsFallingBackEqualTheCpuSelection) {
     p.ke.data<int32_t>()[t] = long_row ? static_cast<int32_t>(keys - t) : start + 90;
   }
   const DevicePrefill device(p);
-  const ForcedCapacity forced(100);
+  const int capacity = 100;
   for (bool sorted : {true, false}) {
     const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, sorted);
     for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
       SCOPED_TRACE(::testing::Message() << "sorted " << sorted << ", batch rows " << batch_rows);
-      EXPECT_TRUE(FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected));
+      EXPECT_TRUE(
+          FusedPrefillEquals(device, rows, keys, k, sorted, batch_rows, expected, capacity));
     }
   }
 }
@@ -614,11 +624,11 @@ TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
                                RowRanges::decode(p.context_lens.view(), config.next_n), k, true);
     for (int capacity : {300, 1000}) {
       SCOPED_TRACE(describe(config) + " capacity " + std::to_string(capacity));
-      const ForcedCapacity forced(capacity);
       const DeviceBuffer workspace =
-          fused_workspace(k, 0, p.block_table.size(1) * config.page_size);
-      EXPECT_TRUE(SameTopK(run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused),
-                           expected, k, true));
+          fused_workspace(k, 0, p.block_table.size(1) * config.page_size, capacity);
+      EXPECT_TRUE(SameTopK(
+          run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused, capacity),
+          expected, k, true));
     }
   }
 }

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_test_support.h"
-#include "test_inputs.h"
+#include "support/compare.h"
+#include "support/cuda.h"
 
 namespace fitest {
 namespace {

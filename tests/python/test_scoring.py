@@ -75,23 +75,23 @@ def test_indexer_path_is_ignored_on_the_cpu(rng, path):
 
 
 def test_auto_path_takes_the_fused_one_for_rows_known_to_be_long(rng):
-    long = fi.FUSED_MIN_ROW_KEYS
+    # The measured thresholds (the fewest keys every row must see), written out so that a change
+    # of the rule shows here: 45056 keys up to k = 2048, the largest k "auto" sends to the fused
+    # path; less at smaller k.
+    long = 45056
     assert fi.cuda_prefill_path(2048) == "dense"
     assert fi.cuda_prefill_path(2048, min_row_keys=long - 1) == "dense"
     assert fi.cuda_prefill_path(2048, min_row_keys=long) == "fused"
     assert fi.cuda_prefill_path(4096, min_row_keys=long) == "dense"
     assert fi.cuda_prefill_path(4096, path="fused") == "fused"
     assert fi.cuda_prefill_path(512, path="dense", min_row_keys=long) == "dense"
-    assert long == fi.fused_min_row_keys(2048)
     for k, keys in ((512, 28672), (1024, 36864), (1025, long)):  # the threshold falls with k
-        assert fi.fused_min_row_keys(k) == keys
         assert fi.cuda_prefill_path(k, min_row_keys=keys - 1) == "dense"
         assert fi.cuda_prefill_path(k, min_row_keys=keys) == "fused"
-    # and further in a chunk of several requests (its keys at least SEVERAL_REQUESTS_RATIO times
-    # what its shortest row sees)
-    ratio = fi.SEVERAL_REQUESTS_RATIO
+    # and further in a chunk of several requests (its keys at least twice what its shortest row
+    # sees)
+    ratio = 2
     for k, keys in ((512, 17408), (1024, 23552), (2048, 34816)):
-        assert fi.fused_min_row_keys(k, several_requests=True) == keys
         assert fi.cuda_prefill_path(k, min_row_keys=keys, num_keys=ratio * keys) == "fused"
         assert fi.cuda_prefill_path(k, min_row_keys=keys - 1, num_keys=ratio * keys) == "dense"
         assert fi.cuda_prefill_path(k, min_row_keys=keys, num_keys=ratio * keys - 1) == "dense"
@@ -99,7 +99,7 @@ def test_auto_path_takes_the_fused_one_for_rows_known_to_be_long(rng):
     np.testing.assert_array_equal(  # a hint (even a wrong one) never changes the answer
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True, min_row_keys=long),
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, sorted=True))
-    with pytest.raises(ValueError, match="indexer_prefill: options.min_row_keys is -1"):
+    with pytest.raises(ValueError, match="indexer_prefill: indexer_options.min_row_keys is -1"):
         fi.indexer_prefill(q, keys, weights, ks, ke, 16, min_row_keys=-1)
 
 
@@ -184,3 +184,12 @@ def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
     exact = reference.paged_mqa_logits(*args).astype(np.float64)
     _assert_close_where_visible(logits.cpu().numpy(), exact,
                                 reference.paged_score_tolerance(*args, tensor_cores=True))
+
+
+def test_indexer_keeps_no_default_workspace_on_the_cpu(rng):
+    from flashindexer import ops
+
+    before = dict(ops._default_workspaces)
+    q, keys, weights, ks, ke = prefill_problem(rng)
+    fi.indexer_prefill(q, keys, weights, ks, ke, 16)
+    assert ops._default_workspaces == before

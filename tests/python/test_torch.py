@@ -174,6 +174,26 @@ def test_indexer_prefill_on_cuda_equals_the_dense_pair_on_a_side_stream(cuda_tor
                                                   sorted=True))
 
 
+def test_indexer_default_workspace_is_kept_per_stream_and_k(cuda_torch):
+    from flashindexer import ops
+
+    q, kv, kscale, weights, ks, ke = _prefill(rows=40, n=5000, heads=64, device="cuda")
+    ops._default_workspaces.clear()
+    first = fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 512, sorted=True)
+    kept = dict(ops._default_workspaces)
+    again = fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 512, sorted=True)
+    assert len(kept) == 1 and len(ops._default_workspaces) == 1  # the second call allocated none
+    assert next(iter(kept.values())) is next(iter(ops._default_workspaces.values()))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # calls that may overlap never share one
+        side = fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 512, sorted=True)
+    stream.synchronize()
+    fi.indexer_prefill(q, (kv, kscale), weights, ks, ke, 256, sorted=True)
+    assert len(ops._default_workspaces) == 3
+    assert torch.equal(first, again) and torch.equal(first, side)
+
+
 @pytest.mark.parametrize("path", ["dense", "fused"])
 def test_indexer_prefill_paths_on_cuda_agree_on_gated_rows(cuda_torch, path):
     # 20000 keys: more than the fused path's 8192 candidate slots, so its rows are gated.

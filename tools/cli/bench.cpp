@@ -1,7 +1,9 @@
 // `flashindexer bench`: times the ops on a fixed case list, on the CPU or on the GPU, next to the
 // device's ceilings measured in the same process and to what a user would otherwise run
-// (tools/bench/cpu_baseline.py on the same inputs, written to a temporary folder and run as a
-// child process: PyTorch CPU when importable, else NumPy; with --device cuda, PyTorch on the GPU).
+// (bench/cpu_baseline.py on the same inputs, written to a temporary folder and run as a child
+// process: PyTorch CPU when importable, else NumPy; with --device cuda, PyTorch on the GPU).
+// The baseline's interpreter is --python, else $FLASHINDEXER_PYTHON, else the project's own
+// environment (.venv, which `make test` creates with NumPy), else python3.
 #include "cli/bench.h"
 
 #include <fmt/core.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -187,15 +190,61 @@ struct Record {
   double baseline_ms = 0;
 };
 
-// Runs the baseline script on the inputs in `folder`; returns {name, median ms}.
-std::pair<std::string, double> run_baseline(const BenchConfig& config, const Case& c,
-                                            const std::filesystem::path& folder, int threads) {
+// The baseline's interpreter: --python, else $FLASHINDEXER_PYTHON, else the project's .venv,
+// else python3 from PATH.
+std::string baseline_python(const BenchConfig& config) {
+  if (!config.python.empty()) return config.python;
+  if (const char* python = std::getenv("FLASHINDEXER_PYTHON"); python != nullptr && *python) {
+    return python;
+  }
+  const std::filesystem::path venv =
+      std::filesystem::path(FLASHINDEXER_SOURCE_DIR) / ".venv" / "bin" / "python";
+  std::error_code error;
+  if (std::filesystem::exists(venv, error)) return venv.string();
+  return "python3";
+}
+
+// Whether `python -c code` exits 0 (its output discarded).
+bool python_runs(const std::string& python, const std::string& code) {
+  const std::string command = fmt::format("'{}' -c '{}' >/dev/null 2>&1", python, code);
+  FILE* pipe = popen(command.c_str(), "r");
+  return pipe != nullptr && pclose(pipe) == 0;
+}
+
+// The interpreter the baseline runs with, or "" (after one line saying what to install) when
+// it lacks what the baseline needs: NumPy, and for --device cuda PyTorch with a visible GPU.
+std::string usable_baseline_python(const BenchConfig& config) {
+  if (config.baseline == "none") return "";
+  const std::string python = baseline_python(config);
+  if (!python_runs(python, "import numpy")) {
+    fmt::print(stderr,
+               "baseline needs numpy, which {} lacks: {} -m pip install numpy, or run `make test` "
+               "first (its .venv has it), or pass --python; running without the baseline\n",
+               python, python);
+    return "";
+  }
+  if (config.device == "cuda" &&
+      !python_runs(python, "import torch, sys; sys.exit(not torch.cuda.is_available())")) {
+    fmt::print(stderr,
+               "baseline --device cuda needs PyTorch with CUDA, which {} lacks: {} -m pip "
+               "install torch, or pass --python; running without the baseline\n",
+               python, python);
+    return "";
+  }
+  return python;
+}
+
+// Runs the baseline script with `python` on the inputs in `folder`; returns {name, median ms}.
+std::pair<std::string, double> run_baseline(const BenchConfig& config, const std::string& python,
+                                            const Case& c, const std::filesystem::path& folder,
+                                            int threads) {
   if (config.baseline == "none") return {"none", 0.0};
+  if (python.empty()) return {"unavailable", 0.0};
   const std::string command = fmt::format(
-      "{} {}/tools/bench/cpu_baseline.py --dir {} --mode {} --rows {} --keys {} --heads {} "
+      "'{}' {}/bench/cpu_baseline.py --dir {} --mode {} --rows {} --keys {} --heads {} "
       "--dim {} --k {} --repeats {} --threads {} --device {} 2>&1",
-      config.python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads,
-      kDim, c.k, config.repeats, threads, config.device);
+      python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads, kDim,
+      c.k, config.repeats, threads, config.device);
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {"unavailable", 0.0};
   std::string output;
@@ -259,6 +308,7 @@ int bench_command(const BenchConfig& config) {
                ceilings.fma_gflops, ceilings.read_gbytes);
   }
   const Device device = cuda ? Device::kCUDA : Device::kCPU;
+  const std::string python = usable_baseline_python(config);
   std::mt19937_64 rng(2026);
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() / fmt::format("flashindexer-bench-{}", getpid());
@@ -372,7 +422,7 @@ int bench_command(const BenchConfig& config) {
       write_file(folder / "ks.bin", in.ks);
       write_file(folder / "ke.bin", in.ke);
     }
-    const auto [baseline, baseline_ms] = run_baseline(config, c, folder, threads);
+    const auto [baseline, baseline_ms] = run_baseline(config, python, c, folder, threads);
     for (const auto& [op, run] : ops) {
       // Scoring alone has no top-k: its baseline is the end-to-end one only when it is an
       // indexer op or the top-k op itself.

@@ -1,43 +1,20 @@
-// Scores as 32-bit keys that order like the total order of topk.h (larger key = better): the
-// full fp32 bits (bf16 is the upper half of fp32), -0.0 mapped to +0.0, every NaN mapped to 0,
-// below -inf. A *rank key* appends the inverted relative index, (key << 32) | ~index, so that
-// equal scores rank the smaller index first and all rank keys of a row are distinct. Shared by
-// the top-k kernels and the fused indexer's candidate emission.
+// The rank keys of the top-k kernels and the fused indexer's candidate emission: the one
+// definition of core/rank_key.h (score keys, thresholds, rank keys and their indices), named in
+// the CUDA backend's namespace.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/rank_key.h"
+
 namespace flashindexer::cuda {
 
-// score_key of a score known not to be NaN (one that passed a >= compare with a float): the
-// hot loops' survivors skip the NaN test.
-__device__ __forceinline__ uint32_t number_key(uint32_t bits) {
-  bits = bits == 0x80000000u ? 0u : bits;
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-__device__ __forceinline__ uint32_t score_key(uint32_t bits) {
-  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  const uint32_t key = number_key(bits);
-  return is_nan ? 0u : key;
-}
-
-// The float t with score_key(x) >= key exactly when x >= t, for every non-NaN x, given key > 0
-// (NaN scores, key 0, lie below it): hot loops compare the scores themselves with t. Keys at or
-// below that of -inf take t = -inf.
-__device__ __forceinline__ float key_threshold(uint32_t key) {
-  const uint32_t bits = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
-  return __uint_as_float(key <= 0x007fffffu ? 0xff800000u : bits);
-}
-
-__device__ __forceinline__ uint64_t rank_key(uint32_t key, uint32_t index) {
-  return (static_cast<uint64_t>(key) << 32) | static_cast<uint32_t>(~index);
-}
-
-__device__ __forceinline__ int32_t rank_key_index(uint64_t rank) {
-  return static_cast<int32_t>(~static_cast<uint32_t>(rank));
-}
+using flashindexer::key_threshold;
+using flashindexer::number_key;
+using flashindexer::rank_key;
+using flashindexer::rank_key_index;
+using flashindexer::score_key;
 
 }  // namespace flashindexer::cuda

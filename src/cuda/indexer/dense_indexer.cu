@@ -1,8 +1,7 @@
-// The CUDA indexer: the dispatch between the fused path (fused_indexer.cu) and the dense path
-// here. The dense path runs over a fixed logits slab: rows run in batches, and each batch is the
-// dense pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab, then
-// topk_per_row over it -- so the result is topk_per_row(logits) by construction, for any batch
-// size. The slab is the caller's workspace, so memory never grows with rows or keys; the batches
+// The CUDA indexer's dense path, over a fixed logits slab: rows run in batches, and each batch is
+// the dense pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab,
+// then topk_per_row over it -- so the result is topk_per_row(logits) by construction, for any
+// batch size. The slab is the caller's workspace, so memory never grows with rows or keys; the batches
 // follow from shapes only (no host sync, graph-capturable). Host code only.
 #include <cuda_runtime.h>
 
@@ -11,13 +10,10 @@
 
 #include "core/checks.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/indexer/indexer_slab.h"
+#include "cuda/indexer/slab.h"
 
 namespace flashindexer::cuda {
 namespace {
-
-// The recommended slab: 512 prefill rows of 128K keys, or a whole 64 x 128K decode batch.
-constexpr size_t kDefaultSlabBytes = size_t{256} << 20;
 
 Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width, int k,
                         int64_t row_unit, Slab* slab) {
@@ -25,16 +21,7 @@ Status carve_dense_slab(const char* op, const RunOptions& options, int64_t width
       op, options, width, k, row_unit, 0, 0, [](size_t) { return size_t{0}; }, slab);
 }
 
-// kAuto is the dense path here: indexer_prefill's kAuto is resolved before (cuda_prefill_path,
-// on the caller's min_row_keys), and at decode the fused path leads on no shape by more than the
-// spread between runs (docs/design.md, "Dispatch").
-bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
-
 }  // namespace
-
-size_t indexer_workspace_size(int k) {
-  return topk_per_row_workspace_bound(k) + kSlabAlignment + kDefaultSlabBytes;
-}
 
 Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
@@ -105,27 +92,6 @@ Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
     }
   }
   return Status::Ok();
-}
-
-Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
-                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                       bool sorted, const RunOptions& options) {
-  if (use_fused(options.indexer_path)) {
-    return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options);
-  }
-  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options);
-}
-
-Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
-                      const TensorView& weights, const TensorView& context_lens,
-                      const TensorView& block_table, int k, bool sorted,
-                      const RunOptions& options) {
-  if (use_fused(options.indexer_path)) {
-    return fused_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
-                                options);
-  }
-  return dense_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
-                              options);
 }
 
 }  // namespace flashindexer::cuda

@@ -59,7 +59,7 @@ constexpr float kRankSlack = 8.0f;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
-// Histogram select (select_core.cuh): 11-bit digits, 2048 bins, 4 per thread for the block
+// Histogram select (histogram_select.cuh): 11-bit digits, 2048 bins, 4 per thread for the block
 // scan that finds the boundary bin (8 KiB of shared memory). A boundary bin of <= 128 keys is
 // resolved by brute force (each key counts the keys above it, 8 loads in flight: <= 16 steps),
 // which is cheaper than another histogram round over all candidates (at 256 keys, a first
@@ -76,7 +76,7 @@ static_assert(kHistBinsPerThread * kThreads == kHistBins);
 constexpr int kMergeCapacity = 16384;
 constexpr int kMaxSplits = 16;
 constexpr int kMinSegment = kBufferCapacity;  // shorter segments would not pay for the merge
-// Few long rows with k <= kClusterMaxK go to the cluster kernel instead (topk_cluster.cu): the
+// Few long rows with k <= kClusterMaxK go to the cluster kernel instead (cluster_kernel.cu): the
 // segments of a row are the CTAs of one cluster and CTA 0 gathers their survivors (~2 k,
 // ~4K at k = 2048, up to twice that with the coarse threshold) into an 8192-key buffer. Larger k
 // would overflow it, so they keep the segment + merge pair, whose merge holds 16384 keys.

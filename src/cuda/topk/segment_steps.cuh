@@ -1,5 +1,5 @@
 // The steps of one CTA's selection over a segment of a row, shared by the segment kernel and
-// the cluster kernel (topk_segment_kernel.cuh, topk_cluster.cu). Every function is called by all
+// the cluster kernel (segment_kernel.cuh, cluster_kernel.cu). Every function is called by all
 // threads of the CTA and contains barriers.
 #pragma once
 
@@ -9,7 +9,8 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/topk/config.h"
-#include "cuda/topk/select_core.cuh"
+#include "cuda/topk/histogram_select.cuh"
+#include "cuda/topk/keys.cuh"
 
 namespace flashindexer::cuda::topk {
 

@@ -1,0 +1,1 @@
+"""FlashIndexer's product benchmark: `python -m bench <routine>` (bench/README.md)."""

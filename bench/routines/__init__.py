@@ -1,0 +1,1 @@
+"""One module per routine; each run(ctx) measures its cases and returns its tables."""

@@ -1,0 +1,110 @@
+// Public indexer entry points: validate, then run on the tensors' device.
+#include "flashindexer/indexer.h"
+
+#include "api/checks/scoring.h"
+#include "api/checks/topk.h"
+#include "api/dispatch.h"
+#include "core/heuristics.h"
+#include "cuda/cuda_ops.h"
+
+namespace flashindexer {
+namespace {
+
+// The options the deprecated overloads read from RunOptions (they stay for one release).
+IndexerOptions indexer_options_of(const RunOptions& options) {
+  return IndexerOptions{options.indexer_path, options.min_row_keys};
+}
+
+// indexer_prefill; `min_row_keys_name` names the argument min_row_keys came in, for the message.
+Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+               const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
+               const TopKOptions& topk_options, const IndexerOptions& indexer_options,
+               const char* min_row_keys_name, const RunOptions& options) {
+  ArgCheck check("indexer_prefill");
+  const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, ks, ke, -1);
+  check_topk_output(check, out, dims.rows, k);
+  check.on_device("out", out, q.values.device);
+  check.require(indexer_options.min_row_keys >= 0,
+                concat(min_row_keys_name, " is ", indexer_options.min_row_keys,
+                       "; expected >= 0 (the fewest keys a row sees, 0 when unknown)"));
+  if (!check.ok()) return check.status();
+  if (out.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
+                                 cuda_prefill_path(k, indexer_options, keys.values.shape[0]),
+                                 options);
+  }
+  const int threads = cpu_threads(options);
+  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
+                            [&](void* workspace) {
+                              cpu::indexer_prefill(out, q, keys, weights, ks, ke, k,
+                                                   topk_options.sorted, workspace, threads);
+                            });
+}
+
+}  // namespace
+
+size_t indexer_cpu_workspace_size(int k, int threads) {
+  return cpu::indexer_slots(cpu::resolve_threads(threads)) * cpu::indexer_thread_workspace_bytes(k);
+}
+
+IndexerPath cuda_prefill_path(int k, const IndexerOptions& indexer_options, int64_t num_keys) {
+  if (indexer_options.path != IndexerPath::kAuto) return indexer_options.path;
+  return heuristics::prefill_takes_fused(k, indexer_options.min_row_keys, num_keys)
+             ? IndexerPath::kFused
+             : IndexerPath::kDense;
+}
+
+IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys) {
+  return cuda_prefill_path(k, indexer_options_of(options), num_keys);
+}
+
+size_t indexer_cuda_workspace_size(int k) { return cuda::indexer_workspace_size(k); }
+
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
+                       const TopKOptions& topk_options, const IndexerOptions& indexer_options,
+                       const RunOptions& options) {
+  return prefill(out, q, keys, weights, ks, ke, k, topk_options, indexer_options,
+                 "indexer_options.min_row_keys", options);
+}
+
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
+                       const TopKOptions& topk_options, const RunOptions& options) {
+  return prefill(out, q, keys, weights, ks, ke, k, topk_options, indexer_options_of(options),
+                 "options.min_row_keys", options);
+}
+
+Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, int k, const TopKOptions& topk_options,
+                      const IndexerOptions& indexer_options, const RunOptions& options) {
+  ArgCheck check("indexer_decode");
+  const ScoringDims dims =
+      check_paged_scoring(check, q, cache, weights, context_lens, block_table, -1);
+  check_topk_output(check, out, dims.rows, k);
+  check.on_device("out", out, q.values.device);
+  if (!check.ok()) return check.status();
+  if (out.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                topk_options.sorted, indexer_options.path, options);
+  }
+  const int threads = cpu_threads(options);
+  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
+                            [&](void* workspace) {
+                              cpu::indexer_decode(out, q, cache, weights, context_lens, block_table,
+                                                  k, topk_options.sorted, workspace, threads);
+                            });
+}
+
+Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
+                      const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, int k, const TopKOptions& topk_options,
+                      const RunOptions& options) {
+  return indexer_decode(out, q, cache, weights, context_lens, block_table, k, topk_options,
+                        indexer_options_of(options), options);
+}
+
+}  // namespace flashindexer

@@ -1,0 +1,555 @@
+// The scoring kernel's emitting epilogue: the fused indexer's scan. Instead of storing its scores,
+// the kernel tests each visible one against its row's gate (the very value mqa_logits would
+// store) and appends the keys that pass to the row's candidate slots: queued per warp in shared
+// memory (CandidateQueue) and placed in bulk, one atomic per row per flush. Decode tests in the
+// consumer warps; the prefill scan hands its scores to three side warps (the emitters,
+// emit_scores), so that the test stays off the tensor cores' path.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/rank_key.cuh"
+#include "cuda/common/warp_scan.cuh"
+#include "cuda/sm90_fused/emit_params.h"
+#include "cuda/sm90_scoring/config.h"
+#include "cuda/sm90_scoring/consumer.cuh"
+#include "cuda/sm90_scoring/params.h"
+#include "cuda/sm90_scoring/schedule.cuh"
+
+namespace flashindexer::cuda::fused {
+
+using scoring::ItemInfo;
+using scoring::kConsumerGroups;
+using scoring::kLaneOwnedRows;
+using scoring::kMaxRowsPerGroup;
+using scoring::kTileKeys;
+using scoring::TileFilter;
+using scoring::TileRows;
+using scoring::TileWalk;
+using scoring::wait_for_item;
+
+// Who tests the scores against the gate. Prefill: three producer warps (emitters), which take the steps in turn and read the consumers' finished scores from
+// shared memory (kScoreBuffers per consumer warpgroup); producer warp 0 alone loads both
+// warpgroups' tiles. Prefill is bound by the tensor cores, and the test, vote and queue work in
+// the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
+// 1.2x (H = 32) the storing kernel's time. One emitter per warpgroup kept up at H = 64 but not at
+// H = 32, whose tiles (8 rows) have twice the scores for the same tensor-core time; with three,
+// fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/benchmarks.md).
+// Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
+// the cache, which wants every producer warp loading.
+constexpr int kEmitterWarps = 3;
+
+// Candidate emission: each consumer warp queues its candidates in shared memory and hands them
+// to the rows' global slots in bulk (one atomic per row per flush): a global atomic whose result
+// a warp waits for costs ~1 us, which per emitting warp step made the scan ~40 % slower. A queue
+// that fills within an item is flushed there, and the warp then waits for its atomics while the
+// other three warps of its warpgroup wait for it at their next wgmma: with 128 entries an H = 32
+// prefill queue (~100 candidates per item and warp) filled about once per item, and fused
+// prefill took 1.2x as long (3.95-4.08 -> 3.27-3.41 ms at 2048 x 131072 on the H200). 256
+// entries fit in the bytes the stages left over (the same stage count at every N); 512 (two
+// stages fewer) measured no faster, nor did a ring that writes each reservation an item later.
+constexpr int kQueueEntries = 256;
+constexpr int kConsumerWarps = 4 * kConsumerGroups;
+constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, rows' places
+
+constexpr int kScoreBuffers = 4;
+// Floats per row of a score buffer: the consumer lanes of a quad (rows c, keys k) on distinct banks.
+constexpr int kScoreStride = kTileKeys + 8;
+
+// The shared bytes and barriers of one instantiation (SharedLayout keeps them past the items).
+template <int kHeads, int kN, bool kPaged>
+struct EmitTraits {
+  static constexpr bool kByEmitters = !kPaged;
+  static constexpr int kSideWarps = kByEmitters ? kEmitterWarps : 0;
+  // Steps: the emitting N <= 64 scans (fused decode at next_n 1 with H = 64, next_n 1-2 with
+  // H = 32) take four tiles per step: the per-step work (barriers, queue checks, bookkeeping)
+  // then spreads over twice the tiles, and fused decode at 64 x 131072 keys ran 5-7 % faster on
+  // the H200. The storing N = 64 kernel keeps two: four was no faster there and lost 0.5 us at
+  // batch 1 (docs/benchmarks.md).
+  static constexpr int kTilesPerStep = kN <= 64 ? 4 : scoring::kTilesPerStepFor<kN>;
+  static constexpr bool kOneScorePerLane = true;  // TileRows: one (row, key row) per lane
+  static constexpr bool kReadOnce = kPaged;       // TileLoader: the cache read evict-first
+  // The queues: one per consumer warp, or one per emitter with the same bytes.
+  static constexpr int kQueues = kByEmitters ? kEmitterWarps : kConsumerWarps;
+  static constexpr int kQueueCapacity = kQueueEntries * kConsumerWarps / kEmitterWarps;
+  static constexpr int kEntriesPerQueue = kByEmitters ? kQueueCapacity : kQueueEntries;
+  // Per queue: the queued entries and the reservation (reserve_queue).
+  static constexpr int kQueueBytes = (kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4) + 15) /
+                                     16 * 16;
+  // A score buffer: one tile's scores, a row of kScoreStride floats per query row.
+  static constexpr int kScoreBufferBytes = kN / kHeads * kScoreStride * 4;
+  static constexpr int kScoreBytes =
+      kByEmitters ? kConsumerGroups * kScoreBuffers * kScoreBufferBytes : 0;
+  static constexpr int kSharedBytes = kScoreBytes + kQueueBytes;
+  // Score buffers' full and empty barriers.
+  static constexpr int kBarriers = kByEmitters ? 2 * kConsumerGroups * kScoreBuffers : 0;
+};
+
+// Where the epilogue's bytes and barriers lie: the score buffers, the queues' entries, their
+// reservations; the score buffers' full, then empty barriers.
+template <typename L>
+struct EmitRegion {
+  using T = typename L::Traits;
+  static constexpr int kScores = L::kEpilogue;
+  static constexpr int kQueueKeys = kScores + T::kScoreBytes;
+  static constexpr int kQueueMeta = kQueueKeys + T::kQueues * T::kEntriesPerQueue * 8;
+  static constexpr int kScoreFull = L::kEpilogueBarriers;
+  static constexpr int kScoreEmpty = kScoreFull + kConsumerGroups * kScoreBuffers;
+  static_assert(kScores % 16 == 0, "the emitters read the score buffers as float4");
+};
+
+
+// One consumer warp's candidate queue (EmitParams::gate): entries (queue_entry) in shared
+// memory; `size` is warp-uniform. The addresses are recomputed where used (registers are scarce
+// in the N = 256 consumers). `warp` (the consumer warp, 0-7) comes through lane 0, so the
+// compiler knows it is warp-uniform: derived from threadIdx.x, every queue address, the reserved
+// row0 and places loaded through them, and each branch on those counted as divergent, and that
+// took the whole consumer loop (its stage and wgmma descriptor arithmetic included) off the
+// uniform datapath (H32 prefill emitting kernel: 47 -> 24 R2UR, 80 -> 2 divergence checks, 215
+// -> 64 reconvergence regions).
+// L: the kernel's SharedLayout; `warp` is the queue's index (the consumer warp, or the emitter).
+template <typename L>
+struct CandidateQueue {
+  uint8_t* smem;
+  uint32_t size;
+  int warp;
+  __device__ __forceinline__ uint64_t* keys() const {
+    return reinterpret_cast<uint64_t*>(smem + EmitRegion<L>::kQueueKeys) + warp * L::Traits::kEntriesPerQueue;
+  }
+  // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
+  __device__ __forceinline__ int32_t* meta() const {
+    return reinterpret_cast<int32_t*>(smem + EmitRegion<L>::kQueueMeta) + warp * kQueueMetaWords;
+  }
+};
+
+// A queue entry: the score's bits, the row slot (row - row0 of the item) and the key's index in
+// its row (key - lo < kMaxEmitKeys). The rank key is built when the queue is written out
+// (write_queue), once per entry; built at the queueing, every lane of a warp with any key taken
+// (over half the warp votes of a step) ran it, and the slot took a store of its own.
+constexpr int kEntrySlotShift = 29;
+static_assert(kMaxEmitKeys == int64_t{1} << kEntrySlotShift &&
+                  kMaxRowsPerGroup <= 1 << (32 - kEntrySlotShift),
+              "a queue entry's low word holds the row slot and the key's index");
+
+__device__ __forceinline__ uint64_t queue_entry(float score, int slot, uint32_t index) {
+  return (static_cast<uint64_t>(__float_as_uint(score)) << 32) |
+         (static_cast<uint32_t>(slot) << kEntrySlotShift | index);
+}
+__device__ __forceinline__ int entry_slot(uint64_t entry) {
+  return static_cast<int>(static_cast<uint32_t>(entry) >> kEntrySlotShift);
+}
+__device__ __forceinline__ uint64_t entry_rank_key(uint64_t entry) {
+  constexpr uint32_t kIndexMask = (1u << kEntrySlotShift) - 1;
+  return rank_key(score_key(static_cast<uint32_t>(entry >> 32)),
+                  static_cast<uint32_t>(entry) & kIndexMask);
+}
+
+// A row's gate as the emission tests it: a float compare, or every key when the threshold is
+// NaN (rows that fit their candidate slots take every key, NaN scores included). The gate kernel
+// stores the float (key_threshold of its score key): decoding a score key per tile took 6
+// instructions of the emitting prefill step.
+struct RowGate {
+  float threshold;
+  bool take_all;
+
+  __device__ __forceinline__ explicit RowGate(float gate)
+      : threshold(gate), take_all(gate != gate) {}
+  __device__ __forceinline__ bool passes(float score) const {
+    return take_all || score >= threshold;
+  }
+};
+
+// Queues the visible key `key` of row slot `slot` when its score passes the row's gate. Needs
+// room for 32 entries. Call from the whole warp.
+template <typename L>
+__device__ __forceinline__ void queue_candidate(CandidateQueue<L>& queue, int slot,
+                                                const RowGate& gate, int32_t lo, int32_t hi,
+                                                int32_t key, float score, int lane) {
+  const bool take =
+      static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) && gate.passes(score);
+  const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+  if (take) {
+    const uint32_t at = queue.size + __popc(ballot & ((1u << lane) - 1));
+    queue.keys()[at] = queue_entry(score, slot, static_cast<uint32_t>(key - lo));
+  }
+  queue.size += __popc(ballot);
+}
+
+// Hands the queue to its rows' candidate slots in two halves, so that the wait for the atomics
+// overlaps other work: reserve_queue counts each row slot's entries and issues one atomic per row
+// (lane q for row slot q, all at once) for their place; write_queue copies the entries there and
+// empties the queue. The reservation waits in shared memory (queue meta), not in registers: the
+// N = 256 consumers have none to spare. Call both from the whole warp. Two forms, by the row
+// slots of a tile (fused decode 64 x 131072 and prefill 2048 x 131072 on the H200):
+//  * up to 3 (decode next_n 1-3): a pass over the queue per row slot, a vote per 32 entries. An
+//    atomic per entry on the row's shared word serialized a warp's lanes on it (next_n 1: scan
+//    270 -> 288 us), and one per group of a slot's lanes (__match_any_sync) measured 2-5 % slower
+//    at next_n 2-3;
+//  * 4 or 8 (prefill, decode next_n 4): one pass, each entry taking its place by a shared atomic
+//    on its row's meta word. A pass per row slot took ~70 instructions per tile of the H = 32
+//    prefill scan (8 passes); the H = 32 scan went from 2.86 to 2.44 ms, and fused decode next_n
+//    4 (64 x 131072 keys) from 706-717 to 647-655 us per call. Places within a row then follow
+//    the atomics' order; the select ranks candidates by rank key, so no slot order reaches the
+//    answer.
+template <int kRows>
+inline constexpr bool kOnePassFlush = kRows >= 4;
+
+// The reservation's second half: lane q < kRows holds row slot q's entries in the queue (`mine`)
+// and takes their places in the row's slots.
+template <typename L, int kRows>
+__device__ __forceinline__ void reserve_counted(const EmitParams& e,
+                                                const CandidateQueue<L>& queue, int32_t row0,
+                                                uint32_t mine, int lane) {
+  if (lane < kRows) {
+    auto* row_count = reinterpret_cast<uint32_t*>(e.candidate_counts + row0 + lane);
+    reinterpret_cast<uint32_t*>(queue.meta() + 1)[lane] =
+        mine > 0 ? atomicAdd(row_count, mine) : 0u;
+  }
+  if (lane == 0) queue.meta()[0] = row0;
+  __syncwarp();
+}
+
+template <typename L, int kRows>
+__device__ __forceinline__ void reserve_queue(const EmitParams& e, const CandidateQueue<L>& queue,
+                                              int32_t row0, int lane) {
+  const uint64_t* keys = queue.keys();
+  uint32_t* counts = reinterpret_cast<uint32_t*>(queue.meta() + 1);
+  __syncwarp();
+  uint32_t mine = 0;
+  if constexpr (kOnePassFlush<kRows>) {
+    if (lane < kRows) counts[lane] = 0;
+    __syncwarp();
+    for (uint32_t base = 0; base < queue.size; base += 32) {
+      const uint32_t j = base + lane;
+      if (j < queue.size) atomicAdd(counts + entry_slot(keys[j]), 1u);
+    }
+    __syncwarp();
+    if (lane < kRows) mine = counts[lane];
+  } else {
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      uint32_t count = 0;
+      for (uint32_t base = 0; base < queue.size; base += 32) {
+        const uint32_t j = base + lane;
+        const bool take = j < queue.size && (kRows == 1 || entry_slot(keys[j]) == q);
+        count += __popc(__ballot_sync(0xffffffffu, take));
+      }
+      if (lane == q) mine = count;
+    }
+  }
+  reserve_counted<L, kRows>(e, queue, row0, mine, lane);
+}
+
+template <typename L>
+__device__ __forceinline__ bool queue_reserved(const CandidateQueue<L>& queue) {
+  return queue.meta()[0] >= 0;
+}
+
+template <typename L, int kRows>
+__device__ __forceinline__ void write_queue(const EmitParams& e, CandidateQueue<L>& queue,
+                                            int lane) {
+  const uint64_t* keys = queue.keys();
+  int32_t* meta = queue.meta();
+  uint32_t* places = reinterpret_cast<uint32_t*>(meta + 1);
+  const int32_t row0 = meta[0];
+  const auto capacity = static_cast<uint32_t>(e.candidate_capacity);
+  auto write = [&](uint64_t entry, int q, uint32_t at) {
+    if (at < capacity) {
+      e.candidates[static_cast<int64_t>(row0 + q) * capacity + at] = entry_rank_key(entry);
+    }
+  };
+  if constexpr (kOnePassFlush<kRows>) {
+    for (uint32_t base = 0; base < queue.size; base += 32) {
+      const uint32_t j = base + lane;
+      if (j < queue.size) {
+        const uint64_t entry = keys[j];
+        const int q = entry_slot(entry);
+        write(entry, q, atomicAdd(places + q, 1u));
+      }
+    }
+  } else {
+    const uint32_t lower_lanes = (1u << lane) - 1;
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      uint32_t place = places[q];
+      for (uint32_t base = 0; base < queue.size; base += 32) {
+        const uint32_t j = base + lane;
+        const uint64_t entry = j < queue.size ? keys[j] : 0;
+        const bool take = j < queue.size && (kRows == 1 || entry_slot(entry) == q);
+        const uint32_t ballot = __ballot_sync(0xffffffffu, take);
+        if (take) write(entry, q, place + __popc(ballot & lower_lanes));
+        place += __popc(ballot);
+      }
+    }
+  }
+  queue.size = 0;
+  __syncwarp();
+  if (lane == 0) meta[0] = -1;
+  __syncwarp();
+}
+// Emitter `emitter` (producer warp emitter + 1) in the emitting prefill scan: tests the
+// consumers' scores against the rows' gates and places the candidates (Traits::kSideWarps). It walks the
+// items and steps as the consumers do and takes every third step, reads it from its consumer
+// warpgroup's score buffer (rows of kScoreStride floats, key k of the tile at column k) and
+// releases the buffer once read. The emitters must keep up with the tensor-core work (~1600
+// cycles per tile and warpgroup), so each lane owns one row for the whole item (its gate and
+// range in registers) and 2 kRows of its keys, tested without a vote each: a lane's taken scores
+// form a mask, and one warp scan of the masks' counts places them all. Each row's entries are
+// counted as they are queued, so the flush (when a step's entries do not fit, and at the item's
+// end) takes its places without a counting pass; it holds only this warp while the consumers
+// fill the next buffers. What an emitter step costs is its instructions, which share the SM's
+// issue slots and power with the consumers: a step inside its rows' ranges is a compare per
+// score, and the taken scores (~2 %) are queued by a loop over the mask's set bits. Testing every
+// score against its range and unrolling the queueing over all of a lane's scores (predicated)
+// took ~220 instructions per H = 32 step against ~90, and the H = 32 scan 7 % longer.
+// Buffer phases: a warpgroup's step j uses buffer j % kScoreBuffers, and an emitter waits for its
+// phase j / kScoreBuffers by parity, which is sound only if step j - kScoreBuffers has been
+// written. An emitter's steps of one warpgroup are 3 of that warpgroup's steps apart (global
+// steps 6 apart), and it read the previous one itself.
+// L: the kernel's SharedLayout (layout.cuh) with the emitting Traits.
+template <int kHeads, int kN, typename L>
+__device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParams& e,
+                                            uint8_t* smem, int emitter) {
+  constexpr int kRows = kN / kHeads;
+  constexpr int kLanesPerRow = 32 / kRows;
+  constexpr int kVectors = kTileKeys / 4 / kLanesPerRow;  // float4 of the row per lane
+  constexpr int kMine = 4 * kVectors;                     // scores per lane
+  static_assert(L::Traits::kByEmitters && L::Traits::kTilesPerStep == 1 && kRows <= kMaxRowsPerGroup &&
+                    32 % kRows == 0,
+                "emitters take one tile per step, a whole number of lanes per row");
+  static_assert(kScoreBuffers >= 3 && kConsumerGroups == 2 && kEmitterWarps == 3,
+                "an emitter's steps of a warpgroup lie within kScoreBuffers of each other");
+  static_assert(L::Traits::kEntriesPerQueue >= kRows * kTileKeys, "a step's entries fit an empty queue");
+  const int lane = threadIdx.x % 32;
+  const int row = lane / kLanesPerRow;  // the row slot this lane tests
+  const int first_lane = row * kLanesPerRow;
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* q_full = barriers + 2 * L::kStages;
+  uint64_t* q_empty = q_full + 2;
+  const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
+  CandidateQueue<L> queue{smem, 0, __shfl_sync(0xffffffffu, emitter, 0)};
+  uint32_t step_count = 0;  // steps so far; step s is consumer s % 2's step s / 2
+  for (uint32_t item_count = 0;; ++item_count) {
+    const int buffer = item_count & 1;
+    const ItemInfo& info = wait_for_item(items, q_full, item_count);
+    const int32_t row0 = info.row0;
+    if (row0 < 0) break;
+    const int32_t tile_end = info.tile_end;
+    int32_t lo = 0;
+    int32_t hi = 0;  // an empty range for rows past info.rows
+    float gate = 0.0f;
+    if (row < info.rows) {
+      lo = info.lo[row];
+      hi = info.hi[row];
+      if (lo < hi) gate = __ldg(e.gate + row0 + row);
+    }
+    const RowGate row_gate(gate);
+    uint32_t row_entries = 0;  // this row's entries in the queue (on every lane of the row)
+    auto flush = [&] {
+      const uint32_t mine =
+          __shfl_sync(0xffffffffu, row_entries, min(lane, kRows - 1) * kLanesPerRow);
+      reserve_counted<L, kRows>(e, queue, row0, mine, lane);
+      write_queue<L, kRows>(e, queue, lane);
+      row_entries = 0;
+    };
+    for (TileWalk walk(f, info.tile_begin); walk.tile < tile_end; ++step_count) {
+      const int32_t tile = walk.tile;
+      walk.next(f);
+      if (static_cast<int>(step_count % kEmitterWarps) != emitter) continue;
+      const uint32_t step = step_count / kConsumerGroups;  // of warpgroup step_count % 2
+      const int slot = static_cast<int>(step_count % kConsumerGroups) * kScoreBuffers +
+                       static_cast<int>(step % kScoreBuffers);
+      ptx::mbarrier_wait(&barriers[EmitRegion<L>::kScoreFull + slot], (step / kScoreBuffers) & 1);
+      // Vector v of this lane: the row's columns 4 (lane % kLanesPerRow) + 4 kLanesPerRow v + 0..3.
+      const float* scores =
+          reinterpret_cast<const float*>(smem + EmitRegion<L>::kScores + slot * L::Traits::kScoreBufferBytes) +
+          row * kScoreStride + 4 * (lane % kLanesPerRow);
+      const int32_t key0 = tile * kTileKeys + 4 * (lane % kLanesPerRow);
+      // Score e of this lane is element e % 4 of vector e / 4 (its column, key - key0: column()).
+      auto column = [](uint32_t e) {
+        return static_cast<int>(4 * kLanesPerRow * (e / 4) + e % 4);
+      };
+      float values[kMine];
+#pragma unroll
+      for (int v = 0; v < kVectors; ++v) {
+        const float4 four = *reinterpret_cast<const float4*>(scores + column(4 * v));
+        values[4 * v] = four.x;
+        values[4 * v + 1] = four.y;
+        values[4 * v + 2] = four.z;
+        values[4 * v + 3] = four.w;
+      }
+      // Most steps lie inside the lane's row range, on a gated row: the compare alone decides
+      // (rows that take every key, and the steps at range ends, test each key's range too).
+      const int32_t tile_key0 = tile * kTileKeys;
+      const bool inside = !row_gate.take_all && tile_key0 >= lo && tile_key0 + kTileKeys <= hi;
+      uint32_t taken = 0;
+      if (inside) {
+#pragma unroll
+        for (int e = 0; e < kMine; ++e) {
+          taken |= static_cast<uint32_t>(values[e] >= row_gate.threshold) << e;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kMine; ++e) {
+          const int32_t key = key0 + column(e);
+          const bool take = static_cast<uint32_t>(key - lo) < static_cast<uint32_t>(hi - lo) &&
+                            row_gate.passes(values[e]);
+          taken |= static_cast<uint32_t>(take) << e;
+        }
+      }
+      // Places: an inclusive scan of the lanes' counts.
+      const uint32_t count = __popc(taken);
+      const uint32_t through = warp_inclusive_scan(count);
+      const uint32_t total = __shfl_sync(0xffffffffu, through, 31);
+      // Flushed only when this step's entries do not fit (a whole tile may pass its gates).
+      if (queue.size + total > static_cast<uint32_t>(L::Traits::kEntriesPerQueue)) flush();
+      // The row's count: its last lane's scan minus the lane before its first.
+      const uint32_t row_through = __shfl_sync(0xffffffffu, through, first_lane + kLanesPerRow - 1);
+      const uint32_t row_before = __shfl_sync(0xffffffffu, through, max(first_lane - 1, 0));
+      row_entries += row_through - (first_lane > 0 ? row_before : 0);
+      // The taken scores are read again from the buffer, released only after (holding all
+      // 2 kRows of them across the scan spilled in a 40-register emitter, tried at H = 32).
+      uint64_t* keys = queue.keys() + queue.size + (through - count);
+      for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
+        const auto e = static_cast<uint32_t>(__ffs(rest) - 1);
+        *keys++ = queue_entry(scores[column(e)], row, static_cast<uint32_t>(key0 + column(e) - lo));
+      }
+      queue.size += total;
+      // The proxy fence is not what orders these reads (the consumers' stores wrote them, not
+      // TMA); it keeps to the rule that check_sass.py holds every arrival to.
+      ptx::fence_proxy_async_shared();
+      ptx::mbarrier_arrive(&barriers[EmitRegion<L>::kScoreEmpty + slot]);
+    }
+    __syncwarp();
+    if (queue.size > 0) flush();
+    ptx::fence_proxy_async_shared();  // as above; TMA refills this item's Q buffer
+    ptx::mbarrier_arrive(&q_empty[buffer]);
+  }
+}
+
+// The policy the scoring kernel takes as its Epilogue (kernel.cuh, consume).
+struct EmitEpilogue {
+  using Params = EmitParams;
+  template <int kHeads, int kN, bool kPaged>
+  using Traits = EmitTraits<kHeads, kN, kPaged>;
+
+  template <typename L>
+  __device__ __forceinline__ static void init_barriers(uint64_t* barriers) {
+    for (int b = 0; b < kConsumerGroups * kScoreBuffers && L::Traits::kByEmitters; ++b) {
+      ptx::mbarrier_init(&barriers[EmitRegion<L>::kScoreFull + b], 128);  // a consumer warpgroup
+      ptx::mbarrier_init(&barriers[EmitRegion<L>::kScoreEmpty + b], 32);  // an emitter's lanes
+    }
+  }
+
+  // Producer warps 1-3 of the prefill scan (Traits::kSideWarps).
+  template <int kHeads, int kN, bool kPaged, typename L>
+  __device__ __forceinline__ static void side_warp(const scoring::ScoreParams&,
+                                                   const TileFilter& f, const EmitParams& e,
+                                                   uint8_t* smem, int emitter) {
+    emit_scores<kHeads, kN, L>(f, e, smem, emitter);
+  }
+
+  // The consumers' part: decode tests its scores and queues the candidates; prefill hands them
+  // to the emitters through the score buffers.
+  template <int kHeads, int kN, bool kPaged, typename L>
+  struct Consumer {
+    using T = typename L::Traits;
+    using R = TileRows<kHeads, kN, T::kOneScorePerLane>;
+    static constexpr bool kTests = !T::kByEmitters;
+    // Entries one owned row's key rows may add (queue_candidate once per key row). The room is
+    // checked per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane)
+    // may add 128, and flushing whenever that is not free flushed at every tile.
+    static constexpr uint32_t kRowEntries = 32 * R::kKeyRowsPerLane;
+    static_assert(kRowEntries <= kQueueEntries, "a row's candidates must fit the queue");
+    const EmitParams& e;
+    uint8_t* smem;
+    int consumer;
+    int lane;
+    CandidateQueue<L> queue;
+    float gate[R::kPerLane];  // loaded once per item: a load per step stalled the epilogue
+
+    // An item's last candidates are written during the next item's first step, after its wgmma
+    // is issued: the reservation's atomics then complete while the tensor cores run.
+    __device__ __forceinline__ Consumer(const scoring::ScoreParams&, const TileFilter&,
+                                        const EmitParams& e_, uint8_t* smem_, int consumer_,
+                                        int lane_)
+        : e(e_),
+          smem(smem_),
+          consumer(consumer_),
+          lane(lane_),
+          queue{smem_, 0, __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)} {
+      if (kTests && lane == 0) queue.meta()[0] = -1;
+    }
+    __device__ __forceinline__ void begin_row(int i, int32_t row0, int q, int32_t lo, int32_t hi) {
+      gate[i] = kTests && lo < hi ? __ldg(e.gate + row0 + q) : 0.0f;
+    }
+    __device__ __forceinline__ void after_mma() {
+      if (kTests && queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+    }
+    template <int kTilesPerStep, typename Owned>
+    __device__ __forceinline__ void step(const scoring::ScoreParams&, const TileFilter&,
+                                         const int32_t (&tile_of)[kTilesPerStep], int tiles,
+                                         const Owned (&owned)[kTilesPerStep],
+                                         const float (&half_scale)[kTilesPerStep]
+                                                                  [R::kKeyRowsPerLane],
+                                         const int32_t (&lo)[R::kPerLane],
+                                         const int32_t (&hi)[R::kPerLane], int32_t row0,
+                                         int key_row, uint32_t my_tiles) {
+      if constexpr (T::kByEmitters) {
+        // The step's scores, every key of the tile (the emitter tests the visible range), to
+        // this warpgroup's next score buffer.
+        static_assert(kTilesPerStep == 1 && R::kKeyRowsPerLane == 2, "one tile per step");
+        uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+        const uint32_t my_step = my_tiles - 1;
+        const int slot = consumer * kScoreBuffers + static_cast<int>(my_step % kScoreBuffers);
+        ptx::mbarrier_wait(&barriers[EmitRegion<L>::kScoreEmpty + slot],
+                           ((my_step / kScoreBuffers) & 1) ^ 1);
+        float* scores = reinterpret_cast<float*>(smem + EmitRegion<L>::kScores +
+                                                 slot * T::kScoreBufferBytes);
+#pragma unroll
+        for (int i = 0; i < R::kPerLane; ++i) {
+          float* row_scores = scores + R::row(i, lane) * kScoreStride + key_row;
+          row_scores[0] = owned[0][i][0] * half_scale[0][0];
+          row_scores[8] = owned[0][i][1] * half_scale[0][1];
+        }
+        ptx::mbarrier_arrive(&barriers[EmitRegion<L>::kScoreFull + slot]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u >= tiles) break;
+          const int32_t key0 = tile_of[u] * kTileKeys + key_row;
+#pragma unroll
+          for (int i = 0; i < R::kPerLane; ++i) {
+            const int q = R::row(i, lane);
+            if (queue.size > kQueueEntries - kRowEntries) {
+              reserve_queue<L, R::kRows>(e, queue, row0, lane);
+              write_queue<L, R::kRows>(e, queue, lane);
+            }
+            const RowGate row_gate(gate[i]);
+#pragma unroll
+            for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
+              const int32_t key = key0 + 8 * R::key_half(r, lane);
+              queue_candidate(queue, q, row_gate, lo[i], hi[i], key,
+                              owned[u][i][r] * half_scale[u][r], lane);
+            }
+          }
+        }
+      }
+    }
+    __device__ __forceinline__ void end_item(int32_t row0) {
+      if (kTests) {
+        // A warpgroup without a step in this item may still hold the previous item's entries.
+        if (queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+        if (queue.size > 0) reserve_queue<L, R::kRows>(e, queue, row0, lane);
+      }
+    }
+    __device__ __forceinline__ void finish() {
+      if (kTests && queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+    }
+  };
+};
+
+}  // namespace flashindexer::cuda::fused

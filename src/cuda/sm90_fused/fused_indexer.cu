@@ -1,0 +1,300 @@
+// The fused CUDA indexer: top-k without writing the [rows, keys] logits. Host code only.
+//
+// Per batch of rows (the arrays below live in the caller's workspace, so memory is fixed):
+//  1. sample: the scoring kernel scores every tile_stride-th key tile of each row (<= 128 tiles
+//     of the widest row) into a small sample buffer;
+//  2. gate: per row, a lower bound of the sample's rank-r score, with r set so that about
+//     k (1 + 4 / sqrt(q)) keys pass (rows that fit the candidate slots take every key); the
+//     sampled keys that pass become the row's first candidates. A row whose sampled keys at or
+//     above the gate predict more than twice its slots (heavy ties) is marked overflowing;
+//  3. scan: the scoring kernel computes every other score, with the same arithmetic as
+//     mqa_logits, and appends the keys at or above the gate to the row's candidate slots as rank
+//     keys (queued per warp in shared memory, placed in bulk), counting on past the capacity;
+//  4. select: the fused select kernel selects each complete row's k best candidates and writes
+//     them best first, or in ascending index order when unsorted output was asked for (never in
+//     slot order, which the atomics decide); for a row whose candidates are incomplete
+//     (overflow, or fewer than min(k, length) keys passed) it writes nothing but the row's
+//     visible range into the fallback ranges ([0, 0) for complete rows) and counts the row;
+//  5. fallback: those rows go through the dense pair, mqa_logits into a logits slab (laid over
+//     the batch's candidates, dead by then) + its top-k (select.h), with every other row's range
+//     empty (their scoring work items are skipped, the counted rows' keys spread over the grid,
+//     and the top-k leaves the other answers alone).
+// So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
+// the dense path stores, and a row either holds every key above its k-th or takes the dense path.
+// All decisions on the host come from shapes: no host sync, graph-capturable.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "core/heuristics.h"
+#include "cuda/common/check.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/emit_epilogue.cuh"
+#include "cuda/sm90_fused/fused_indexer.h"
+#include "cuda/sm90_fused/gate.h"
+#include "cuda/sm90_fused/select.h"
+#include "cuda/sm90_fused/workspace.h"
+#include "cuda/sm90_scoring/call.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+using fused::FusedShape;
+using fused::RowArrays;
+using scoring::kTileKeys;
+using scoring::ScoringCall;
+
+int default_capacity(int k) { return heuristics::fused_candidate_capacity(k); }
+
+TensorView device_i32(int32_t* data, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(data, DType::kI32, shape, Device::kCUDA);
+}
+
+// The prefill / decode differences: how rows [first, first + count) are scored, what their
+// ranges are, and the fallback ranges' form. Rows come in whole row units (next_n for decode).
+struct PrefillForm {
+  const QuantizedTensor& q;
+  const QuantizedTensor& keys;
+  const TensorView& weights;
+  const TensorView& ks;
+  const TensorView& ke;
+  static constexpr bool kPaged = false;
+
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              const TensorView& row_ks, const TensorView& row_ke, ScoringCall* call) const {
+    return plan_mqa_logits(op, logits, {leading_rows(q.values, first, count), q.scales}, keys,
+                           leading_rows(weights, first, count), row_ks, row_ke, call);
+  }
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              ScoringCall* call) const {
+    return plan(op, logits, first, count, leading_rows(ks, first, count),
+                leading_rows(ke, first, count), call);
+  }
+  RowRanges ranges(int64_t first, int64_t count) const {
+    return RowRanges::prefill(leading_rows(ks, first, count), leading_rows(ke, first, count));
+  }
+  // Fallback ranges of rows [first, first + count), given as arrays of those rows.
+  Status plan_fallback(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       int32_t* lo, int32_t* hi, ScoringCall* call) const {
+    return plan(op, logits, first, count, device_i32(lo, {count}), device_i32(hi, {count}), call);
+  }
+  RowRanges fallback_ranges(int32_t* lo, int32_t* hi, int64_t count) const {
+    return RowRanges::prefill(device_i32(lo, {count}), device_i32(hi, {count}));
+  }
+};
+
+struct DecodeForm {
+  const QuantizedTensor& q;
+  const PagedKCache& cache;
+  const TensorView& weights;
+  const TensorView& context_lens;
+  const TensorView& block_table;
+  int next_n;
+  static constexpr bool kPaged = true;
+
+  Status plan_requests(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       const TensorView& lens, ScoringCall* call) const {
+    const int64_t request = first / next_n;
+    const int64_t requests = count / next_n;
+    return plan_paged_mqa_logits(op, logits, {leading_rows(q.values, request, requests), q.scales},
+                                 cache, leading_rows(weights, first, count), lens,
+                                 leading_rows(block_table, request, requests), call);
+  }
+  Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
+              ScoringCall* call) const {
+    return plan_requests(op, logits, first, count,
+                         leading_rows(context_lens, first / next_n, count / next_n), call);
+  }
+  RowRanges ranges(int64_t first, int64_t count) const {
+    return RowRanges::decode(leading_rows(context_lens, first / next_n, count / next_n), next_n);
+  }
+  // The fallback's lengths are 2-D [requests, next_n]: row r's length is hi[r].
+  Status plan_fallback(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                       int32_t*, int32_t* hi, ScoringCall* call) const {
+    return plan_requests(op, logits, first, count, device_i32(hi, {count / next_n, next_n}), call);
+  }
+  RowRanges fallback_ranges(int32_t*, int32_t* hi, int64_t count) const {
+    return RowRanges::decode(device_i32(hi, {count / next_n, next_n}), next_n);
+  }
+};
+
+// The fallback of rows [first, first + count): dense scoring + top-k over the slab, batch by
+// batch, for the rows the fallback ranges keep (the others are empty: no work, and the top-k
+// leaves their rows, which the select has written). lo / hi: the fallback ranges of these rows;
+// live: how many of them are not empty.
+template <typename Form>
+Status run_fallback(const char* op, const Form& form, const FusedShape& shape, const Slab& slab,
+                    const TensorView& out, int64_t first, int64_t count, int32_t* lo, int32_t* hi,
+                    const int32_t* live, bool sorted, void* stream) {
+  for (int64_t done = 0; done < count; done += slab.rows) {
+    const int64_t part = std::min(slab.rows, count - done);
+    const TensorView logits = slab_view(slab, part, shape.width);
+    ScoringCall call;
+    if (Status status = form.plan_fallback(op, logits, first + done, part,
+                                           lo == nullptr ? nullptr : lo + done, hi + done, &call);
+        !status.ok()) {
+      return status;
+    }
+    // Prefill: the kernel sizes its items by the live rows (a row alone took ~1 ms of one CTA
+    // as a single item of 128K keys). Decode: no more CTAs than requests (the shares skip the
+    // empty ones and spread the others' tiles).
+    if constexpr (Form::kPaged) {
+      call.params.chunk_keys *= call.params.chunks;
+      call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
+    } else {
+      call.filter.live_rows = live;
+    }
+    if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
+    if (Status status = fused::fallback_topk(
+            leading_rows(out, first + done, part), logits,
+            form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part), shape.k,
+            sorted, slab.topk_run);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Form>
+Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
+                 int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options,
+                 const FusedConfig& config) {
+  if (width > fused::kMaxEmitKeys) {
+    return Status::InvalidArgument(concat(
+        op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
+        width, " keys per row (the dense path takes any)"));
+  }
+  const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
+  Slab slab;
+  // The kept arrays of as many rows as the region holds with their candidates and samples (no
+  // more than all rows need); the rest is the logits slab, which the batch's candidates and
+  // sample share with its fallback.
+  auto keep = [&](size_t region) {
+    const auto fit =
+        static_cast<int64_t>(region / (shape.overlay_row_bytes() + FusedShape::kKeptRowBytes));
+    return FusedShape::kept_bytes(std::min(fit, rows));
+  };
+  if (Status status = carve_slab(op, options, width, k, row_unit, FusedShape::kept_bytes(row_unit),
+                                 shape.overlay_bytes(row_unit), keep, &slab);
+      !status.ok()) {
+    return status;
+  }
+  const RowArrays arrays = fused::carve_rows(slab, shape, rows, row_unit);
+  auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
+  for (int64_t first = 0; first < rows; first += arrays.rows) {
+    const int64_t count = std::min(arrays.rows, rows - first);
+    // The sample buffer is the logits of the sampling launch: [count, width], row stride
+    // sample_stride (it stores tile t at column block t / tile_stride).
+    TensorView sample_view =
+        TensorView::contiguous(arrays.sample, DType::kF32, {count, width}, Device::kCUDA)
+            .with_row_stride(shape.sample_stride);
+    ScoringCall call;
+    if (Status status = form.plan(op, sample_view, first, count, &call); !status.ok()) {
+      return status;
+    }
+    fused::RowState state;
+    state.ranges = call.params;
+    state.sample = shape.gated ? arrays.sample : nullptr;
+    state.sample_stride = shape.sample_stride;
+    state.tile_stride = shape.tile_stride;
+    state.gate = arrays.gate;
+    state.candidates = arrays.candidates;
+    state.counts = arrays.counts;
+    state.capacity = shape.capacity;
+    state.k = k;
+    state.fallback_rows = arrays.fallback_rows;
+    if (shape.gated) {
+      ScoringCall sample = call;
+      sample.filter.tile_stride = shape.tile_stride;
+      sample.filter.tile_shift = shape.tile_shift;
+      sample.params.chunk_keys *= shape.tile_stride;
+      sample.params.chunks = (sample.params.chunks + shape.tile_stride - 1) / shape.tile_stride;
+      if (Status status = launch_scoring(op, sample, false, stream); !status.ok()) return status;
+    }
+    if (Status status = to_status(fused::launch_gate(state, count, Form::kPaged, stream), op,
+                                  "gate kernel launch");
+        !status.ok()) {
+      return status;
+    }
+    ScoringCall scan = call;
+    scan.params.logits = nullptr;
+    fused::EmitParams emit;
+    emit.gate = arrays.gate;
+    emit.candidates = arrays.candidates;
+    emit.candidate_counts = arrays.counts;
+    emit.candidate_capacity = shape.capacity;
+    if (shape.gated) {  // the gate has emitted the sampled tiles' keys
+      scan.filter.tile_stride = shape.tile_stride;
+      scan.filter.tile_shift = shape.tile_shift;
+      scan.filter.skip_sampled = true;
+    }
+    if (Status status =
+            to_status(scoring::launch_planned<fused::EmitEpilogue>(scan, emit, stream), op,
+                      "scoring kernel launch");
+        !status.ok()) {
+      return status;
+    }
+    // The candidates sit in their slots in the order the scan's atomics were served; the
+    // select writes unsorted answers in ascending index order, like every top-k path.
+    fused::SelectParams select{};
+    select.answer = topk::make_params(leading_rows(out, first, count), form.ranges(first, count),
+                                      width, k, sorted);
+    select.candidates = arrays.candidates;
+    select.counts = arrays.counts;
+    select.capacity = shape.capacity;
+    if (shape.gated) {  // only gated rows can be incomplete
+      select.fallback_lo = Form::kPaged ? nullptr : arrays.fallback_lo;
+      select.fallback_hi = arrays.fallback_hi;
+      select.fallback_rows = arrays.fallback_rows;
+    }
+    if (Status status =
+            to_status(fused::launch_select(select, count, stream), op, "select kernel launch");
+        !status.ok()) {
+      return status;
+    }
+    if (shape.gated) {
+      if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
+                                       arrays.fallback_hi, arrays.fallback_rows, sorted, stream);
+          !status.ok()) {
+        return status;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k,
+                                    const FusedConfig& config) {
+  const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
+  const size_t logits = static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float);
+  return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment +
+         align_slab(FusedShape::kept_bytes(batch_rows)) +
+         align_slab(std::max(shape.overlay_bytes(batch_rows), logits));
+}
+
+Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                             const RunOptions& options, const FusedConfig& config) {
+  const PrefillForm form{q, keys, weights, ks, ke};
+  return run_fused("indexer_prefill", form, out, q.values.shape[0], keys.values.shape[0], 1, k,
+                   sorted, options, config);
+}
+
+Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                            const PagedKCache& cache, const TensorView& weights,
+                            const TensorView& context_lens, const TensorView& block_table, int k,
+                            bool sorted, const RunOptions& options, const FusedConfig& config) {
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  const DecodeForm form{q, cache, weights, context_lens, block_table, next_n};
+  return run_fused("indexer_decode", form, out, q.values.shape[0] * next_n,
+                   block_table.shape[1] * cache.page_size, next_n, k, sorted, options, config);
+}
+
+}  // namespace flashindexer::cuda

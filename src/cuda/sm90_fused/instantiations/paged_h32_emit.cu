@@ -1,0 +1,19 @@
+// Paged decode scoring with candidate emission (the fused indexer's scan) at H = 32.
+#include "cuda/sm90_scoring/kernel.cuh"
+#include "cuda/sm90_fused/emit_epilogue.cuh"
+
+namespace flashindexer::cuda {
+
+using fused::EmitEpilogue;
+
+template cudaError_t scoring::launch_score<32, 32, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t scoring::launch_score<32, 64, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t scoring::launch_score<32, 128, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+
+}  // namespace flashindexer::cuda

@@ -1,0 +1,115 @@
+// A scoring call planned but not launched: what mqa_logits / paged_mqa_logits do, in two steps,
+// so that the fused indexer can narrow the tile walk (TileFilter) and launch the kernel with its
+// own epilogue between them. Host code of the CUDA backend.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/sm90_scoring/params.h"
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+
+namespace flashindexer::cuda {
+namespace scoring {
+
+// One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged) and epilogue;
+// defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing epilogue)
+// and the fused indexer's (the emitting one).
+template <int kHeads, int kN, bool kPaged, typename Epilogue>
+cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const TileFilter& filter,
+                         const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
+
+template <int kHeads_, int kN_, bool kPaged_>
+struct Shape {
+  static constexpr int kHeads = kHeads_;
+  static constexpr int kN = kN_;
+  static constexpr bool kPaged = kPaged_;
+};
+
+// The instantiation a call was planned for.
+struct KernelShape {
+  int heads = 64;
+  int columns = 256;  // N
+  bool paged = false;
+};
+
+// Calls visit(Shape<H, N, paged>{}) for the instantiation of `shape`: the set of instantiations,
+// listed once. Prefill: 256 (row, head) columns per Q tile (4 rows at H = 64, 8 at H = 32).
+// Decode: next_n x H at H = 64; at H = 32 one row is N = 32 (at N = 64, as a tile of two rows
+// with one dropped, decode at 64 x 32768 keys took 82 us against 80, batch 1 x 131072 9.1
+// against 8.3), and three rows use a tile of four (N = 128), the fourth computed and dropped.
+template <typename Visit>
+auto visit_shape(const KernelShape& shape, Visit&& visit) {
+  if (!shape.paged) {
+    return shape.heads == 64 ? visit(Shape<64, 256, false>{}) : visit(Shape<32, 256, false>{});
+  }
+  if (shape.heads == 64) {
+    switch (shape.columns) {
+      case 64:
+        return visit(Shape<64, 64, true>{});
+      case 128:
+        return visit(Shape<64, 128, true>{});
+      case 192:
+        return visit(Shape<64, 192, true>{});
+      default:
+        return visit(Shape<64, 256, true>{});
+    }
+  }
+  switch (shape.columns) {
+    case 32:
+      return visit(Shape<32, 32, true>{});
+    case 64:
+      return visit(Shape<32, 64, true>{});
+    default:
+      return visit(Shape<32, 128, true>{});
+  }
+}
+
+struct ScoringCall {
+  ScoreMaps maps{};
+  ScoreParams params;
+  TileFilter filter;  // every tile (the fused indexer narrows it)
+  KernelShape kernel;
+  int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
+  bool paged = false;
+};
+
+// The CTAs of a planned call: one per work item, at most one per SM (0: no work).
+int scoring_grid(const ScoringCall& call);
+
+// Launches a planned call with epilogue `Epilogue` (no work: nothing).
+template <typename Epilogue>
+cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Params& epilogue,
+                           cudaStream_t stream) {
+  const int grid = scoring_grid(call);
+  if (grid == 0) return cudaSuccess;
+  return visit_shape(call.kernel, [&](auto shape) {
+    using S = decltype(shape);
+    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params,
+                                                                call.filter, epilogue, grid,
+                                                                stream);
+  });
+}
+
+// Writes -inf at the columns of each row outside its visible range (clean logits).
+cudaError_t launch_fill_invisible(const ScoreParams& params, bool paged, cudaStream_t stream);
+
+}  // namespace scoring
+
+// The checks, tensor maps and work plan of mqa_logits / paged_mqa_logits (same arguments; the
+// logits view gives the width, and the pointer and row stride the kernel stores to).
+Status plan_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights, const TensorView& ks,
+                       const TensorView& ke, scoring::ScoringCall* call);
+Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                             const PagedKCache& cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table,
+                             scoring::ScoringCall* call);
+// Launches a planned call with the storing epilogue, then the clean fill (-inf outside each
+// row's range) when asked.
+Status launch_scoring(const char* op, const scoring::ScoringCall& call, bool clean, void* stream);
+
+}  // namespace flashindexer::cuda

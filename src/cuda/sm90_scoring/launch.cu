@@ -1,0 +1,373 @@
+// Host side of the FP8 scoring kernels: CUDA-specific argument checks (what TMA needs), the
+// tensor maps, the work plan (from shapes only: no host synchronisation, graph-capturable) and
+// the launch; then the clean fill when asked.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/common/check.h"
+#include "cuda/common/device.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/sm90_scoring/call.h"
+#include "cuda/sm90_scoring/store_epilogue.cuh"
+
+namespace flashindexer::cuda {
+namespace {
+
+using scoring::kHeadDim;
+using scoring::kTileKeys;
+using scoring::ScoreMaps;
+using scoring::ScoreParams;
+using scoring::ScoringCall;
+
+// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static const EncodeTiled function = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      entry = nullptr;
+    }
+    return reinterpret_cast<EncodeTiled>(entry);
+  }();
+  return function;
+}
+
+// A tiled map over `rank` dimensions (innermost first; strides in bytes for dims 1..rank-1).
+struct MapSpec {
+  const char* what;
+  CUtensorMapDataType type;
+  int rank;
+  const void* base;
+  cuuint64_t dims[4];
+  cuuint64_t strides[3];
+  cuuint32_t box[4];
+  bool swizzle128;
+};
+
+Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
+  const EncodeTiled encode_fn = encode_tiled();
+  if (encode_fn == nullptr) {
+    return Status::DeviceError(concat(op, ": the CUDA driver has no cuTensorMapEncodeTiled"));
+  }
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult result =
+      encode_fn(&map, spec.type, spec.rank, const_cast<void*>(spec.base), spec.dims, spec.strides,
+                spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                spec.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return Status::DeviceError(
+        concat(op, ": cuTensorMapEncodeTiled failed for ", spec.what, " (CUresult ", result, ")"));
+  }
+  return Status::Ok();
+}
+
+bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+// What the TMA copies need of the operands shared by both forms.
+Status check_common(const char* op, const QuantizedTensor& q, const TensorView& weights) {
+  ArgCheck check(op);
+  if (q.values.dtype != DType::kE4M3) {
+    return Status::Unsupported(concat(op, ": CUDA scoring supports FP8 (e4m3) operands; MXFP4 ",
+                                      "runs on the CPU backend only"));
+  }
+  const int r = q.values.rank;
+  if (q.values.shape[r - 1] != kHeadDim) {
+    return Status::Unsupported(
+        concat(op, ": CUDA scoring supports head_dim 128, q has ", q.values.shape[r - 1]));
+  }
+  check.require(aligned16(q.values.data) && q.values.stride[r - 2] % 16 == 0 &&
+                    q.values.stride[r - 3] % 16 == 0,
+                concat("q must be 16-byte aligned with row strides a multiple of 16 bytes on "
+                       "CUDA (TMA); strides are ",
+                       q.values.stride[r - 3], ", ", q.values.stride[r - 2]));
+  check.require(aligned16(weights.data) && (weights.stride[0] * 4) % 16 == 0,
+                concat("weights must be 16-byte aligned with a row stride a multiple of 4 "
+                       "elements on CUDA (TMA); row stride is ",
+                       weights.stride[0]));
+  return check.status();
+}
+
+// Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32. With lane-owned rows
+// (kLaneOwnedRows) the Q map copies four rows per box in the order (byte, head % 2, row, head / 2)
+// that the kernel's TileColumn reads; otherwise (byte, head, row), rows_per_group rows per box.
+Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
+                      int64_t token_stride, int heads, const TensorView& weights,
+                      int rows_per_group, bool lane_owned_rows) {
+  const auto head_stride = static_cast<cuuint64_t>(q.stride[q.rank - 2]);
+  const auto row_stride = static_cast<cuuint64_t>(token_stride);
+  const auto rows = static_cast<cuuint64_t>(tokens);
+  const auto h = static_cast<cuuint32_t>(heads);
+  const MapSpec q_spec =
+      lane_owned_rows
+          ? MapSpec{"q",
+                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                    4,
+                    q.data,
+                    {kHeadDim, 2, rows, h / 2},
+                    {head_stride, row_stride, 2 * head_stride},
+                    {kHeadDim, 2, 4, h / 2},
+                    true}
+          : MapSpec{"q",
+                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                    3,
+                    q.data,
+                    {kHeadDim, h, rows},
+                    {head_stride, row_stride},
+                    {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
+                    true};
+  if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
+  const MapSpec w_spec{"weights",
+                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                       2,
+                       weights.data,
+                       {h, rows, 1},
+                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
+                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
+                       false};
+  return encode(maps.w, w_spec, op);
+}
+
+// Keys per work item: enough items for about four per CTA, within [lower, upper].
+int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, int64_t upper) {
+  const int64_t target_items = 4LL * sms;
+  int64_t chunk = (groups * keys + target_items - 1) / std::max<int64_t>(target_items, 1);
+  chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+  return std::clamp(chunk, lower, upper);
+}
+
+// The instantiation of a call: prefill's by H, decode's by H and next_n (visit_shape, call.h).
+scoring::KernelShape prefill_shape(int heads) { return {heads, 256, false}; }
+
+scoring::KernelShape paged_shape(int heads, int next_n) {
+  if (heads == 64) return {64, 64 * next_n, true};
+  return {32, next_n == 3 ? 128 : 32 * next_n, true};
+}
+
+bool lane_owned_rows(const scoring::KernelShape& shape) {
+  return scoring::visit_shape(shape, [](auto s) {
+    using S = decltype(s);
+    return scoring::kLaneOwnedRows<S::kHeads, S::kN>;
+  });
+}
+
+}  // namespace
+
+namespace scoring {
+
+int scoring_grid(const ScoringCall& call) {
+  const ScoreParams& params = call.params;
+  if (params.rows == 0 || params.width == 0) return 0;
+  return static_cast<int>(std::min<int64_t>(params.groups * params.chunks, call.sms));
+}
+
+}  // namespace scoring
+
+Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void* stream_handle) {
+  const ScoreParams& params = call.params;
+  if (params.rows == 0 || params.width == 0) return Status::Ok();
+  auto* stream = static_cast<cudaStream_t>(stream_handle);
+  if (Status status =
+          to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
+                    "scoring kernel launch");
+      !status.ok()) {
+    return status;
+  }
+  if (!clean) return Status::Ok();
+  return to_status(scoring::launch_fill_invisible(params, call.paged, stream), op,
+                   "clean fill kernel launch");
+}
+
+Status plan_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights, const TensorView& ks,
+                       const TensorView& ke, ScoringCall* call) {
+  if (Status status = check_common(op, q, weights); !status.ok()) return status;
+  ArgCheck check(op);
+  check.require(aligned16(keys.values.data) && keys.values.stride[0] % 16 == 0,
+                concat("keys.values must be 16-byte aligned with a row stride a multiple of 16 "
+                       "bytes on CUDA (TMA); row stride is ",
+                       keys.values.stride[0]));
+  check.require(aligned16(keys.scales.data) && keys.scales.stride[0] == 1,
+                "keys.scales must be contiguous and 16-byte aligned on CUDA (TMA)");
+  const int64_t rows = q.values.shape[0];
+  const int heads = static_cast<int>(q.values.shape[1]);
+  const int64_t num_keys = keys.values.shape[0];
+  check.require(rows * heads < (int64_t{1} << 31) && num_keys < (int64_t{1} << 31),
+                concat("rows x heads and keys must stay below 2^31 on CUDA; got ", rows, " x ",
+                       heads, " and ", num_keys));
+  if (!check.ok()) return check.status();
+
+  ScoreParams params;
+  params.rows = rows;
+  params.rows_per_group = 256 / heads;
+  params.groups = (rows + params.rows_per_group - 1) / params.rows_per_group;
+  params.width = logits.shape[1];
+  params.ks = ks.ptr<int32_t>();
+  params.ke = ke.ptr<int32_t>();
+  params.num_keys = num_keys;
+  params.logits = logits.ptr<float>();
+  params.logits_stride = logits.stride[0];
+  const int64_t key_span = std::max<int64_t>(std::min(num_keys, params.width), 1);
+  const int sms = multiprocessor_count();
+  params.chunk_keys = plan_chunk_keys(params.groups, key_span, sms, 512, 4096);
+  params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
+
+  const scoring::KernelShape kernel = prefill_shape(heads);
+  ScoreMaps maps{};
+  if (rows > 0 && num_keys > 0) {
+    if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
+                                       params.rows_per_group, lane_owned_rows(kernel));
+        !status.ok()) {
+      return status;
+    }
+    const MapSpec key_spec{"keys.values",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           2,
+                           keys.values.data,
+                           {kHeadDim, static_cast<cuuint64_t>(num_keys), 1},
+                           {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
+                           {kHeadDim, kTileKeys, 1},
+                           true};
+    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+    const MapSpec scale_spec{"keys.scales",
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             1,
+                             keys.scales.data,
+                             {static_cast<cuuint64_t>(num_keys), 1, 1},
+                             {0, 0},
+                             {kTileKeys, 1, 1},
+                             false};
+    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+  } else {
+    params.chunks = 0;  // nothing to score; the clean fill still runs
+  }
+  *call = ScoringCall{maps, params, {}, kernel, sms, false};
+  return Status::Ok();
+}
+
+Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
+                  const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
+                  void* stream) {
+  const char* op = "mqa_logits";
+  ScoringCall call;
+  if (Status status = plan_mqa_logits(op, logits, q, keys, weights, ks, ke, &call); !status.ok()) {
+    return status;
+  }
+  return launch_scoring(op, call, clean, stream);
+}
+
+Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                             const PagedKCache& cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table,
+                             ScoringCall* call) {
+  if (Status status = check_common(op, q, weights); !status.ok()) return status;
+  ArgCheck check(op);
+  const int64_t batch = q.values.shape[0];
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  const int heads = static_cast<int>(q.values.shape[2]);
+  check.require(cache.format == KFormat::kFP8,
+                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
+  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
+                concat("cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size));
+  check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
+                concat("cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple "
+                       "of 16 on CUDA (TMA); page_stride_bytes is ",
+                       cache.page_stride_bytes));
+  check.require(next_n >= 1 && next_n <= 4,
+                concat("q.shape[1] (next_n) must be 1..4 on CUDA; got ", next_n));
+  check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
+                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
+                "(q.stride[0] == next_n * q.stride[1])");
+  check.require(batch * next_n * heads < (int64_t{1} << 31) && cache.num_pages < (int64_t{1} << 31),
+                "rows x heads and cache.num_pages must stay below 2^31 on CUDA");
+  if (!check.ok()) return check.status();
+
+  ScoreParams params;
+  params.rows = batch * next_n;
+  params.rows_per_group = next_n;
+  params.groups = batch;
+  params.width = logits.shape[1];
+  params.context_lens = context_lens.ptr<int32_t>();
+  params.lens_stride_b = context_lens.stride[0];
+  params.lens_2d = context_lens.rank == 2;
+  params.lens_stride_j = params.lens_2d ? context_lens.stride[1] : 0;
+  params.block_table = block_table.ptr<int32_t>();
+  params.table_stride_b = block_table.stride[0];
+  params.table_stride_p = block_table.stride[1];
+  params.table_pages = block_table.shape[1];
+  params.page_size = cache.page_size;
+  params.page_shift = cache.page_size == 32 ? 5 : cache.page_size == 64 ? 6 : 7;
+  params.logits = logits.ptr<float>();
+  params.logits_stride = logits.stride[0];
+  const int64_t key_span =
+      std::max<int64_t>(std::min(params.width, params.table_pages * cache.page_size), 1);
+  const int sms = multiprocessor_count();
+  // Decode CTAs take equal shares of all key tiles (decode_share.cuh); the chunks only size the
+  // grid: one CTA per SM, or one per 256 keys of the batch at its widest when that is fewer.
+  params.chunk_keys = plan_chunk_keys(batch, key_span, sms, 256, 2048);
+  params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
+
+  const scoring::KernelShape kernel = paged_shape(heads, next_n);
+  ScoreMaps maps{};
+  if (params.rows > 0 && cache.num_pages > 0 && params.table_pages > 0) {
+    if (Status status = encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
+                                       weights, next_n, lane_owned_rows(kernel));
+        !status.ok()) {
+      return status;
+    }
+    const int rows_per_copy = std::min(kTileKeys, cache.page_size);
+    const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
+    const auto pages = static_cast<cuuint64_t>(cache.num_pages);
+    const auto page_size = static_cast<cuuint64_t>(cache.page_size);
+    const MapSpec key_spec{"cache values",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           3,
+                           cache.data,
+                           {kHeadDim, page_size, pages},
+                           {kHeadDim, page_stride},
+                           {kHeadDim, static_cast<cuuint32_t>(rows_per_copy), 1},
+                           true};
+    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+    const MapSpec scale_spec{"cache scales",
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             2,
+                             static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
+                             {page_size, pages, 1},
+                             {page_stride, 0},
+                             {static_cast<cuuint32_t>(rows_per_copy), 1, 1},
+                             false};
+    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+  } else {
+    params.chunks = 0;
+  }
+  *call = ScoringCall{maps, params, {}, kernel, sms, true};
+  return Status::Ok();
+}
+
+Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                        const PagedKCache& cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table, bool clean,
+                        void* stream) {
+  const char* op = "paged_mqa_logits";
+  ScoringCall call;
+  if (Status status =
+          plan_paged_mqa_logits(op, logits, q, cache, weights, context_lens, block_table, &call);
+      !status.ok()) {
+    return status;
+  }
+  return launch_scoring(op, call, clean, stream);
+}
+
+}  // namespace flashindexer::cuda

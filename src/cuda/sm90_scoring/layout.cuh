@@ -1,0 +1,45 @@
+// The scoring kernel's shared memory: key stages (keys and scales, the format's bytes), two Q and
+// weight buffers, two published work items, the epilogue's region, then the barriers.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90_scoring/config.h"
+#include "cuda/sm90_scoring/schedule.cuh"
+
+namespace flashindexer::cuda::scoring {
+
+// T: the epilogue's Traits for this instantiation (its shared bytes and barriers: the storing
+// epilogue has none, and keeps those bytes for key stages); Format: the keys' format policy.
+template <int kHeads, int kN, typename T, typename F>
+struct SharedLayout {
+  using Traits = T;
+  using Format = F;
+  static constexpr int kTileBytes = F::kTileBytes;
+  static constexpr int kTileScaleBytes = F::kTileScaleBytes;
+  static constexpr int kQBytes = kN * kHeadDim;
+  // Two Q tiles, two weight tiles, two ItemInfos, the epilogue's bytes and the four item
+  // barriers (and the epilogue's); each stage adds its keys, scales and two barriers.
+  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
+                                     2 * static_cast<int>(sizeof(ItemInfo)) + T::kSharedBytes +
+                                     (4 + T::kBarriers) * 8;
+  // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
+  static constexpr int kStages =
+      (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
+  static constexpr int kHalfStages = kStages / 2;
+  static constexpr int kKeys = 0;
+  static constexpr int kQ = kKeys + kStages * kTileBytes;
+  static constexpr int kScales = kQ + 2 * kQBytes;
+  static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
+  static constexpr int kItems = kWeights + 2 * kN * 4;
+  static constexpr int kEpilogue = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
+  static constexpr int kBarriers = kEpilogue + T::kSharedBytes;
+  // Stages' full and empty, items' full and empty, then the epilogue's.
+  static constexpr int kEpilogueBarriers = 2 * kStages + 4;
+  static constexpr int kBarrierCount = 2 * kStages + 4 + T::kBarriers;
+  static constexpr int kBytes = kBarriers + kBarrierCount * 8;
+  static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
+  static_assert(kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
+};
+
+}  // namespace flashindexer::cuda::scoring

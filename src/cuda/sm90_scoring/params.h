@@ -1,0 +1,71 @@
+// What the host hands the FP8 scoring kernel: its four tensor maps, the rows, keys and output
+// (ScoreParams), and which key tiles it walks (TileFilter). Shared by the launch code (C++) and
+// the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/sm90_scoring/config.h"
+
+namespace flashindexer::cuda::scoring {
+
+// A group is `rows_per_group` consecutive query rows: a prefill q-block, or the next_n rows of one
+// decode request. Prefill work items are (group, chunk): a group against the keys of one chunk
+// of `chunk_keys`, run chunk-major, so the CTAs working at the same time read the same keys
+// (from L2). Decode CTAs each take an equal share of all requests' key tiles (schedule.cuh);
+// there `chunk_keys` and `chunks` only size the grid (groups x chunks CTAs at most).
+struct ScoreParams {
+  int64_t rows = 0;    // query rows: M (prefill) or B * next_n (decode)
+  int64_t groups = 0;  // ceil(M / rows_per_group) or B
+  int rows_per_group = 0;
+  int64_t chunk_keys = 0;  // multiple of kTileKeys
+  int64_t chunks = 0;      // per group
+  int64_t width = 0;       // logits columns; visible ranges are clamped to it
+  // Prefill: row t sees keys [ks[t], ke[t]) of num_keys.
+  const int32_t* ks = nullptr;
+  const int32_t* ke = nullptr;
+  int64_t num_keys = 0;
+  // Decode: row b * next_n + j sees positions [0, len(b, j)); with 2-D lengths len is
+  // context_lens[b, j], with 1-D lengths context_lens[b] - next_n + j + 1.
+  const int32_t* context_lens = nullptr;
+  int64_t lens_stride_b = 0;
+  int64_t lens_stride_j = 0;  // 0 for 1-D lengths
+  bool lens_2d = false;
+  const int32_t* block_table = nullptr;
+  int64_t table_stride_b = 0;
+  int64_t table_stride_p = 0;
+  int64_t table_pages = 0;  // P
+  int page_size = 64;
+  int page_shift = 6;  // log2(page_size): page sizes are powers of two
+  float* logits = nullptr;
+  int64_t logits_stride = 0;
+};
+
+// Which of its work items' key tiles the kernel walks (schedule.cuh, TileWalk). The default walks
+// every tile of every item, as mqa_logits / paged_mqa_logits do; the fused indexer sets the
+// rest for its sample, scan and fallback.
+struct TileFilter {
+  // Prefill: the number of rows with a visible range (counted by an earlier launch). The kernel
+  // merges chunks so that few rows still spread over the grid and many rows take one item per
+  // group (each item of an empty group costs a range check); with none it has no work.
+  const int32_t* live_rows = nullptr;
+  // Sampling: only key tiles t with t % tile_stride == 0 are scored, and tile t's scores land in
+  // logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every tile, at its own columns. With
+  // skip_sampled, the other way round: every tile but those; only with tile_stride >= 32
+  // (TileWalk::advance).
+  int32_t tile_stride = 1;  // a power of two
+  int32_t tile_shift = 0;   // log2(tile_stride)
+  bool skip_sampled = false;
+};
+
+// The four TMA descriptors of one launch (see kernel.cuh for their shapes).
+struct ScoreMaps {
+  CUtensorMap q;       // e4m3 [T, H, 128], box [rows_per_group, H, 128], 128B swizzle
+  CUtensorMap w;       // f32 [T, H], box [rows_per_group, H]
+  CUtensorMap keys;    // e4m3 [N, 128] box [64, 128] (prefill) or [pages, page, 128] (paged)
+  CUtensorMap scales;  // f32 [N] box [64] (prefill) or [pages, page] (paged)
+};
+
+}  // namespace flashindexer::cuda::scoring

@@ -1,0 +1,293 @@
+// The scoring kernel's producer (warpgroup 0, or its warp 0 when the epilogue has side warps):
+// walks the CTA's work items, publishes each (schedule.cuh) and streams its key tiles by TMA
+// into the ring of stages, in the keys' format (format_e4m3.cuh).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90_scoring/config.h"
+#include "cuda/sm90_scoring/layout.cuh"
+#include "cuda/sm90_scoring/params.h"
+#include "cuda/sm90_scoring/row_range.cuh"
+#include "cuda/sm90_scoring/schedule.cuh"
+
+namespace flashindexer::cuda::scoring {
+
+// Loads the keys and scales of key tile `tile` of group `group` into one stage. kReadOnce: the
+// cache pages are loaded with an L2 evict-first policy (each page is read by one CTA, once per
+// call), so that the fused decode scan's candidates stay in L2 for the kernels after it: fused
+// decode at batch 64 ran 1-5 % faster on the H200, while the dense pair was 0.3-0.6 % slower
+// (docs/benchmarks.md), so only the emitting instantiations use it (their Traits::kReadOnce).
+template <bool kPaged, bool kReadOnce, typename Format>
+struct TileLoader {
+  const ScoreParams& p;
+  const CUtensorMap* key_map;
+  const CUtensorMap* scale_map;
+  int64_t window_group = -1;  // block-table window: entries [window_page, window_page + 32)
+  int32_t window_page = 0;
+  int32_t window_entry = 0;  // lane i holds block_table[group, window_page + i]
+  uint64_t read_once = kReadOnce ? ptx::l2_evict_first_policy() : 0;
+
+  // Starts loading the window of block-table entries from `page` of request `group`: called as
+  // soon as a request's first page is known, its latency overlaps the work item's set-up.
+  __device__ __forceinline__ void load_window(int64_t group, int32_t page, int lane) {
+    window_group = group;
+    window_page = page;
+    const int32_t mine = page + lane;
+    window_entry = mine < p.table_pages
+                       ? p.block_table[group * p.table_stride_b + mine * p.table_stride_p]
+                       : -1;
+  }
+
+  __device__ __forceinline__ int32_t page_entry(int64_t group, int32_t page, int lane) {
+    if (group != window_group || page < window_page || page >= window_page + 32) {
+      load_window(group, page, lane);
+    }
+    return __shfl_sync(0xffffffffu, window_entry, page - window_page);
+  }
+
+  // Called by the whole producer warp; lane 0 issues the copies.
+  __device__ __forceinline__ void load(int64_t group, int32_t tile, uint8_t* keys, float* scales,
+                                       uint64_t* full, int lane) {
+    if constexpr (kPaged) {
+      // Page sizes are 32, 64 or 128: one copy per tile, two for pages of 32 keys.
+      const int rows_per_copy = min(kTileKeys, p.page_size);
+      const int copies = p.page_shift < 6 ? 2 : 1;
+      // 32-bit shifts, not 64-bit divisions: per-tile producer work once held decode back.
+      const int32_t first_key = tile * kTileKeys;
+      const int32_t first_page = first_key >> p.page_shift;
+      const int32_t row_in_page = first_key & (p.page_size - 1);
+      int32_t pages[kTileKeys / 32];
+#pragma unroll
+      for (int c = 0; c < kTileKeys / 32; ++c) {
+        pages[c] = c < copies ? page_entry(group, first_page + c, lane) : 0;
+      }
+      if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
+#pragma unroll
+        for (int c = 0; c < kTileKeys / 32; ++c) {
+          if (c < copies) {
+            Format::template copy_page<kReadOnce>(keys, scales, key_map, scale_map, full, c,
+                                                  rows_per_copy, row_in_page, pages[c], read_once);
+          }
+        }
+      }
+    } else {
+      if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
+        Format::copy_packed(keys, scales, key_map, scale_map, full, tile * kTileKeys);
+      }
+    }
+  }
+};
+
+
+// lanes: lane `at` of the segment holds row row0 + at (if at < rows) and its range [lo, hi), and
+// every lane the keys [first, last) that some row sees (first >= last: none); rows with nothing
+// visible do not widen them.
+template <bool kPaged, int kWidth>
+struct ItemKeys {
+  int32_t lo = 0;
+  int32_t hi = 0;  // an empty range on lanes past the rows
+  int32_t first;
+  int32_t last;
+
+  __device__ __forceinline__ ItemKeys(const ScoreParams& p, int64_t row0, int rows,
+                                      int64_t key_begin, int64_t key_end, int at) {
+    if (at < rows) row_range<kPaged>(p, row0 + at, lo, hi);
+    first = lo < hi ? static_cast<int32_t>(max(static_cast<int64_t>(lo), key_begin)) : INT32_MAX;
+    last = lo < hi ? static_cast<int32_t>(min(static_cast<int64_t>(hi), key_end)) : 0;
+#pragma unroll
+    for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, offset));
+    }
+  }
+  // Whether the walk (TileWalk) has a tile among those keys.
+  __device__ __forceinline__ bool any_tile(const TileFilter& f) const {
+    return first < last && TileWalk(f, first / kTileKeys).tile < (last + kTileKeys - 1) / kTileKeys;
+  }
+};
+
+
+// L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits.
+template <int kHeads, int kN, bool kPaged, typename L>
+__device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& f,
+                                        const CUtensorMap* q_map, const CUtensorMap* w_map,
+                                        const CUtensorMap* key_map, const CUtensorMap* scale_map,
+                                        uint8_t* smem) {
+  using T = typename L::Traits;
+  using Format = typename L::Format;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;  // producer warp, 0 .. kProducerWarps - 1
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* full = barriers;
+  uint64_t* empty = barriers + L::kStages;
+  uint64_t* q_full = barriers + 2 * L::kStages;
+  uint64_t* q_empty = q_full + 2;
+  ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
+
+  TileLoader<kPaged, T::kReadOnce, Format> loader{p, key_map, scale_map};
+  // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
+  // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
+  const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
+  const uint32_t q_bytes =
+      (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
+  constexpr int kTilesPerStep = T::kTilesPerStep;
+  // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
+  // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
+  // parity never stands for two phases. (With one shared ring, a warpgroup running a whole ring
+  // ahead of the other -- easy once candidate emission makes epilogues uneven -- would take a
+  // stale phase for a fresh one.) Warp 2 c + (place % 2) loads consumer c's tiles, so each
+  // warp's tiles of a half ring are two places apart: the empty barrier it waits on is then never
+  // two phases behind (its parity would pass a wait one pass early). Taking turns over all tiles
+  // did that: with uneven steps a warp could go many places without a tile of one half, run
+  // ahead on the other half, and load into a stage whose previous tile had not been consumed.
+  // With an epilogue's side warps (producer warps 1-3; one tile per step), warp 0 alone loads
+  // both consumers' tiles in step order.
+  constexpr bool kOneLoader = T::kSideWarps > 0;
+  const int consumer = warp / 2;  // (a single loader: both)
+  uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
+  uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
+  uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
+  // Loads the tile at consumer c's place `at` if it is this warp's, and moves to the next place.
+  auto take_place = [&](int c, uint32_t& at, int64_t group, int32_t tile) {
+    if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
+      const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
+      ptx::mbarrier_wait(&empty[stage], ((at / L::kHalfStages) & 1) ^ 1);
+      loader.load(group, tile, smem + L::kKeys + stage * L::kTileBytes,
+                  reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
+                  &full[stage], lane);
+    }
+    ++at;
+  };
+  uint32_t item_count = 0;
+  auto group_rows = [&](int64_t row0) {
+    return static_cast<int>(min(static_cast<int64_t>(p.rows_per_group), p.rows - row0));
+  };
+  // One work item of `group`, whose rows see the keys [first, last) of the item, a tile of the
+  // walk among them (ItemKeys::any_tile); lane j holds row j's range [lo, hi), an empty one past
+  // the group's rows.
+  auto run_item = [&](int64_t group, int32_t lo, int32_t hi, int32_t first, int32_t last) {
+    const int64_t row0 = group * p.rows_per_group;
+    const int rows = group_rows(row0);
+    const int32_t tile_begin = first / kTileKeys;
+    const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
+    const int32_t walk_begin = TileWalk(f, tile_begin).tile;
+
+    if (warp == 0)
+      publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem, static_cast<int32_t>(row0), rows, tile_begin,
+                                              tile_end, lo, hi, q_bytes, lane);
+    // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
+    // consumers: a warp visits only its consumer's steps, found by arithmetic on the walk (a
+    // single loader visits all).
+    const int32_t tiles = TileWalk::count(f, tile_begin, tile_end);
+    const uint32_t steps = (tiles + kTilesPerStep - 1) / kTilesPerStep;
+    if constexpr (kOneLoader) {
+      static_assert(kTilesPerStep == 1, "side warps take one tile per step");
+      int32_t tile = walk_begin;
+      for (uint32_t s = 0; s < steps; ++s) {
+        if ((step_count + s) % kConsumerGroups == 0) {
+          take_place(0, place, group, tile);
+        } else {
+          take_place(1, other_place, group, tile);
+        }
+        tile = TileWalk::advance(f, tile, 1);
+      }
+    } else {
+      const uint32_t first_step = (consumer + kConsumerGroups - step_count % kConsumerGroups) %
+                                  kConsumerGroups;  // this consumer's first step of the item
+      int32_t step_tile = TileWalk::advance(f, walk_begin, first_step * kTilesPerStep);
+      for (uint32_t s = first_step; s < steps; s += kConsumerGroups) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (s * kTilesPerStep + u < static_cast<uint32_t>(tiles)) {
+            take_place(consumer, place, group, TileWalk::advance(f, step_tile, u));
+          }
+        }
+        step_tile = TileWalk::advance(f, step_tile, kConsumerGroups * kTilesPerStep);
+      }
+    }
+    step_count += steps;
+    ++item_count;
+  };
+  if constexpr (kPaged) {
+    // Decode: this CTA's equal share of all requests' key tiles (schedule.cuh).
+    for_each_share_piece(p, lane, [&](int64_t group, int32_t tile_begin, int32_t tile_end) {
+      loader.load_window(group, (tile_begin * kTileKeys) >> p.page_shift, lane);
+      const int64_t row0 = group * p.rows_per_group;
+      const ItemKeys<kPaged, 32> keys(p, row0, group_rows(row0),
+                                      static_cast<int64_t>(tile_begin) * kTileKeys,
+                                      static_cast<int64_t>(tile_end) * kTileKeys, lane);
+      if (keys.any_tile(f)) run_item(group, keys.lo, keys.hi, keys.first, keys.last);
+    });
+  } else {
+    // Prefill: items (group, chunk) in turn, chunk-major, so the CTAs working at the same time
+    // read the same keys (from L2).
+    int64_t chunks = p.chunks;
+    int64_t chunk_keys = p.chunk_keys;
+    if (f.live_rows != nullptr) {
+      // About two items per CTA over the live rows' groups, at most the planned chunks.
+      const int64_t live = *f.live_rows;
+      const int64_t wanted =
+          live <= 0 ? 0 : min(max((2 * gridDim.x + live - 1) / live, int64_t{1}), p.chunks);
+      const int64_t merged = wanted == 0 ? 1 : (p.chunks + wanted - 1) / wanted;
+      chunks = wanted == 0 ? 0 : (p.chunks + merged - 1) / merged;
+      chunk_keys = p.chunk_keys * merged;
+    }
+    // This CTA's items are blockIdx.x + i gridDim.x, chunk-major (item = chunk * groups +
+    // group). In a chunk of several requests most items see nothing (a group sees only its own
+    // request's keys), and checking them one at a time cost a dependent load of the rows' ranges
+    // each: the warp checks kLookahead items at once, kRows lanes each, and runs those with a
+    // tile, in order, with the ranges it loaded. Lane segment s follows item base + s gridDim.x
+    // as (group, chunk), advanced without a division (the 40-register producer spilled with one
+    // per item).
+    constexpr int kRows = kN / kHeads;  // rows_per_group of a prefill launch
+    constexpr int kLookahead = 32 / kRows;
+    static_assert(32 % kRows == 0, "whole items per warp");
+    // rows < 2^31 (checked); with no groups there are no items (p.groups > 0 below).
+    const auto groups = static_cast<int32_t>(max(p.groups, int64_t{1}));
+    const int64_t item = blockIdx.x + static_cast<int64_t>(lane / kRows) * gridDim.x;
+    auto group = static_cast<int32_t>(item % groups);
+    auto chunk = static_cast<int32_t>(item / groups);
+    const int64_t advance = static_cast<int64_t>(kLookahead) * gridDim.x;
+    const auto advance_groups = static_cast<int32_t>(advance % groups);
+    const auto advance_chunks = static_cast<int32_t>(advance / groups);
+    while (p.groups > 0 && __shfl_sync(0xffffffffu, chunk, 0) < chunks) {
+      const int64_t row0 = static_cast<int64_t>(group) * kRows;
+      const int rows = chunk < chunks ? group_rows(row0) : 0;
+      const int64_t key_begin = static_cast<int64_t>(chunk) * chunk_keys;
+      const ItemKeys<kPaged, kRows> keys(p, row0, rows, key_begin, key_begin + chunk_keys,
+                                         lane % kRows);
+      uint32_t pending = __ballot_sync(0xffffffffu, lane % kRows == 0 && keys.any_tile(f));
+      for (; pending != 0; pending &= pending - 1) {
+        const int from = __ffs(pending) - 1;  // the item's first lane
+        const int32_t lo = __shfl_sync(0xffffffffu, keys.lo, from + lane % kRows);
+        const int32_t hi = __shfl_sync(0xffffffffu, keys.hi, from + lane % kRows);
+        run_item(__shfl_sync(0xffffffffu, group, from), lane < kRows ? lo : 0,
+                 lane < kRows ? hi : 0, __shfl_sync(0xffffffffu, keys.first, from),
+                 __shfl_sync(0xffffffffu, keys.last, from));
+      }
+      group += advance_groups;
+      chunk += advance_chunks;
+      if (group >= groups) {
+        group -= groups;
+        ++chunk;
+      }
+    }
+  }
+  if (warp == 0) {
+    const int buffer = item_count & 1;
+    ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+    if (lane == 0) {
+      items[buffer].row0 = -1;
+      ptx::mbarrier_arrive(&q_full[buffer]);
+    }
+  }
+}
+
+}  // namespace flashindexer::cuda::scoring

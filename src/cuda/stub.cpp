@@ -1,0 +1,71 @@
+// The CUDA backend of a build without CUDA: every entry of cuda_ops.h, dcp/dcp.h and
+// device_query.h, answering as the library does for CUDA tensors it cannot run (kUnsupported,
+// the op named) or for a machine without a device. Compiled only when CUDA is off, so src/api
+// calls its cuda:: entries the same way in every build.
+#include "core/checks.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/dcp/dcp.h"
+#include "cuda/device_query.h"
+
+namespace flashindexer::cuda {
+
+bool backend_built() { return false; }
+const char* built_archs() { return ""; }
+int device_count() { return 0; }
+int current_device() { return -1; }
+bool compute_capability(int, int*, int*) { return false; }
+std::string device_name(int) { return ""; }
+
+Status dequantize_k_fp8(const TensorView&, const TensorView&, const TensorView&, void*) {
+  return not_on_cuda("dequantize_k_fp8");
+}
+
+Status mqa_logits(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
+                  const TensorView&, const TensorView&, const TensorView&, bool, void*) {
+  return not_on_cuda("mqa_logits");
+}
+
+Status paged_mqa_logits(const TensorView&, const QuantizedTensor&, const PagedKCache&,
+                        const TensorView&, const TensorView&, const TensorView&, bool, void*) {
+  return not_on_cuda("paged_mqa_logits");
+}
+
+Status topk_per_row(const TensorView&, const TensorView&, const RowRanges&, int, bool,
+                    const RunOptions&, bool) {
+  return not_on_cuda("topk_per_row");
+}
+size_t topk_per_row_workspace_size(int64_t, int64_t, int) { return 0; }
+size_t topk_per_row_workspace_bound(int) { return 0; }
+
+Status indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
+                       const TensorView&, const TensorView&, const TensorView&, int, bool,
+                       IndexerPath, const RunOptions&) {
+  return not_on_cuda("indexer_prefill");
+}
+Status indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
+                      const TensorView&, const TensorView&, const TensorView&, int, bool,
+                      IndexerPath, const RunOptions&) {
+  return not_on_cuda("indexer_decode");
+}
+size_t indexer_workspace_size(int) { return 0; }
+
+Status dense_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
+                             const TensorView&, const TensorView&, const TensorView&, int, bool,
+                             const RunOptions&) {
+  return not_on_cuda("indexer_prefill");
+}
+Status dense_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
+                            const TensorView&, const TensorView&, const TensorView&, int, bool,
+                            const RunOptions&) {
+  return not_on_cuda("indexer_decode");
+}
+
+Status dcp_pack_candidates(const TensorView&, const TensorView&, const TensorView&,
+                           const TensorView&, int, int, const DcpGroup&, void*) {
+  return not_on_cuda("dcp_pack_candidates");
+}
+Status dcp_merge_topk(const TensorView&, const TensorView&, int, int, bool, void*) {
+  return not_on_cuda("dcp_merge_topk");
+}
+
+}  // namespace flashindexer::cuda

@@ -1,0 +1,68 @@
+// The steps of `flashindexer run` (run.h), in three files:
+//   execute.cpp  builds the K cache (on the CPU), scores the workload's batches on the chosen
+//                device (dense logits + top-k, and the indexer), timing each op;
+//   verify.cpp   checks on the host
+//                1. the K cache and the gathered workspace against the reference quantizer,
+//                2. indexer_* == topk_per_row(*mqa_logits) as sets on every row (a library
+//                   contract),
+//                3. a sample of rows against the reference oracle: every visible logit within
+//                   the derived tolerance (fp32 rounding, plus the FP8 tensor cores'
+//                   accumulation on CUDA: reference::score_tolerance), and the reference top-k
+//                   of the backend's logits == the indexer's set;
+//   report.cpp   prints the shapes, the timings, a few rows' selections and the verdict, and
+//                holds run_command, which drives the steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/workload.h"
+#include "flashindexer/flashindexer.h"
+
+namespace flashindexer::cli {
+
+// What one batch's ops wrote, downloaded to the host, and how long each took.
+struct BatchResult {
+  std::vector<int32_t> indexer_topk;  // [rows, k] i32 from indexer_prefill / indexer_decode
+  std::vector<int32_t> dense_topk;    // [rows, k] i32 topk_per_row over `logits`
+  std::vector<float> logits;          // [rows, logits_row_stride] f32, clean (-inf outside)
+  int64_t logits_row_stride = 0;
+  double indexer_ms = 0.0;
+  double logits_ms = 0.0;
+  double topk_ms = 0.0;
+};
+
+struct RunResult {
+  Device device = Device::kCPU;           // where the batches were scored
+  std::vector<uint8_t> cache;             // [num_pages, page_stride_bytes] u8 after the insert
+  std::vector<uint8_t> workspace_values;  // [Nws, D] e4m3 after the gather
+  std::vector<float> workspace_scales;    // [Nws] f32
+  double insert_ms = 0.0;
+  double gather_ms = 0.0;
+  std::vector<BatchResult> batches;  // parallel to Workload::batches
+};
+
+// Builds the key store (on the CPU), scores every batch on `device`, and copies what the checks
+// read back to the host.
+Status execute(RunResult* result, const Workload& workload, Device device);
+
+// Rows checked against the reference oracle, per phase.
+struct Verified {
+  int64_t prefill_rows = 0;
+  int64_t decode_rows = 0;
+};
+
+// Every check on the results; returns one line per mismatch. `verify_rows` rows per phase go
+// to the oracle: all of the prefill chunk's, an even share of them to each decode batch.
+std::vector<std::string> check_all(Verified* verified, const Workload& workload,
+                                   const RunResult& result, int verify_rows);
+
+// The first k entries of a top-k row as a sorted multiset (-1 padding included).
+std::vector<int32_t> sorted_row(const std::vector<int32_t>& topk, int64_t row, int k);
+
+// Up to `count` rows spread over the requests, the tie-heavy (repeated prompt) requests
+// first, in round-robin order so that the first few rows come from different requests.
+std::vector<int64_t> sample_rows(const Batch& batch, int count);
+
+}  // namespace flashindexer::cli

@@ -1,0 +1,308 @@
+// `flashindexer run`, the checks on the host, over the downloaded results: the K cache and the
+// gathered workspace against the reference quantizer, indexer_* == topk_per_row(*mqa_logits) on
+// every row, and a sample of rows against the reference oracle (run_steps.h).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/run_steps.h"
+#include "cli/workload.h"
+#include "flashindexer/flashindexer.h"
+#include "reference/reference.h"
+
+namespace flashindexer::cli {
+namespace {
+
+constexpr int kMismatchExamples = 4;  // offending keys printed per mismatching row
+
+// Host views of what the reference functions read, over the workload and the downloaded
+// results.
+struct HostOperands {
+  QuantizedTensor q;          // prefill [M, H, D] / decode [B, next_n, H, D] e4m3
+  TensorView weights;         // [rows, H] f32
+  TensorView block_table;     // decode: [B, P] i32
+  QuantizedTensor workspace;  // prefill: values [Nws, D] e4m3, scales [Nws] f32
+  PagedKCache cache;
+};
+
+HostOperands host_operands(const Workload& workload, const RunResult& result, size_t batch_index) {
+  const Batch& batch = workload.batches[batch_index];
+  const BatchShape& shape = *batch.shape;
+  const int heads = workload.preset->heads;
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  const int64_t requests = static_cast<int64_t>(shape.requests.size());
+  // The views only read; the reference API takes mutable pointers.
+  auto* q_data = const_cast<uint8_t*>(batch.q.data());
+  HostOperands operands;
+  operands.q.values =
+      shape.decode
+          ? TensorView::contiguous(q_data, DType::kE4M3, {requests, shape.next_n, heads, kHeadDim})
+          : TensorView::contiguous(q_data, DType::kE4M3, {rows, heads, kHeadDim});
+  operands.weights =
+      TensorView::contiguous(const_cast<float*>(batch.weights.data()), DType::kF32, {rows, heads});
+  operands.block_table = TensorView::contiguous(const_cast<int32_t*>(batch.block_table.data()),
+                                                DType::kI32, {requests, batch.block_table_width});
+  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
+  operands.workspace.values =
+      TensorView::contiguous(const_cast<uint8_t*>(result.workspace_values.data()), DType::kE4M3,
+                             {workspace_keys, kHeadDim});
+  operands.workspace.scales = TensorView::contiguous(
+      const_cast<float*>(result.workspace_scales.data()), DType::kF32, {workspace_keys});
+  operands.cache.data = const_cast<uint8_t*>(result.cache.data());
+  operands.cache.num_pages = workload.num_pages;
+  operands.cache.page_size = kPageSize;
+  operands.cache.head_dim = kHeadDim;
+  operands.cache.page_stride_bytes = workload.page_stride_bytes;
+  return operands;
+}
+
+std::string format_indices(const std::vector<int32_t>& indices) {
+  std::string text;
+  for (size_t i = 0; i < indices.size() && i < kMismatchExamples; ++i) {
+    text += fmt::format("{}{}", i ? ", " : "", indices[i]);
+  }
+  if (indices.size() > kMismatchExamples) text += ", ...";
+  return text;
+}
+
+// Empty when equal; otherwise what differs between two sorted multisets.
+std::string set_difference(const std::vector<int32_t>& got, const std::vector<int32_t>& expected,
+                           std::string_view got_name, std::string_view expected_name) {
+  std::vector<int32_t> only_got, only_expected;
+  std::set_difference(got.begin(), got.end(), expected.begin(), expected.end(),
+                      std::back_inserter(only_got));
+  std::set_difference(expected.begin(), expected.end(), got.begin(), got.end(),
+                      std::back_inserter(only_expected));
+  if (only_got.empty() && only_expected.empty()) return {};
+  return fmt::format("{} only in {} ({}), {} only in {} ({})", only_got.size(), got_name,
+                     format_indices(only_got), only_expected.size(), expected_name,
+                     format_indices(only_expected));
+}
+
+// Every inserted key must hold its spec §3.2 quantization in its cache slot, and every prefill
+// key (the first workspace rows, in the same order) in the gathered workspace.
+std::vector<std::string> check_k_cache(const Workload& workload, const RunResult& result) {
+  std::vector<std::string> mismatches;
+  int64_t bad_keys = 0;
+  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
+  const int64_t values_per_page = int64_t{kPageSize} * kHeadDim;
+  uint8_t expected_values[kHeadDim];
+  float expected_scale = 0.0f;
+  for (size_t key = 0; key < workload.slot_mapping.size(); ++key) {
+    reference::quantize_fp8_row(expected_values, &expected_scale,
+                                workload.keys.data() + key * kHeadDim, kHeadDim);
+    const int64_t slot = workload.slot_mapping[key];
+    const uint8_t* page = result.cache.data() + (slot / kPageSize) * workload.page_stride_bytes;
+    const uint8_t* cached_values = page + (slot % kPageSize) * kHeadDim;
+    float cached_scale;
+    std::memcpy(&cached_scale, page + values_per_page + (slot % kPageSize) * 4, 4);
+    std::string what;
+    if (std::memcmp(cached_values, expected_values, kHeadDim) != 0 ||
+        cached_scale != expected_scale) {
+      what = fmt::format("cache slot {}", slot);
+    } else if (static_cast<int64_t>(key) < workspace_keys &&
+               (std::memcmp(result.workspace_values.data() + key * kHeadDim, expected_values,
+                            kHeadDim) != 0 ||
+                result.workspace_scales[key] != expected_scale)) {
+      what = fmt::format("workspace row {}", key);
+    }
+    if (what.empty()) continue;
+    if (bad_keys++ < kMismatchExamples) {
+      mismatches.push_back(
+          fmt::format("k cache: key {}: {} differs from the reference quantizer", key, what));
+    }
+  }
+  if (bad_keys > kMismatchExamples) {
+    mismatches.push_back(fmt::format("k cache: {} keys differ in all", bad_keys));
+  }
+  return mismatches;
+}
+
+// Empty when a top-k output row holds min(n, k) distinct indices in [0, n) followed by -1
+// padding, as topk.h promises for a row with n visible keys; otherwise what is wrong.
+std::string malformed_selection(const int32_t* selection, int64_t visible, int k) {
+  const int64_t valid = std::min<int64_t>(visible, k);
+  std::vector<bool> seen(visible, false);
+  for (int64_t slot = 0; slot < k; ++slot) {
+    const int32_t index = selection[slot];
+    if (slot >= valid) {
+      if (index != -1) return fmt::format("slot {} holds {} instead of -1 padding", slot, index);
+    } else if (index < 0 || index >= visible) {
+      return fmt::format("slot {} holds {}, outside [0, {})", slot, index, visible);
+    } else if (seen[index]) {
+      return fmt::format("index {} is selected twice", index);
+    } else {
+      seen[index] = true;
+    }
+  }
+  return {};
+}
+
+// On every row: both selections well formed, and indexer_* selecting exactly the set
+// topk_per_row selects from the dense logits (a library contract).
+std::vector<std::string> check_selections(const Batch& batch, const BatchResult& result, int k) {
+  std::vector<std::string> mismatches;
+  for (size_t row = 0; row < batch.rows.size(); ++row) {
+    const std::string where = fmt::format("{} row {}", batch.shape->name, row);
+    const int64_t visible = batch.rows[row].key_end - batch.rows[row].key_begin;
+    const std::string indexer_error =
+        malformed_selection(result.indexer_topk.data() + row * k, visible, k);
+    const std::string dense_error =
+        malformed_selection(result.dense_topk.data() + row * k, visible, k);
+    if (!indexer_error.empty()) {
+      mismatches.push_back(fmt::format("{}: indexer output: {}", where, indexer_error));
+    }
+    if (!dense_error.empty()) {
+      mismatches.push_back(fmt::format("{}: topk_per_row output: {}", where, dense_error));
+    }
+    const std::string difference = set_difference(
+        sorted_row(result.indexer_topk, row, k), sorted_row(result.dense_topk, row, k),
+        "the indexer's set", "topk_per_row(logits)'s set");
+    if (!difference.empty()) {
+      mismatches.push_back(fmt::format("{}: indexer != topk(logits): {}", where, difference));
+    }
+  }
+  return mismatches;
+}
+
+// Checks one sampled row: (a) every visible logit against the reference score, and the
+// clean -inf outside the visible range; (b) the reference top-k of the backend's visible
+// logits against the indexer's set.
+std::vector<std::string> verify_row(const Workload& workload, const HostOperands& operands,
+                                    size_t batch_index, const BatchResult& result, int64_t row,
+                                    Device device) {
+  const Batch& batch = workload.batches[batch_index];
+  const QueryRow& query = batch.rows[row];
+  const int heads = workload.preset->heads;
+  const int k = workload.preset->topk;
+  const float* logits = result.logits.data() + row * result.logits_row_stride;
+  const std::string where = fmt::format("{} row {}", batch.shape->name, row);
+  std::vector<std::string> mismatches;
+
+  const int64_t visible_keys = query.key_end - query.key_begin;
+  const std::vector<reference::Score> scores =  // [visible keys]
+      batch.shape->decode
+          ? reference::decode_scores(operands.q, operands.cache, operands.weights,
+                                     operands.block_table, row, query.key_begin, query.key_end)
+          : reference::prefill_scores(operands.q, operands.workspace, operands.weights, row,
+                                      query.key_begin, query.key_end);
+  int64_t bad_logits = 0;
+  std::string examples;
+  for (int64_t i = 0; i < visible_keys; ++i) {
+    const float logit = logits[query.key_begin + i];
+    // The CUDA scoring kernel sums the FP8 products on tensor cores (see score_tolerance).
+    const double tolerance =
+        reference::score_tolerance(scores[i].magnitude, kHeadDim, heads, device == Device::kCUDA) +
+        1e-30;
+    if (std::fabs(static_cast<double>(logit) - scores[i].value) <= tolerance) continue;  // !NaN
+    if (bad_logits++ < kMismatchExamples) {
+      examples += fmt::format(" key {}: {} vs {:.9g} (tolerance {:.3g});", i, logit,
+                              scores[i].value, tolerance);
+    }
+  }
+  if (bad_logits > 0) {
+    mismatches.push_back(fmt::format("{}: {} of {} logits outside the tolerance:{}", where,
+                                     bad_logits, visible_keys, examples));
+  }
+  int64_t unclean = 0;
+  for (int64_t s = 0; s < batch.logits_width; ++s) {
+    const bool visible = s >= query.key_begin && s < query.key_end;
+    if (!visible && logits[s] != -std::numeric_limits<float>::infinity()) ++unclean;
+  }
+  if (unclean > 0) {
+    mismatches.push_back(
+        fmt::format("{}: {} invisible columns are not -inf with clean=true", where, unclean));
+  }
+
+  const std::vector<float> visible(logits + query.key_begin, logits + query.key_end);
+  std::vector<int32_t> expected = reference::topk_of_scores(visible, k);
+  expected.resize(k, -1);
+  std::sort(expected.begin(), expected.end());
+  const std::string difference = set_difference(sorted_row(result.indexer_topk, row, k), expected,
+                                                "the indexer's set", "the reference top-k");
+  if (!difference.empty()) mismatches.push_back(fmt::format("{}: {}", where, difference));
+  return mismatches;
+}
+
+}  // namespace
+
+// The first k entries of a top-k row as a sorted multiset (-1 padding included).
+std::vector<int32_t> sorted_row(const std::vector<int32_t>& topk, int64_t row, int k) {
+  std::vector<int32_t> set(topk.begin() + row * k, topk.begin() + (row + 1) * k);
+  std::sort(set.begin(), set.end());
+  return set;
+}
+
+// Up to `count` rows spread over the requests, the tie-heavy (repeated prompt) requests
+// first, in round-robin order so that the first few rows come from different requests.
+std::vector<int64_t> sample_rows(const Batch& batch, int count) {
+  const auto& requests = batch.shape->requests;
+  std::vector<std::vector<int64_t>> rows_of(requests.size());
+  for (size_t row = 0; row < batch.rows.size(); ++row) {
+    rows_of[batch.rows[row].request].push_back(static_cast<int64_t>(row));
+  }
+  std::vector<size_t> order(requests.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t r) { return requests[r].repeated_prompt_len > 0; });
+
+  const int64_t total = std::min<int64_t>(count, static_cast<int64_t>(batch.rows.size()));
+  std::vector<int64_t> visits(requests.size(), 0);
+  for (int64_t assigned = 0; assigned < total;) {
+    for (size_t r : order) {
+      if (assigned < total && visits[r] < static_cast<int64_t>(rows_of[r].size())) {
+        ++visits[r];
+        ++assigned;
+      }
+    }
+  }
+  // Visit j of a request with m rows and v visits takes its row (m - 1) - j * m / v: the last
+  // row (it sees the most keys) first, the others evenly spaced below it.
+  std::vector<int64_t> sample;
+  for (int64_t j = 0; static_cast<int64_t>(sample.size()) < total; ++j) {
+    for (size_t r : order) {
+      if (j >= visits[r]) continue;
+      const int64_t m = static_cast<int64_t>(rows_of[r].size());
+      sample.push_back(rows_of[r][(m - 1) - j * m / visits[r]]);
+    }
+  }
+  return sample;
+}
+
+// Every check on the results; returns one line per mismatch. `verify_rows` rows per phase go
+// to the oracle: all of the prefill chunk's, an even share of them to each decode batch.
+std::vector<std::string> check_all(Verified* verified, const Workload& workload,
+                                   const RunResult& result, int verify_rows) {
+  std::vector<std::string> mismatches = check_k_cache(workload, result);
+  const int decode_batches = static_cast<int>(workload.batches.size()) - 1;
+  for (size_t b = 0; b < workload.batches.size(); ++b) {
+    const Batch& batch = workload.batches[b];
+    const int decode_index = static_cast<int>(b) - 1;
+    const int rows_to_verify =
+        batch.shape->decode
+            ? verify_rows / decode_batches + (decode_index < verify_rows % decode_batches ? 1 : 0)
+            : verify_rows;
+    for (std::string& line : check_selections(batch, result.batches[b], workload.preset->topk)) {
+      mismatches.push_back(std::move(line));
+    }
+    const HostOperands operands = host_operands(workload, result, b);
+    for (int64_t row : sample_rows(batch, rows_to_verify)) {
+      for (std::string& line :
+           verify_row(workload, operands, b, result.batches[b], row, result.device)) {
+        mismatches.push_back(std::move(line));
+      }
+      ++(batch.shape->decode ? verified->decode_rows : verified->prefill_rows);
+    }
+  }
+  return mismatches;
+}
+
+}  // namespace flashindexer::cli

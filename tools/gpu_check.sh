@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The GPU checks in one command, on a machine with an H100/H200: build, every GPU test of the
+# GoogleTest binary (its CUDA suites), the Python suite on the GPU, every GPU test again under
+# compute-sanitizer memcheck, and the product benchmark (`python -m bench all`). Each step logs
+# into $OUT and prints one status line; the exit status is the number of failed steps.
+#
+#   tools/gpu_check.sh                        # `make gpu-check` runs this with BIN=build
+#   BIN=build OUT=/tmp/gpu STEPS="tests memcheck" tools/gpu_check.sh
+#
+# Steps (STEPS, in order): build tests python memcheck bench (the default), and on request
+# racecheck synccheck (the same GPU test set under those tools), multi-gpu (dist_check on RANKS
+# GPUs, default 2). TEST_FILTER narrows the GPU test set (default: every CUDA suite);
+# BENCH_ARGS replaces the benchmark's arguments (default: all --markdown $OUT/benchmarks.md).
+# The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS)
+# into $BIN/python-module and stages it with the package sources; the bench step runs on that
+# stage.
+set -u
+BIN=${BIN:-build}
+OUT=${OUT:-$BIN/gpu-check}
+STEPS=${STEPS:-build tests python memcheck bench}
+FILTER=${TEST_FILTER:-*Cuda*:*CUDA*}
+PYBUILD="$BIN/python-module"
+STAGE="$PYBUILD/stage"
+NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)}
+# A module built here and loaded into python3 has been seen to need the system libstdc++ first.
+PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 2>/dev/null || true)
+mkdir -p "$OUT"
+failed=0
+status() {  # status STEP RC LOG: one line per step, and the step's tail on failure
+  echo "$1: $([ "$2" = 0 ] && echo ok || echo "FAILED (rc=$2)") ($3)"
+  if [ "$2" != 0 ]; then failed=$((failed + 1)); tail -20 "$3"; fi
+}
+nvidia-smi -L | tee "$OUT/gpu.txt"
+
+stage_module() {
+  { cmake -S . -B "$PYBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_PYTHON=ON \
+      -DFLASHINDEXER_TESTS=OFF -DFLASHINDEXER_CLI=OFF ${NVCC:+-DCMAKE_CUDA_COMPILER=$NVCC} \
+      ${CMAKE_ARGS:-} && cmake --build "$PYBUILD" --target _C -j; } >"$OUT/python-build.log" 2>&1 &&
+    rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/flashindexer "$STAGE/" &&
+    cp "$PYBUILD"/_C*.so "$STAGE/flashindexer/"
+}
+
+for step in $STEPS; do
+  case $step in
+    build)
+      { cmake -S . -B "$BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          ${NVCC:+-DCMAKE_CUDA_COMPILER=$NVCC} && cmake --build "$BIN" -j; } >"$OUT/build.log" 2>&1
+      status build $? "$OUT/build.log" ;;
+    tests)
+      # The whole GPU set took 256 s on an H200 machine (2026-12-01).
+      timeout "${TESTS_TIMEOUT:-900}" "$BIN/flashindexer_tests" --gtest_filter="$FILTER" \
+        >"$OUT/tests.log" 2>&1
+      status tests $? "$OUT/tests.log"
+      grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED" "$OUT/tests.log" | tail -5 ;;
+    python)
+      stage_module
+      rc=$?
+      if [ $rc = 0 ]; then
+        PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 600 \
+          python3 -m pytest tests/python -q -rs >"$OUT/python-tests.log" 2>&1
+        rc=$?
+      else
+        cp "$OUT/python-build.log" "$OUT/python-tests.log"
+      fi
+      status python $rc "$OUT/python-tests.log"
+      tail -3 "$OUT/python-tests.log" ;;
+    memcheck|racecheck|synccheck)
+      # Every GPU test, at its own shapes: a sanitizer slows kernels 10-100x, hence the limit.
+      timeout "${SANITIZER_TIMEOUT:-5400}" compute-sanitizer --tool "$step" --error-exitcode 1 \
+        "$BIN/flashindexer_tests" --gtest_filter="$FILTER" >"$OUT/$step.log" 2>&1
+      status "$step" $? "$OUT/$step.log"
+      grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/$step.log" | tail -3 ;;
+    bench)
+      [ -d "$STAGE/flashindexer" ] || stage_module
+      # Prints each row as it is measured; `all --preset full` takes a few minutes on an H200.
+      PYTHONPATH="$STAGE" LD_PRELOAD="$PRELOAD" timeout 900 \
+        python3 -m bench ${BENCH_ARGS:-all --markdown "$OUT/benchmarks.md"} 2>&1 |
+        tee "$OUT/bench.log"
+      status bench "${PIPESTATUS[0]}" "$OUT/bench.log" ;;
+    multi-gpu)
+      # Needs RANKS (default 2) GPUs and NCCL: DCP and TP all-gathers against one GPU, timings.
+      timeout 500 "$BIN/dist_check" --ranks "${RANKS:-2}" >"$OUT/multi-gpu.log" 2>&1
+      status multi-gpu $? "$OUT/multi-gpu.log" ;;
+    *)
+      echo "unknown step: $step"; failed=$((failed + 1)) ;;
+  esac
+done
+echo "gpu-check: $failed step(s) failed; logs in $OUT"
+exit "$failed"
