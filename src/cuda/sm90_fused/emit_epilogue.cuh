@@ -454,6 +454,10 @@ struct EmitEpilogue {
 
   // The consumers' part: decode tests its scores and queues the candidates; prefill hands them
   // to the emitters through the score buffers.
+  // The queue hooks work on a local copy of the queue, written back at their end, and take the
+  // lane from threadIdx: the compiler then treats the queue as it treated a local of consume(),
+  // where the test once lived, and lays out the queue arithmetic as it did there (with the
+  // members used in place, the emitting decode kernels had 40 more instructions at N = 64).
   template <int kHeads, int kN, bool kPaged, typename L>
   struct Consumer {
     using T = typename L::Traits;
@@ -475,19 +479,24 @@ struct EmitEpilogue {
     // is issued: the reservation's atomics then complete while the tensor cores run.
     __device__ __forceinline__ Consumer(const scoring::ScoreParams&, const TileFilter&,
                                         const EmitParams& e_, uint8_t* smem_, int consumer_,
-                                        int lane_)
+                                        int warp, int lane_)
         : e(e_),
           smem(smem_),
           consumer(consumer_),
           lane(lane_),
-          queue{smem_, 0, __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0)} {
+          queue{smem_, 0, warp} {
       if (kTests && lane == 0) queue.meta()[0] = -1;
     }
     __device__ __forceinline__ void begin_row(int i, int32_t row0, int q, int32_t lo, int32_t hi) {
       gate[i] = kTests && lo < hi ? __ldg(e.gate + row0 + q) : 0.0f;
     }
     __device__ __forceinline__ void after_mma() {
-      if (kTests && queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+      if (kTests) {
+        CandidateQueue<L> queue = this->queue;
+        const int lane = static_cast<int>(threadIdx.x % 32);
+        if (queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+        this->queue = queue;
+      }
     }
     template <int kTilesPerStep, typename Owned>
     __device__ __forceinline__ void step(const scoring::ScoreParams&, const TileFilter&,
@@ -517,6 +526,8 @@ struct EmitEpilogue {
         }
         ptx::mbarrier_arrive(&barriers[EmitRegion<L>::kScoreFull + slot]);
       } else {
+        CandidateQueue<L> queue = this->queue;
+        const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
         for (int u = 0; u < kTilesPerStep; ++u) {
           if (u >= tiles) break;
@@ -537,17 +548,26 @@ struct EmitEpilogue {
             }
           }
         }
+        this->queue = queue;
       }
     }
     __device__ __forceinline__ void end_item(int32_t row0) {
       if (kTests) {
+        CandidateQueue<L> queue = this->queue;
+        const int lane = static_cast<int>(threadIdx.x % 32);
         // A warpgroup without a step in this item may still hold the previous item's entries.
         if (queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
         if (queue.size > 0) reserve_queue<L, R::kRows>(e, queue, row0, lane);
+        this->queue = queue;
       }
     }
     __device__ __forceinline__ void finish() {
-      if (kTests && queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+      if (kTests) {
+        CandidateQueue<L> queue = this->queue;
+        const int lane = static_cast<int>(threadIdx.x % 32);
+        if (queue_reserved(queue)) write_queue<L, R::kRows>(e, queue, lane);
+        this->queue = queue;
+      }
     }
   };
 };

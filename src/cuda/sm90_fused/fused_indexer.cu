@@ -145,7 +145,7 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
       call.params.chunk_keys *= call.params.chunks;
       call.params.chunks = std::min<int64_t>(call.params.chunks, 1);
     } else {
-      call.filter.live_rows = live;
+      call.params.live_rows = live;
     }
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
     if (Status status = fused::fallback_topk(
@@ -209,8 +209,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     state.fallback_rows = arrays.fallback_rows;
     if (shape.gated) {
       ScoringCall sample = call;
-      sample.filter.tile_stride = shape.tile_stride;
-      sample.filter.tile_shift = shape.tile_shift;
+      sample.params.filter.tile_stride = shape.tile_stride;
+      sample.params.filter.tile_shift = shape.tile_shift;
       sample.params.chunk_keys *= shape.tile_stride;
       sample.params.chunks = (sample.params.chunks + shape.tile_stride - 1) / shape.tile_stride;
       if (Status status = launch_scoring(op, sample, false, stream); !status.ok()) return status;
@@ -228,9 +228,9 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
     emit.candidate_counts = arrays.counts;
     emit.candidate_capacity = shape.capacity;
     if (shape.gated) {  // the gate has emitted the sampled tiles' keys
-      scan.filter.tile_stride = shape.tile_stride;
-      scan.filter.tile_shift = shape.tile_shift;
-      scan.filter.skip_sampled = true;
+      scan.params.filter.tile_stride = shape.tile_stride;
+      scan.params.filter.tile_shift = shape.tile_shift;
+      scan.params.filter.skip_sampled = true;
     }
     if (Status status =
             to_status(scoring::launch_planned<fused::EmitEpilogue>(scan, emit, stream), op,

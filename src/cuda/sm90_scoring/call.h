@@ -19,7 +19,7 @@ namespace scoring {
 // defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing epilogue)
 // and the fused indexer's (the emitting one).
 template <int kHeads, int kN, bool kPaged, typename Epilogue>
-cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const TileFilter& filter,
+cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
 
 template <int kHeads_, int kN_, bool kPaged_>
@@ -70,8 +70,7 @@ auto visit_shape(const KernelShape& shape, Visit&& visit) {
 
 struct ScoringCall {
   ScoreMaps maps{};
-  ScoreParams params;
-  TileFilter filter;  // every tile (the fused indexer narrows it)
+  ScoreParams params;  // with its TileFilter: every tile (the fused indexer narrows it)
   KernelShape kernel;
   int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
   bool paged = false;
@@ -89,8 +88,7 @@ cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Par
   return visit_shape(call.kernel, [&](auto shape) {
     using S = decltype(shape);
     return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params,
-                                                                call.filter, epilogue, grid,
-                                                                stream);
+                                                                epilogue, grid, stream);
   });
 }
 

@@ -275,7 +275,9 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 // One consumer warpgroup (`consumer`, 0 or 1): takes its steps of every work item, issues their
 // wgmma, turns the accumulators into scores and hands them to the epilogue, a policy type with
 // these hooks (StoreEpilogue is the simplest):
-//  * Consumer(p, f, e, smem, consumer, lane): the epilogue's per-thread state, made once;
+//  * Consumer(p, f, e, smem, consumer, warp, lane): the epilogue's per-thread state, made once
+//    (warp: the consumer warp, 0-7, broadcast from lane 0 so that the compiler knows it is
+//    warp-uniform);
 //  * begin_row(i, row0, q, lo, hi): at each item, for each row the lane owns (TileRows);
 //  * after_mma(): once a step's wgmma is issued (work that overlaps the tensor cores);
 //  * step(p, f, ...): the step's finished scores, owned[u][i][r] * half_scale[u][r] for tile u, owned
@@ -303,7 +305,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
   uint64_t* q_empty = q_full + 2;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
 
-  typename Epilogue::template Consumer<kHeads, kN, kPaged, L> out(p, f, e, smem, consumer, lane);
+  const int consumer_warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32) - 4, 0);
+  typename Epilogue::template Consumer<kHeads, kN, kPaged, L> out(p, f, e, smem, consumer,
+                                                                  consumer_warp, lane);
   __syncwarp();
   float acc[kTilesPerStep][kParts][kPartN / 2] = {};
   TileWeights<kN> weights;
@@ -326,6 +330,17 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       lo[i] = mine ? info.lo[q] : 0;
       hi[i] = mine ? info.hi[q] : 0;
       out.begin_row(i, row0, q, lo[i], hi[i]);
+    }
+    // The epilogue's steps read copies of the ranges. Handed lo and hi themselves (by reference),
+    // the arrays stayed in memory until the epilogue was inlined, and the compiler then split the
+    // loads above into two branches (and, in the H = 64 prefill kernel, another register
+    // allocation): the SASS was no longer the one measured.
+    int32_t step_lo[R::kPerLane];
+    int32_t step_hi[R::kPerLane];
+#pragma unroll
+    for (int i = 0; i < R::kPerLane; ++i) {
+      step_lo[i] = lo[i];
+      step_hi[i] = hi[i];
     }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
@@ -398,8 +413,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
                                                                      sums[u]);
         owned_row_sums<kHeads, kN, T::kOneScorePerLane>(sums[u], lane, owned[u]);
       }
-      out.template step<kTilesPerStep>(p, f, tile_of, tiles, owned, half_scale, lo, hi, row0, key_row,
-                                       my_tiles);
+      out.template step<kTilesPerStep>(p, f, tile_of, tiles, owned, half_scale, step_lo, step_hi,
+                                       row0, key_row, my_tiles);
       // The next step is the other warpgroup's: step over it here, not through another pass of
       // the loop head, whose branches cost the consumer more than the skipped step's own work
       // (prefill H64 4096 x 131072: 9.59-9.61 -> 9.21-9.28 ms in alternation).

@@ -50,13 +50,25 @@
 
 namespace flashindexer::cuda::scoring {
 
+// The kernel's parameters after its tensor maps: ScoreParams, then the epilogue's (nothing for
+// the storing one), in one block. As a kernel parameter of their own, the emitting epilogue's
+// fields were all loaded at the kernel's start and held in registers, where they were loaded at
+// their uses before the split; the emitting kernels' SASS changed with it.
+template <typename EpilogueParams>
+struct KernelParams {
+  ScoreParams score;
+  EpilogueParams epilogue;
+};
+
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = KeysE4M3>
 __global__ void __launch_bounds__(kThreads, 1)
     score_kernel(const __grid_constant__ CUtensorMap q_map,
                  const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap key_map,
-                 const __grid_constant__ CUtensorMap scale_map, const ScoreParams params,
-                 const TileFilter filter, const typename Epilogue::Params epilogue) {
+                 const __grid_constant__ CUtensorMap scale_map,
+                 const KernelParams<typename Epilogue::Params> args) {
+  const ScoreParams& params = args.score;
+  const typename Epilogue::Params& epilogue = args.epilogue;
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
   static_assert(kN % kHeads == 0 && kN / kHeads <= kMaxRowsPerGroup, "N = rows x H");
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
@@ -105,15 +117,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (T::kSideWarps > 0) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
       if (warp > 0) {
-        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, filter, epilogue, smem,
-                                                            warp - 1);
+        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, params.filter, epilogue,
+                                                            smem, warp - 1);
         return;
       }
     }
-    produce<kHeads, kN, kPaged, L>(params, filter, &q_map, &w_map, &key_map, &scale_map, smem);
+    produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
+                                   smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
-    consume<kHeads, kN, kPaged, Epilogue, L>(params, filter, epilogue, smem, warpgroup - 1);
+    consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem,
+                                             warpgroup - 1);
   }
 }
 
@@ -121,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
 // parallel.
 template <int kHeads, int kN, bool kPaged, typename Epilogue>
-cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const TileFilter& filter,
+cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid,
                          cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
@@ -134,7 +148,8 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params, const
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (configured != cudaSuccess) return configured;
   return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
-                          maps.w, maps.keys, maps.scales, params, filter, epilogue);
+                          maps.w, maps.keys, maps.scales,
+                          KernelParams<typename Epilogue::Params>{params, epilogue});
 }
 
 }  // namespace flashindexer::cuda::scoring

@@ -253,7 +253,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  *call = ScoringCall{maps, params, {}, kernel, sms, false};
+  *call = ScoringCall{maps, params, kernel, sms, false};
   return Status::Ok();
 }
 
@@ -352,7 +352,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   } else {
     params.chunks = 0;
   }
-  *call = ScoringCall{maps, params, {}, kernel, sms, true};
+  *call = ScoringCall{maps, params, kernel, sms, true};
   return Status::Ok();
 }
 

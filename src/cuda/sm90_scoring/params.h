@@ -1,27 +1,52 @@
 // What the host hands the FP8 scoring kernel: its four tensor maps, the rows, keys and output
-// (ScoreParams), and which key tiles it walks (TileFilter). Shared by the launch code (C++) and
-// the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params).
+// with which key tiles it walks (ScoreParams and its TileFilter). Shared by the launch code (C++)
+// and the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params), which
+// follow ScoreParams in the kernel's parameter block (kernel.cuh, KernelParams).
 #pragma once
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/sm90_scoring/config.h"
 
 namespace flashindexer::cuda::scoring {
 
+// Which key tiles of a work item the kernel walks (schedule.cuh, TileWalk). The default walks
+// every tile, as mqa_logits / paged_mqa_logits do; the fused indexer samples and scans with it.
+struct TileFilter {
+  // Sampling: only key tiles t with t % tile_stride == 0 are scored, and tile t's scores land in
+  // logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every tile, at its own columns. With
+  // skip_sampled, the other way round: every tile but those; only with tile_stride >= 32
+  // (TileWalk::advance).
+  int32_t tile_stride = 1;  // a power of two
+  int32_t tile_shift = 0;   // log2(tile_stride)
+  bool skip_sampled = false;
+};
+
 // A group is `rows_per_group` consecutive query rows: a prefill q-block, or the next_n rows of one
 // decode request. Prefill work items are (group, chunk): a group against the keys of one chunk
 // of `chunk_keys`, run chunk-major, so the CTAs working at the same time read the same keys
 // (from L2). Decode CTAs each take an equal share of all requests' key tiles (schedule.cuh);
 // there `chunk_keys` and `chunks` only size the grid (groups x chunks CTAs at most).
+//
+// The members' order is the kernel parameter block's, kept as the scoring kernel was measured
+// with: live_rows after chunks, the filter last (at byte 168), so that an epilogue's parameters
+// follow at byte 184. With the filter a kernel parameter of its own, ptxas scheduled and
+// allocated every instantiation differently (it hoisted the skip_sampled load to the consumers'
+// start, for one).
 struct ScoreParams {
   int64_t rows = 0;    // query rows: M (prefill) or B * next_n (decode)
   int64_t groups = 0;  // ceil(M / rows_per_group) or B
   int rows_per_group = 0;
   int64_t chunk_keys = 0;  // multiple of kTileKeys
   int64_t chunks = 0;      // per group
+  // Prefill, the fused indexer's fallback: the number of rows with a visible range (counted by
+  // an earlier launch). The kernel merges chunks so that few rows still spread over the grid and
+  // many rows take one item per group (each item of an empty group costs a range check); with
+  // none it has no work. nullptr: the planned chunks.
+  const int32_t* live_rows = nullptr;
   int64_t width = 0;       // logits columns; visible ranges are clamped to it
   // Prefill: row t sees keys [ks[t], ke[t]) of num_keys.
   const int32_t* ks = nullptr;
@@ -41,24 +66,11 @@ struct ScoreParams {
   int page_shift = 6;  // log2(page_size): page sizes are powers of two
   float* logits = nullptr;
   int64_t logits_stride = 0;
+  TileFilter filter;  // every tile (the fused indexer narrows it)
 };
-
-// Which of its work items' key tiles the kernel walks (schedule.cuh, TileWalk). The default walks
-// every tile of every item, as mqa_logits / paged_mqa_logits do; the fused indexer sets the
-// rest for its sample, scan and fallback.
-struct TileFilter {
-  // Prefill: the number of rows with a visible range (counted by an earlier launch). The kernel
-  // merges chunks so that few rows still spread over the grid and many rows take one item per
-  // group (each item of an empty group costs a range check); with none it has no work.
-  const int32_t* live_rows = nullptr;
-  // Sampling: only key tiles t with t % tile_stride == 0 are scored, and tile t's scores land in
-  // logits columns (t / tile_stride) * kTileKeys + 0..63. 1: every tile, at its own columns. With
-  // skip_sampled, the other way round: every tile but those; only with tile_stride >= 32
-  // (TileWalk::advance).
-  int32_t tile_stride = 1;  // a power of two
-  int32_t tile_shift = 0;   // log2(tile_stride)
-  bool skip_sampled = false;
-};
+static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, filter) == 168 &&
+                  sizeof(ScoreParams) == 184,
+              "the scoring kernel's parameter layout (see above)");
 
 // The four TMA descriptors of one launch (see kernel.cuh for their shapes).
 struct ScoreMaps {

@@ -230,9 +230,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     // read the same keys (from L2).
     int64_t chunks = p.chunks;
     int64_t chunk_keys = p.chunk_keys;
-    if (f.live_rows != nullptr) {
+    if (p.live_rows != nullptr) {
       // About two items per CTA over the live rows' groups, at most the planned chunks.
-      const int64_t live = *f.live_rows;
+      const int64_t live = *p.live_rows;
       const int64_t wanted =
           live <= 0 ? 0 : min(max((2 * gridDim.x + live - 1) / live, int64_t{1}), p.chunks);
       const int64_t merged = wanted == 0 ? 1 : (p.chunks + wanted - 1) / wanted;

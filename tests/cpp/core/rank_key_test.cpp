@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/rank_key.h"
-#include "support/seed.h"
+#include "support/tensors.h"
 
 namespace fitest {
 namespace {

@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "core/rows.h"
-#include "support/seed.h"
+#include "support/tensors.h"
 
 namespace fitest {
 namespace {

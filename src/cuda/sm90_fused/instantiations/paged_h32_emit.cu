@@ -7,13 +7,13 @@ namespace flashindexer::cuda {
 using fused::EmitEpilogue;
 
 template cudaError_t scoring::launch_score<32, 32, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<32, 64, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<32, 128, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 
 }  // namespace flashindexer::cuda

@@ -7,16 +7,16 @@ namespace flashindexer::cuda {
 using fused::EmitEpilogue;
 
 template cudaError_t scoring::launch_score<64, 64, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<64, 128, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<64, 192, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<64, 256, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 
 }  // namespace flashindexer::cuda

@@ -7,10 +7,10 @@ namespace flashindexer::cuda {
 using fused::EmitEpilogue;
 
 template cudaError_t scoring::launch_score<64, 256, false, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t scoring::launch_score<32, 256, false, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
-                                          const scoring::TileFilter&, const EmitEpilogue::Params&, int,
+                                          const EmitEpilogue::Params&, int,
                                           cudaStream_t);
 
 }  // namespace flashindexer::cuda

@@ -6,13 +6,13 @@
 namespace flashindexer::cuda::scoring {
 
 template cudaError_t launch_score<32, 32, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const StoreEpilogue::Params&, int,
+                                          const StoreEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t launch_score<32, 64, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const StoreEpilogue::Params&, int,
+                                          const StoreEpilogue::Params&, int,
                                           cudaStream_t);
 template cudaError_t launch_score<32, 128, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const TileFilter&, const StoreEpilogue::Params&, int,
+                                          const StoreEpilogue::Params&, int,
                                           cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
