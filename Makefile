@@ -52,6 +52,7 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
+	$(MAKE) --no-print-directory test-sanitize test-fuzz
 
 # On a machine with an H100/H200: every GPU test (C++ and Python), every GPU test under
 # compute-sanitizer memcheck, and `python -m bench all` (README, "GPU testing"); logs and the
@@ -61,3 +62,33 @@ gpu-check: build
 
 clean:
 	rm -rf $(BUILD_DIR) build-py
+
+# The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
+# build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in
+# tests/fuzz/ replayed, and the Python suite against the sanitized module (ctest -L sanitize).
+# Any sanitizer report fails it.
+SANITIZE_DIR ?= build-sanitize
+# The libFuzzer target over the op entry points (clang, ASan + UBSan), run for FUZZ_SECONDS from
+# the seed corpus; new inputs it finds go to a scratch corpus in $(FUZZ_DIR), never into the tree.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_APT_PACKAGES := clang libclang-rt-14-dev libomp-dev
+
+.PHONY: test-sanitize test-fuzz
+test-sanitize: deps
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES)
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHINDEXER_CUDA=OFF \
+	  -DFLASHINDEXER_SANITIZE=ON -DFLASHINDEXER_PYTHON=ON \
+	  -DPython_EXECUTABLE=$(abspath $(VENV))/bin/python
+	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashindexer_tests flashindexer_fuzz_replay _C
+	cd $(SANITIZE_DIR) && ctest -L sanitize --output-on-failure
+
+test-fuzz:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FUZZ_APT_PACKAGES)"
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFLASHINDEXER_CUDA=OFF -DFLASHINDEXER_FUZZ=ON
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target flashindexer_fuzz
+	mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/flashindexer_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus

@@ -136,6 +136,7 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   if (!check.ok()) return check.status();
   const int64_t rows = costs.shape[0];
   check.require(rows <= INT32_MAX, concat("costs has ", rows, " rows, expected <= ", INT32_MAX));
+  if (!check.ok()) return check.status();
   // Costs are summed in int64: each is at most 2^62 / rows, so no prefix sum overflows.
   const int64_t largest_cost = (int64_t{1} << 62) / std::max<int64_t>(rows, 1);
   std::vector<int64_t> row_costs(static_cast<size_t>(rows));

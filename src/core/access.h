@@ -11,6 +11,8 @@ namespace flashindexer {
 // Address of element (i0, i1, ...) of a view.
 template <typename T, typename... Index>
 T* element(const TensorView& view, Index... index) {
+  // An empty view may have no memory (null data); offsetting null is undefined even unread.
+  if (view.data == nullptr) return nullptr;
   const int64_t indices[] = {static_cast<int64_t>(index)...};
   int64_t offset = 0;
   for (size_t d = 0; d < sizeof...(Index); ++d) offset += indices[d] * view.stride[d];

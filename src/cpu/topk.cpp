@@ -42,7 +42,7 @@ float to_float(Logit value) {
 // A floor below about 3k/2 of the n scores, from the sample; 0 (no floor) for short rows.
 template <typename Logit>
 uint32_t sampled_floor(const Logit* row, int64_t n, int k) {
-  if (kSamples * k < kMinSampledTopK * n || n < kMinRowOverK * k) return 0;
+  if (n < kSampleRun || kSamples * k < kMinSampledTopK * n || n < kMinRowOverK * k) return 0;
   uint32_t sample[kSamples];
   const int64_t line_stride = (n - kSampleRun) / (kSampleLines - 1);
   // All the lines' misses at once (a run may straddle two lines), not a few at a time.

@@ -31,7 +31,7 @@ Status paged_mqa_logits(const TensorView&, const QuantizedTensor&, const PagedKC
 }
 
 Status topk_per_row(const TensorView&, const TensorView&, const RowRanges&, int, bool,
-                    const RunOptions&, bool) {
+                    const RunOptions&) {
   return not_on_cuda("topk_per_row");
 }
 size_t topk_per_row_workspace_size(int64_t, int64_t, int) { return 0; }
