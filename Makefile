@@ -61,7 +61,7 @@ gpu-check: build
 	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/gpu_check.sh
 
 clean:
-	rm -rf $(BUILD_DIR) build-py
+	rm -rf $(BUILD_DIR) build-py $(SANITIZE_DIR) $(FUZZ_DIR)
 
 # The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
 # build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in

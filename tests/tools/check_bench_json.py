@@ -1,6 +1,6 @@
 """Checks the records `flashindexer bench --json FILE` writes (the bench issue's fields).
 
-    python3 tests/cli/check_bench_json.py FLASHINDEXER_BINARY OUTPUT_JSON
+    python3 tests/tools/check_bench_json.py FLASHINDEXER_BINARY OUTPUT_JSON
 """
 import json
 import subprocess

@@ -14,7 +14,7 @@
     Q buffer that TMA refills) follows a shared-memory load without a proxy fence
     (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
     the fence TMA refilled stages under loads still in flight (wrong H32 prefill scores on the
-    H200; docs/benchmarks.md). Straight-line order, regions reset at EXIT and USETMAXREG.
+    H200; docs/history/). Straight-line order, regions reset at EXIT and USETMAXREG.
 
 usage: check_sass.py BUILD_DIR [CUOBJDUMP]
 """

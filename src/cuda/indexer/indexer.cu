@@ -1,7 +1,7 @@
 // The CUDA indexer: the dispatch between the dense path (dense_indexer.cu: mqa_logits into a
 // logits slab, then topk_per_row) and the fused path (sm90_fused/fused_indexer.cu: no logits
 // written). Both are topk_per_row(mqa_logits(...)) bit for bit and take the same workspace, so
-// the choice is one of speed only, made by the caller (src/ops, heuristics.h). Host code only.
+// the choice is one of speed only, made by the caller (src/api, core/heuristics.h). Host code only.
 #include <cstddef>
 
 #include "core/heuristics.h"
@@ -14,7 +14,7 @@ namespace {
 
 // kAuto is the dense path here: indexer_prefill's kAuto is resolved by the caller (on its
 // min_row_keys, cuda_prefill_path), and at decode the fused path leads on no shape by more than
-// the spread between runs (docs/design.md, "Dispatch").
+// the spread between runs (docs/decisions/prefill-path-thresholds.md).
 bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
 
 }  // namespace

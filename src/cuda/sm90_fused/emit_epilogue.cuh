@@ -37,7 +37,7 @@ using scoring::wait_for_item;
 // the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
 // 1.2x (H = 32) the storing kernel's time. One emitter per warpgroup kept up at H = 64 but not at
 // H = 32, whose tiles (8 rows) have twice the scores for the same tensor-core time; with three,
-// fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/benchmarks.md).
+// fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/history/).
 // Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
 // the cache, which wants every producer warp loading.
 constexpr int kEmitterWarps = 3;
@@ -68,7 +68,7 @@ struct EmitTraits {
   // H = 32) take four tiles per step: the per-step work (barriers, queue checks, bookkeeping)
   // then spreads over twice the tiles, and fused decode at 64 x 131072 keys ran 5-7 % faster on
   // the H200. The storing N = 64 kernel keeps two: four was no faster there and lost 0.5 us at
-  // batch 1 (docs/benchmarks.md).
+  // batch 1 (docs/history/).
   static constexpr int kTilesPerStep = kN <= 64 ? 4 : scoring::kTilesPerStepFor<kN>;
   static constexpr bool kOneScorePerLane = true;  // TileRows: one (row, key row) per lane
   static constexpr bool kReadOnce = kPaged;       // TileLoader: the cache read evict-first

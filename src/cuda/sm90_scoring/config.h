@@ -30,7 +30,7 @@ inline constexpr bool kLaneOwnedRows = (kColumns / kHeads) % 4 == 0;
 // thread, the most that 65536 / 384 rounds down to): a split above that makes the consumers'
 // setmaxnreg.inc wait forever (48 / 232, tried for the emission code, hung decode on the H200).
 // At 224 the emitting paged N = 256 consumer spilled 20-28 bytes until its queue addressing
-// became warp-uniform (CandidateQueue); no scoring kernel spills now (tests/cli/check_sass.py).
+// became warp-uniform (CandidateQueue); no scoring kernel spills now (tests/tools/check_sass.py).
 template <bool kWideProducer>
 inline constexpr int kProducerRegisters = kWideProducer ? 56 : 40;
 template <bool kWideProducer>

@@ -21,7 +21,7 @@ namespace flashindexer::cuda::scoring {
 // cache pages are loaded with an L2 evict-first policy (each page is read by one CTA, once per
 // call), so that the fused decode scan's candidates stay in L2 for the kernels after it: fused
 // decode at batch 64 ran 1-5 % faster on the H200, while the dense pair was 0.3-0.6 % slower
-// (docs/benchmarks.md), so only the emitting instantiations use it (their Traits::kReadOnce).
+// (docs/history/), so only the emitting instantiations use it (their Traits::kReadOnce).
 template <bool kPaged, bool kReadOnce, typename Format>
 struct TileLoader {
   const ScoreParams& p;

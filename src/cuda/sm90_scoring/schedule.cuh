@@ -10,7 +10,7 @@
 // reuse) left CTAs uneven with ragged lengths and short items at batch 1. On the H200, against
 // those items: ragged batches 4-14 % faster, batch 1 x 131072 keys 10.5 -> 9.0 us, the fused
 // scan 8 % faster (fewer queue hand-overs); equal lengths within their spread (the dense indexer
-// at 64 x 131072 keys 1.5-2.5 % slower in three runs, not explained; docs/benchmarks.md).
+// at 64 x 131072 keys 1.5-2.5 % slower in three runs, not explained; docs/history/).
 #pragma once
 
 #include <cuda.h>

@@ -141,7 +141,7 @@ constexpr int kMinRanksForCoarseThreshold = 4;
 // costs about as much as sorting 2048 in one and the searches come on top. From 4 to 6 ranks
 // CTA 0 sorts faster too: the sorted dense indexer (H64, 32768 / 131072 keys, with SMs / rows
 // CTAs per row) at 20 rows (6 ranks) 61 -> 59 / 136 -> 134 us, 24 rows (5) 67 -> 64 / 155 ->
-// 151, 32 rows (4) 83 -> 74 / 197 -> 188 (docs/benchmarks.md).
+// 151, 32 rows (4) 83 -> 74 / 197 -> 188 (docs/history/).
 constexpr int kMinRanksSortingPerCta = 8;
 
 // The sorted answer of select_in_cluster: each CTA sorts its own selected keys (into `sorted`),
@@ -527,7 +527,7 @@ int max_active_clusters(int ranks) {
 // CTAs per row: SMs / rows (at most 8), fewer when the GPU cannot hold that many clusters of that
 // size at once. A second wave of clusters cost more than fewer CTAs per row saved (H200, 131072
 // keys, k = 2048: 16 rows of 8 CTAs 19.7 us, 14 rows 11.2; 32 rows of 4 23.7, 30 rows 13.6;
-// docs/benchmarks.md).
+// docs/history/).
 template <typename T, EmptyRows kEmptyRows>
 int cluster_ranks(int64_t rows, int sms) {
   int64_t ranks = rows > 0 ? sms / rows : 1;

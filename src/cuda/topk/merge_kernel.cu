@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_merge_kernel(const __grid_co
   // (cp.async): every copy of a thread is in flight at once. Loads into registers (16 rank keys
   // per thread, 2 CTAs per SM leave 64 registers) were issued one after another's store: 3.5 of
   // the one-row select's 13 us at k = 2048 (H200). (With a multiply-high in place of the
-  // division ptxas put YIELDs into this kernel's loops; tests/cli/check_sass.py rejects them in
+  // division ptxas put YIELDs into this kernel's loops; tests/tools/check_sass.py rejects them in
   // top-k kernels.)
   const uint64_t* keys = p.split_keys + row * p.splits * p.split_capacity;
   constexpr int kPerThread = kCapacity / kThreads;

@@ -298,7 +298,7 @@ TEST(PagedMqaLogitsCuda, IsBitIdenticalOverRepeatedRuns) {
 
 // ----------------------------------------------------------------------------- bad input
 
-// The argument errors need no GPU (labelled_cuda, cuda_test_support.h): these tests run in CI.
+// The argument errors need no GPU (labelled_cuda, support/cuda.h): these tests run in CI.
 
 TEST(MqaLogitsCuda, RejectsWhatTmaCannotRead) {
   SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
