@@ -32,8 +32,6 @@
 // lane followed by the quad reduce-scatter), whatever the schedule, tile or CTA.
 #pragma once
 
-#pragma once
-
 #include <cuda.h>
 #include <cuda_runtime.h>
 
