@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -84,25 +85,36 @@ def test_workspace_on_the_wrong_device_kind_or_misaligned_is_rejected():
 
 
 def test_the_gil_is_released_while_an_op_runs(rng):
-    # A Python thread ticks every millisecond while three ~30 ms ops run: with the GIL held it
-    # could tick only between the calls (a handful of times).
+    # A Python thread stamps the time about every millisecond while ops run. With the GIL held
+    # during an op, the thread could run only at the bytecode boundaries around each call, so no
+    # stamp could fall in the middle half of a call; released, most of them do. Counting stamps
+    # there (not all stamps against a guessed op time) keeps the test exact on a slow or busy
+    # machine: the calls go on until they have taken 60 ms, however fast each one is.
     logits = rng.standard_normal((64, 200_000)).astype(np.float32)
     lengths = np.full(64, 200_000, np.int32)
-    ticks = []
+    stamps = []
     done = threading.Event()
 
     def ticker():
         while not done.is_set():
-            ticks.append(1)
+            stamps.append(time.perf_counter())
             done.wait(0.001)
 
     thread = threading.Thread(target=ticker)
     thread.start()
-    for _ in range(3):
+    calls = []
+    busy = 0.0
+    while busy < 0.06 and len(calls) < 1000:
+        start = time.perf_counter()
         fi.topk_per_row(logits, 2048, lengths=lengths, cpu_threads=1)
+        end = time.perf_counter()
+        calls.append((start + 0.25 * (end - start), end - 0.25 * (end - start)))
+        busy += end - start
     done.set()
     thread.join()
-    assert len(ticks) > 10
+    inside = sum(1 for t in stamps for lo, hi in calls if lo < t < hi)
+    assert inside >= 3, (f"{inside} of {len(stamps)} stamps in the middle half of {len(calls)} "
+                         f"calls ({busy * 1e3:.0f} ms)")
 
 
 def test_build_info_and_sizes():
