@@ -27,9 +27,9 @@ namespace flashindexer {
 // are known to be long (min_row_keys; cuda_prefill_path tells which path a call takes): the fused
 // path is level or ahead on rows of 17K-45K keys and more (by k and by how many requests the
 // chunk packs) and mostly behind on shorter rows, and a call's shape gives its chunk's packed
-// keys, not what a row sees (docs/decisions/prefill-path-thresholds.md). At decode kAuto is always the dense
-// path. The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond). Both fields are
-// ignored on the CPU.
+// keys, not what a row sees (docs/decisions/prefill-path-thresholds.md). At decode kAuto is always
+// the dense path. The fused path takes rows of at most 2^29 keys (kInvalidArgument beyond). Both
+// fields are ignored on the CPU.
 struct IndexerOptions {
   IndexerPath path = IndexerPath::kAuto;
   // indexer_prefill on CUDA with kAuto: the fewest keys any row of the call sees (ke - ks), when
