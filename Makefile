@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # FlashIndexer: `make demo` and `make test` are the two set-up commands. Each installs what is
 # missing, configures, builds in build/ in parallel, and runs.
 BUILD_DIR ?= build

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m bench <routine> [--preset quick|full] [--markdown PATH] [--iters N] [--only TEXT]
 
 The product benchmark of FlashIndexer, over its Python module: every op on the cases of

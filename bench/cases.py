@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every case of the benchmark, by routine and preset, and the anchor numbers quoted beside
 them.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The same-run ceilings every rate is read against.
 
 GPU: torch._scaled_mm FP8 8192^3 (TFLOP/s) and a 2 GiB device-to-device copy (GB/s, read +

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a user would otherwise run: the indexer in PyTorch (or NumPy) on the same inputs.
 
 `flashindexer bench` writes a case's inputs as raw little-endian files into a folder and runs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU cases' operands as PyTorch CUDA tensors: FP8 prefill chunks and paged decode steps,
 plus the PyTorch form of the scoring formula that checks them and serves as the scoring peer."""
 import torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tables of measured rows: printed as each row is measured, and written as docs/benchmarks.md
 (a headline table first, then one table per op with its command, the machine and the build)."""
 import datetime

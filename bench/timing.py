@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Timers of the benchmark: CUDA events around eager calls or CUDA-graph replays on the GPU,
 perf_counter on the CPU; warm-up, median of N, an L2 flush between timed calls.
 

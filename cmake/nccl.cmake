@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The NCCL transport (include/flashindexer/nccl.h), optional: AUTO builds it whenever the CUDA
 # backend is on and the NCCL headers are found; ON requires them; OFF leaves it out (its functions
 # then answer kUnsupported). Only the header is needed to build: the library is loaded at run time

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sanitizer and fuzzing builds of the CPU code. The top-level CMakeLists.txt includes this file
 # after every target is defined, so the flags below come after each target's own and the last
 # -O on the command line (-O1) wins over the library's -O3.

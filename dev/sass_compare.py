@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Are two builds' kernels the same machine code? (the renovation's proof of neutrality)
 
 Compares `cuobjdump -sass` of two libraries (or object files, or saved dumps) kernel by kernel,

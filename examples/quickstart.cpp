@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The README's C++ example: top-64 keys of 4 query rows over 1000 keys on the CPU.
 #include <cstdio>
 #include <random>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU checks in one command, on a machine with an H100/H200: build, every GPU test of the
 # GoogleTest binary (its CUDA suites), the Python suite on the GPU, every GPU test again under
 # compute-sanitizer memcheck, and the product benchmark (`python -m bench all`). Each step logs

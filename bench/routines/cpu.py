@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CPU backend (NumPy arrays in, the library's own threads) against NumPy computing the
 same thing, and against the same-run CPU ceilings (bench/ceilings.py).
 

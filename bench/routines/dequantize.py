@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU dequantize_k_fp8 against PyTorch's values.float() * scales[:, None] on the same keys.
 
 Rate: bytes moved by the op's definition (1 B in and 4 B out per value, 4 B per scale) / time,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU indexer (indexer_prefill, indexer_decode), fused and dense paths, against the dense
 pair (our scoring into a full logits tensor, then our top-k) and the same-run bound of any
 dense peer: the scoring at the same-run ceiling (FP8 GEMM for prefill, the K cache read at the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What one eager call costs against the same call in a CUDA graph: decode (H = 64, page 64,
 next_n 1, k = 2048) through the Python module on PyTorch tensors.
 

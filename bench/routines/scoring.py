@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU FP8 scoring: mqa_logits (prefill) and paged_mqa_logits (decode) against PyTorch computing
 the same formula on the same FP8 operands, and against the same-run ceilings.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU topk_per_row against torch.topk(sorted=False) on the same fp32 / bf16 logits.
 
 Each case first checks ours against torch.topk on a few rows (the same selected values; for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """topk_per_row of several builds of the bench shim, timed in alternation on the same tensors.
 
 For changes smaller than the run-to-run spread, and for timing builds that leave a phase out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Times dequantize_k_fp8 on the GPU against the same-run device-copy ceiling.
 //
 // Usage: bench_dequantize_cuda [rows]   (default 4M keys x 128: 512 MiB in, 2 GiB out)

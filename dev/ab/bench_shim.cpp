@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A C ABI over the CUDA ops on raw device pointers, for the A/B tools of dev/ (ctypes on torch
 // tensors, dev/ab/shim.py): several builds of it load into one process side by side, which
 // builds of the Python module cannot. Contiguous-inner tensors only; strides in elements.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Two or more builds of the bench shim, in alternation in one process, on the same inputs.
 
 For a scoring change whose effect is smaller than the spread between machines and runs:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU topk_per_row timed in-process: for comparing two builds of the CPU selection on a noisy
 // machine, where the minimum of many calls moves less than the bench's medians.
 //

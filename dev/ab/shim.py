@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ctypes side of the A/B tools: bench_shim.cpp's C ABI over torch CUDA tensors.
 
 A build of the shim (`-DFLASHINDEXER_DEV=ON`, target flashindexer_bench_shim) links one build

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """SM clock and board power under sustained load: the FP8 GEMM ceiling against our kernels.
 
 Samples nvidia-smi every 50 ms while it runs, each for a few seconds, torch._scaled_mm FP8

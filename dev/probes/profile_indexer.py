@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU time per kernel of one indexer_decode call, dense and fused, through the bench shim.
 
 torch.profiler (CUPTI) records the kernels of 5 replays of a CUDA graph of 10 calls (H = 64 or

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Where a scoring kernel's warps spend their instructions and stalls, from `ncu` source counters.
 
 Two steps on a machine with the GPU and ncu:

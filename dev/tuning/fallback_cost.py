@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What rows that take the fused path's exact fallback cost a prefill call, through the bench
 shim (one or more builds, in alternation).
 

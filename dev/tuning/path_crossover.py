@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Dense against fused indexer_decode on the same inputs, interleaved: the data for the dispatch
 rule between the two paths.
 

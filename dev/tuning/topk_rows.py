@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """topk_per_row over few long rows (the decode form), swept over the row count: the cluster
 kernel's sizes and waves show up as steps between neighbouring counts.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """indexer_prefill on CUDA (fused and dense paths) against the size of its logits slab.
 
 The indexer's workspace is the top-k scratch plus a logits slab (indexer_cuda_workspace_size(k)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-GPU building blocks, free of any transport: decode context parallelism (DCP) and
 // tensor-parallel (TP) prefill row sharding. An engine runs these around its own collective
 // (an all-gather on its own communicator); docs/design.md, "Multi-GPU", has the proofs.

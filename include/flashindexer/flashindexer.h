@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models.
 #pragma once
 

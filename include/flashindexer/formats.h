@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar number formats of the indexer (spec §3): FP8 e4m3fn, MXFP4 E2M1, UE8M0 scales, bf16.
 //
 // Decoding is exact. Encoding rounds to nearest, ties to even, and saturates to the largest

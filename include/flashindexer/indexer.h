@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The indexer: scoring and selection in one call, without the [rows, keys] logits in memory.
 //
 // indexer_prefill == topk_per_row(mqa_logits(...)) and indexer_decode ==

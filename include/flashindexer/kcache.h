@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The paged indexer K cache (spec §4) and the packed prefill workspace.
 //
 // A page holds `page_size` keys. FP8 page: all keys' D value bytes, then their fp32 scales

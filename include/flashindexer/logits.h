@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scoring: the indexer logits (spec §2.3, §2.4, §6.4, §7.2).
 //
 //   logit[t, s] = kscale[s] * sum_h W[t, h] * relu( q[t, h, :] . k[s, :] )      (FP8 keys)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL transport of the multi-GPU building blocks (dist.h): the DCP top-k all-gather and the
 // TP row all-gather, each one call on the caller's stream.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Quantizers and dequantizers for keys (and, through the same kernels, for query heads).
 #pragma once
 

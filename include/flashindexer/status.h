@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status: how every FlashIndexer op reports success or failure.
 //
 // Ops never throw across the public API. A failed op returns a Status whose message names

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor views and run options: the only data types that cross the public API.
 //
 // A TensorView does not own memory. Shapes and strides are in elements of its dtype; for the

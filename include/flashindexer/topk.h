@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Selection: the k best visible keys of every row.
 //
 // The total order (the same on every backend, so every path returns exactly the same set):

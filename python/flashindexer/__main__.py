@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m flashindexer run|bench|info``: the CLI's three commands, through the binding.
 
 The C++ ``flashindexer`` tool (``make build``) drives bigger, engine-shaped workloads; this one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Framework plumbing: which framework a tensor comes from, how to allocate beside it, how to hand
 it to ``flashindexer._C``, and which CUDA stream to run on.
 

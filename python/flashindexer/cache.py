@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The paged indexer K cache as Python sees it (ops.build_k_cache fills one from keys).
 
 A page holds ``page_size`` keys: FP8 pages hold all keys' D e4m3 bytes, then their fp32 scales

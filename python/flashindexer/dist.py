@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-GPU building blocks, free of any transport (C++: ``flashindexer/dist.h``).
 
 Decode context parallelism (DCP): the keys of every request are dealt round-robin over ``ranks``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every op of the C++ API, over any DLPack tensor (PyTorch, CuPy, JAX, NumPy; CPU or CUDA).
 
 Conventions shared by every op:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The oracle in NumPy, for your own tests: obviously correct, slow, no compiled code.
 
 Accepts NumPy arrays (float8 as ml_dtypes.float8_e4m3fn or uint8 bytes) and PyTorch tensors

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FlashIndexer ops as PyTorch custom ops (torch.library), for torch.compile and CUDA graphs.
 
 Importing this module registers ``torch.ops.flashindexer.*``:

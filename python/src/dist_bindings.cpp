@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flashindexer._C: the transport-free multi-GPU functions (flashindexer/dist.h) over DLPack
 // tensors, and whether this build can use NCCL. The NCCL collectives themselves are not bound:
 // a Python engine already owns its communicator (torch.distributed) and runs the all-gather

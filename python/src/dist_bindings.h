@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multi-GPU functions of flashindexer._C (flashindexer/dist.h, flashindexer/nccl.h).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a DLPack dtype and device are to FlashIndexer, and the names errors give them: the
 // mapping ArgumentList (tensor_args.h) applies to every imported tensor.
 #pragma once

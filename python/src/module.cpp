@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flashindexer._C: the C++ API over any DLPack tensor, one function per op.
 //
 // Every function takes its outputs (the Python package allocates them when the caller does not),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turning Python arguments into FlashIndexer views: any DLPack tensor (PyTorch, CuPy, JAX, NumPy;
 // CPU or CUDA) or buffer-protocol array, without a copy. PyTorch tensors are read by their
 // attributes (data_ptr, shape, stride, dtype, device) rather than exported through DLPack, which

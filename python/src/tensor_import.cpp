@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ArgumentList::import: a PyTorch tensor read by its attributes, anything else through DLPack or
 // the buffer protocol, into a view kept alive for the call.
 #include <string>

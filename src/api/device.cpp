@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which CUDA devices run this build's kernels.
 #include "api/device.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a public op picks its backend: by the device of its tensors. An op on CUDA tensors asks
 // check_cuda_device first, then calls its cuda:: entry (src/cuda/cuda_ops.h); a build without
 // CUDA links src/cuda/stub.cpp, whose entries answer kUnsupported, so nothing here depends on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public multi-GPU building blocks (flashindexer/dist.h): validate, then run on the tensors'
 // device (the DCP pack and merge; the TP row-sharding plan is host-side only).
 #include "flashindexer/dist.h"

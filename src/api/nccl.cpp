@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL transport (flashindexer/nccl.h): communicator handling, the DCP top-k all-gather and
 // the TP row all-gather. Without NCCL support (FLASHINDEXER_WITH_NCCL undefined) every entry
 // point answers kUnsupported.

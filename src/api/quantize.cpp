@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public quantizer entry points: validate, then run on the tensors' device.
 #include "flashindexer/quantize.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public topk_per_row: validate, then run on the tensors' device.
 #include "flashindexer/topk.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host access to the elements of a view: strided addressing, index reads and the row walk of a
 // view's outer dimensions. Shared by the argument checks, the CPU backend and the DCP functions.
 #pragma once

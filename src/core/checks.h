@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument validation shared by every backend.
 //
 // An ArgCheck collects the first failure of a chain of checks and turns it into a Status whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every measured host decision of the library, one function each, with its reason. Internal:
 // nothing here is public API (the public query is cuda_prefill_path() in indexer.h). A rule
 // that cost a measurement has its record under docs/decisions/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scores as 32-bit keys that order like the total order of topk.h (larger key = better): the
 // full fp32 bits (bf16 is the upper half of fp32), -0.0 mapped to +0.0, every NaN mapped to 0,
 // below -inf. A *rank key* appends the inverted index, (key << 32) | ~index, so that equal scores

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The visible key range of a query row (spec §7), one rule for every backend. The scalar rules
 // are FI_HOST_DEVICE so that kernels, the CPU backend and the reference call the same code; the
 // TensorView reader at the end is host-only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend. Arguments arrive validated by src/api; these functions only compute.
 #pragma once
 

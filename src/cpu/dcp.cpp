@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DCP candidates: pack one rank's local top-k as 64-bit rank keys, merge the gathered keys of
 // all ranks. Both reuse the rank keys and the exact selector of src/cpu/topk/select.h, so the
 // merge selects under exactly the order topk_per_row uses (docs/design.md, "Multi-GPU").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element decoding for the CPU backend: float loads of f32/bf16 views and the FP8 / MXFP4
 // formats by table. Element addressing is core/access.h.
 #pragma once

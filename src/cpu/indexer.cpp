@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU indexer: the rows of a block are scored tile by tile with the scoring core of score.h and
 // each row keeps an exact streaming top-k (streaming_topk.h), so no row of logits is ever
 // materialized. The scores are the same bits mqa_logits / paged_mqa_logits write, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU page-cache writer and workspace gather (spec §4.2, §4.3, §4.6).
 #include <cstring>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU scoring ops: OpenMP over row blocks, keys in tiles shared by the rows of a block.
 #include <cstring>
 #include <limits>

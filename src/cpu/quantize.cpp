@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU quantizers (spec §3.2, §3.3): one OpenMP task per row.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TP prefill row sharding: a contiguous split of the prefill rows into tp windows whose largest
 // cost is the smallest any contiguous split achieves (the classic linear-partition bottleneck,
 // found by binary search over the bottleneck with a greedy feasibility test on prefix sums).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU topk_per_row: one read of each visible logit.
 //
 // A sample of the row gives a floor expected to let about 3k/2 scores through; one pass

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's entry points. Arguments arrive validated by src/api; `stream` is a
 // cudaStream_t. Every op is asynchronous on its stream and graph-capturable.
 #pragma once

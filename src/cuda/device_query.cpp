@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA runtime's answers behind device_query.h. Every failed query clears the runtime's
 // sticky error, so a machine without a driver or a device reads as "none" and later calls work.
 #include "cuda/device_query.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the CUDA runtime says about this build's backend and the visible devices. The CUDA build
 // answers from the runtime (device_query.cpp); a build without CUDA answers from stub.cpp, so the
 // callers in src/api need no preprocessor switch.

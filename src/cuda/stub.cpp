@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend of a build without CUDA: every entry of cuda_ops.h, dcp/dcp.h and
 // device_query.h, answering as the library does for CUDA tensors it cannot run (kUnsupported,
 // the op named) or for a machine without a device. Compiled only when CUDA is off, so src/api

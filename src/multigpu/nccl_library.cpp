@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loads libnccl.so.2 once: first by its soname (the copy already in the process, or the one the
 // loader finds), then from the path CMake found at build time.
 #ifdef FLASHINDEXER_WITH_NCCL

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL, loaded at run time (dlopen of libnccl.so.2): the library links no NCCL, so binaries run
 // on machines without it, and a process that already loaded NCCL (PyTorch) shares that copy, so
 // the communicators it created are valid here. Only compiled with FLASHINDEXER_WITH_NCCL.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reference scoring: the definition of spec §2.3 / §2.4 in fp64.
 #include <algorithm>
 #include <cmath>

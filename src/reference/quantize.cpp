@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reference quantizers and dequantizers, one row at a time (spec §3.2, §3.3).
 #include <algorithm>
 #include <cmath>

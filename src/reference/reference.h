@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The oracle: plain scalar code, fp64 accumulation, obviously correct, slow.
 //
 // Every fast path is tested against these functions. They take host memory only, check

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reference selection: sort every visible key of a row under the total order of topk.h.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The oracle itself (src/reference): its logits against a direct loop written here from the
 // formula of logits.h, over operands dequantized by the public dequantizers; its order.
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DCP ops' argument checks on CUDA tensors: they run everywhere (host buffers labelled
 // CUDA are never dereferenced: every call fails before any launch).
 #include <cuda_runtime.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the CUDA DCP tests share: poisoned candidates, the CPU and GPU merges of one simulated
 // case, and the check that they equal topk_per_row over the concatenated rows.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DCP pack and merge on CUDA tensors with simulated ranks: CUDA pack == CPU pack bit for bit,
 // CUDA pack + merge == CPU merge == topk_per_row over the concatenated rows (same ids, same
 // order), for both gathered layouts; ties across ranks, NaN and infinities, empty ranks and rows,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dequantize_k_fp8 on CUDA tensors against the CPU op (which is exact): every element equal.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

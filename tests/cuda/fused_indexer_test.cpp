@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused CUDA indexer on rows longer than its candidate slots (gated) with adversarial scores,
 // 1M-key rows and forced candidate overflows (a small FusedConfig capacity): always the dense
 // pair's answer.

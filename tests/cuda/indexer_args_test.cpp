@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA indexer's argument and workspace contracts: a missing or too small workspace, the fused
 // path's row arrays and its 2^29-key row limit are refused by name; the workspace carving keeps
 // its regions disjoint and aligned. These run without a GPU (host checks before any launch).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the CUDA indexer tests (indexer_test.cpp, indexer_args_test.cpp,
 // fused_indexer_test.cpp): workspaces sized for either path, and the runs of indexer_prefill /
 // indexer_decode (or the fused entry with a forced candidate capacity) against the dense pair.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // indexer_prefill / indexer_decode on CUDA tensors, on both paths (dense and fused): equal to the
 // dense GPU pair topk_per_row(mqa_logits) / topk_per_row(paged_mqa_logits), and to the CPU
 // selection over the same GPU logits, for any workspace size (batches of rows); bit-identical

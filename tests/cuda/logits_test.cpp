@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mqa_logits / paged_mqa_logits on CUDA tensors against the reference oracle (small shapes,
 // every entry within the derived tolerance, which adds the FP8 tensor cores' accumulation error
 // to fp32 rounding; -inf masks exact, untouched columns untouched)

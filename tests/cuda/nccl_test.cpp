@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL transport (nccl.h): without NCCL every entry point is unsupported; with NCCL a
 // one-rank communicator runs dcp_topk_allgather and tp_allgather_rows. Argument-error tests run
 // everywhere; the rest skip without a GPU.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the GPU topk_per_row tests share: the cases (value distributions, row forms, lengths),
 // their inputs drawn from a printed seed, the reference answer, and a run that poisons the
 // output, runs twice and compares the bits with the reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU top-k's launch arithmetic (cuda/topk/params.h), white-box: host computations the
 // kernels repeat per row. No GPU needed.
 #include <gtest/gtest.h>

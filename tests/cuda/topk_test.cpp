@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU topk_per_row against the reference oracle: same set (best first when sorted, ascending
 // index order when not), -1 padding, columns >= k untouched, bit-identical repeats, graph capture.
 // Every test skips without a GPU.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fuzzer's building blocks: a reader that turns the input bytes into decisions, tensors whose
 // memory is exactly the span of their view (so AddressSanitizer sees any access past it) and
 // whose bytes are compared before and after a call (so a write into a gap between rows, into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The quantizers, the page cache (insert, then gather) and the multi-GPU building blocks (DCP
 // pack + merge against the un-sharded top-k, TP row sharding against the best split).
 #include <algorithm>

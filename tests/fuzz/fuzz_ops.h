@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op families the fuzzer drives; each reads its arguments from the input and checks the
 // contract of every call it makes (fuzz_input.h).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target over the public op entry points on the CPU.
 //
 // The first input byte picks the op family; the next ones choose dtypes, shapes, strides, row

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays fuzzer inputs without libFuzzer: every file named on the command line, or inside a
 // directory named there, goes once through LLVMFuzzerTestOneInput. A contract violation or a
 // sanitizer report aborts the process, so the test that runs this fails.

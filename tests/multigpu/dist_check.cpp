@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL transport on real GPUs: one process per GPU runs the DCP top-k all-gather and the TP
 // row all-gather (flashindexer/nccl.h) and checks, on every rank, that the result equals bit for
 // bit what one GPU computes over the same, un-sharded inputs; then it times the exchange and the

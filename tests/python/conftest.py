@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: seeded random inputs (the seed is printed), optional PyTorch and CUDA."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding itself: zero copies, argument conversion, errors, import-time behaviour."""
 
 import subprocess

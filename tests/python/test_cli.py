@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m flashindexer mirrors the CLI: `run` takes the arguments of `flashindexer run`."""
 
 import pathlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CUDA arrays of other frameworks through DLPack: CuPy (outputs allocated beside the inputs, on
 CuPy's current stream) and JAX GPU arrays (inputs; outputs passed in). Skipped where the
 framework, a GPU or the CUDA backend is missing."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-GPU building blocks with simulated ranks: the DCP key mapping, pack + all-gather + merge
 against topk_per_row (and a NumPy oracle) over the un-sharded rows, the TP row-sharding plan."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The paged K cache: insert, gather, page layouts and strides."""
 
 import numpy as np

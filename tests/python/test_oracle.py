@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NumPy oracle (flashindexer.reference) against the C++ reference, on the same inputs.
 
 The module's CPU ops are checked bit for bit against the C++ reference by the C++ suite, so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Quantizers: bit-exact with the NumPy reference on every input form; dequantizers exact."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's Python example runs as written: with PyTorch where it is installed, and always
 with NumPy arrays standing in for torch tensors (the ops take both through DLPack)."""
 

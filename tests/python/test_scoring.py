@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """mqa_logits, paged_mqa_logits and the indexer ops: within the derived fp32 tolerance of the
 reference, and the indexer exactly equal to top-k of the logits op."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """topk_per_row: the total order, visible ranges, strides, workspace, and clear errors."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch: tensors through the plain API, the torch.library custom ops (opcheck, torch.compile),
 and CUDA tensors on the current stream (top-k, scoring, the indexer; CUDA graph capture;
 torch.compile of an indexer layer)."""

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Comparison helpers every test file uses: rejections, top-k rows, scoring results against the
 // reference, and the prefill / paged runs they compare.
 #pragma once

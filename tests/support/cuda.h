@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the GPU tests share: the skip when no device is visible, owning device buffers and
 // copies of host tensors and caches (same shapes and strides, device kCUDA).
 #pragma once

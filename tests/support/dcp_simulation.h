@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DCP with simulated ranks, shared by the CPU (tests/cpp/api/dist_test.cpp) and GPU
 // (tests/cuda/dcp_test.cpp) tests: random rows of keys in global order, the single-GPU answer
 // (topk_per_row over the concatenated rows), and for every rank its shard's logits, local top-k

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged K cache buffers and decode problems over them.
 #pragma once
 

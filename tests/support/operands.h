@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Quantized operands, operand kinds, logit rows and prefill problems.
 //
 // The builders quantize with the reference (src/reference) so that a test of one public op

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded randomness of the tests.
 //
 // Every randomized test starts with FI_SEEDED_RNG(rng): the seed is drawn fresh from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Owning host tensors, the poison values outputs start from, and random real inputs.
 #pragma once
 

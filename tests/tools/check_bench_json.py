@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks the records `flashindexer bench --json FILE` writes (the bench issue's fields).
 
     python3 tests/tools/check_bench_json.py FLASHINDEXER_BINARY OUTPUT_JSON

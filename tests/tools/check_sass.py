@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """SASS guards over the built CUDA kernels (no GPU needed): cuobjdump -sass on the object files.
 
   * Top-k kernels (src/cuda/topk/, and the fused select, src/cuda/sm90_fused/select_kernel.cu):

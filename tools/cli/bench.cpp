@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer bench`: times the ops on a fixed case list, on the CPU or on the GPU, next to the
 // device's ceilings measured in the same process and to what a user would otherwise run
 // (bench/cpu_baseline.py on the same inputs, written to a temporary folder and run as a child

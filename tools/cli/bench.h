@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer bench`: the CPU backend against the machine's ceilings and a framework baseline.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ceiling microkernels for `flashindexer bench`, written with Highway so that they use the same
 // SIMD target the library's kernels dispatch to.
 #undef HWY_TARGET_INCLUDE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machine's ceilings, measured in the process that benchmarks against them.
 #pragma once
 

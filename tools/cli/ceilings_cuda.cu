@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU's ceilings for `flashindexer bench --device cuda`, measured in the benchmarking
 // process: dense FP8 tensor-core throughput (a wgmma loop on shared-memory operands, no memory
 // traffic) and device-memory bandwidth (a device-to-device copy, read + write bytes).

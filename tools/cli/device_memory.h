@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Buffers for the CLI's ops on either device (`flashindexer run`, `flashindexer bench`): aligned
 // host memory for the CPU, cudaMalloc for CUDA, freed together.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`, the execution: the K cache built and gathered on the CPU, then every batch
 // scored on the chosen device (dense logits + top-k, and the indexer), each op timed, and what
 // the checks read downloaded to the host.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer info`: what this build contains and what the machine offers.
 #pragma once
 

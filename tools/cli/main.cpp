@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flashindexer: the command-line tool (run the embedded workload, describe the build).
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`, the report: the run's shapes, the timings, a few rows' selections and the
 // checks' verdict; run_command drives the steps (run_steps.h).
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`: the indexer on the embedded workload, timed and verified.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The steps of `flashindexer run` (run.h), in three files:
 //   execute.cpp  builds the K cache (on the CPU), scores the workload's batches on the chosen
 //                device (dense logits + top-k, and the indexer), timing each op;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`, the checks on the host, over the downloaded results: the K cache and the
 // gathered workspace against the reference quantizer, indexer_* == topk_per_row(*mqa_logits) on
 // every row, and a sample of rows against the reference oracle (run_steps.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The embedded demo workload of `flashindexer run`: one prefill chunk and two decode batches
 // over one paged FP8 K cache, generated deterministically from a seed.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument checks shared by the scoring ops and the indexer ops that score the same inputs.
 #pragma once
 

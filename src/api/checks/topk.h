@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument checks shared by topk_per_row and the indexer ops.
 #pragma once
 

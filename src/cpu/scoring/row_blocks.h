@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the CPU scoring ops group query rows into blocks that share key tiles.
 //
 // Prefill: consecutive rows (mostly one request, whose ranges overlap). Decode: the next_n rows

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU scoring core, shared by mqa_logits, paged_mqa_logits and the indexer ops so that the
 // logits they produce are the same bits.
 //

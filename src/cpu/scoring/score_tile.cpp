@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SIMD scoring microkernel: one query row against one tile of kKeyTile keys.
 //
 // Keys run across SIMD lanes and each lane sums its own dot product over d in order, so every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dequantizing FP8 keys into a transposed tile (score.h), the per-tile cost the decode path pays
 // once per row. Targets with 256-bit vectors transpose the codes of 8 keys as bytes and convert
 // each dim's 8 codes with bit arithmetic; the others, and any group of 8 keys holding a NaN

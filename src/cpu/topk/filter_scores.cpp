@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SIMD compare-and-append for StreamingTopK: the rank keys of the scores whose order bits reach
 // the floor. With a good floor almost every vector has no survivor, so the pass runs at the
 // speed of reading the scores; the rare survivors are appended lane by lane.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact selection under the total order of topk.h, on the 64-bit rank keys of core/rank_key.h
 // (order-preserving score bits, inverted index: a larger key ranks first, and the k largest keys
 // of distinct indices are a unique set, so every selection algorithm returns the same one).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact streaming top-k over rank keys (select.h), shared by topk_per_row and the indexer ops.
 //
 // Scores arrive in chunks of at most kMaxPushed. A score whose order bits are below `floor_` is

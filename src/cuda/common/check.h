@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA error handling for the launch code: every runtime call's result becomes a Status.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Facts about the current CUDA device that launch plans depend on.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel launches as programmatic dependents of the work before them on the stream.
 //
 // An indexer call is a chain of kernels (scoring, then top-k; the fused path's sample, gate,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thin wrappers over the Hopper (sm_90a) instructions the scoring and top-k kernels use: a
 // predicated shared store, mbarriers, TMA bulk tensor copies and L2 prefetches, wgmma fences and
 // shared-memory matrix descriptors, a relaxed cluster barrier, setmaxnreg, and the

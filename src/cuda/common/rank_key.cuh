@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rank keys of the top-k kernels and the fused indexer's candidate emission: the one
 // definition of core/rank_key.h (score keys, thresholds, rank keys and their indices), named in
 // the CUDA backend's namespace.

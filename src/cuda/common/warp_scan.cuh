@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The warp's inclusive prefix sum, shared by the top-k kernels, the fused indexer's gate and
 // emitters, and the decode share walk.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // wgmma.mma_async m64nNk32, e4m3 x e4m3 -> f32, both operands from shared memory (descriptors),
 // for the N the scoring kernels use. D (64 x N f32) lives in 32-bit registers: thread t of warp w
 // holds rows 16w + t/4 and 16w + t/4 + 8 of columns 8j + 2(t%4) + {0,1}, as

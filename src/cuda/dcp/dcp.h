@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend of the transport-free DCP functions (flashindexer/dist.h). Arguments arrive
 // validated by src/api/dist.cpp, except what needs a host read of device data: those values are
 // clamped or ignored on the device (see dist.h). `stream` is a cudaStream_t. Both ops are

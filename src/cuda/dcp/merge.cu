@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dcp_merge_kernel: the global top-k of every row from the gathered DCP candidates of N ranks.
 //
 // Shapes: gathered [rows, N k] i64 or [rows, N, k] i64 (any row and rank strides, e.g. the

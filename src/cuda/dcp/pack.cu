@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dcp_pack_kernel: one rank's local top-k -> 64-bit DCP candidates (flashindexer/dist.h).
 //
 // Shapes: candidates [rows, >= k] i64, logits [rows, width] f32 or bf16, local_topk [rows, >= k]

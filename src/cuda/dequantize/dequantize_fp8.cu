@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dequantize_k_fp8 on the GPU: out[r, d] = e4m3(values[r, d]) * scales[r].
 //
 // Memory-bound: 1 byte in, 4 bytes out per element. Each thread converts 16 consecutive values

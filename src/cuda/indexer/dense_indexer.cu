@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA indexer's dense path, over a fixed logits slab: rows run in batches, and each batch is
 // the dense pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab,
 // then topk_per_row over it -- so the result is topk_per_row(logits) by construction, for any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA indexer: the dispatch between the dense path (dense_indexer.cu: mqa_logits into a
 // logits slab, then topk_per_row) and the fused path (sm90_fused/fused_indexer.cu: no logits
 // written). Both are topk_per_row(mqa_logits(...)) bit for bit and take the same workspace, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA indexer's use of the caller's workspace: the top-k scratch, then a logits slab for a
 // batch of rows (and, for the fused path, a region it keeps for its per-row arrays). Host code.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's emitting epilogue: the fused indexer's scan. Instead of storing its scores,
 // the kernel tests each visible one against its row's gate (the very value mqa_logits would
 // store) and appends the keys that pass to the row's candidate slots: queued per warp in shared

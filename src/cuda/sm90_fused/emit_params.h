@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the fused indexer's scan hands the scoring kernel's emitting epilogue (emit_epilogue.cuh).
 // Shared by the host code (C++) and the kernel (CUDA).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused CUDA indexer: top-k without writing the [rows, keys] logits. Host code only.
 //
 // Per batch of rows (the arrays below live in the caller's workspace, so memory is fixed):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused CUDA indexer's internal entries (fused_indexer.cu): what indexer.cu dispatches to,
 // and what the tests call to choose the candidate slots. Host code of the CUDA backend.
 #pragma once

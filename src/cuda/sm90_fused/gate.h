@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal interface between the fused indexer's host code and its per-row gate kernel
 // (gate_kernel.cu), which runs before the scan.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused indexer's per-row kernel: the sampled gate (gate.h).
 #include <cuda_runtime.h>
 

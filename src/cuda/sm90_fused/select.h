@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused indexer's select and its fallback's top-k (select_kernel.cu): the two steps that turn
 // a batch's emitted candidates into answers (fused_indexer.cu, steps 4 and 5).
 #pragma once

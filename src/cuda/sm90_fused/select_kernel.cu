@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // select_kernel: the fused indexer's select over a batch's emitted candidates (no logits), built
 // from the top-k's blocks: one CTA per row copies the row's candidates into shared memory
 // (cp.async) and writes its answer with topk::write_best_candidates, as the top-k's merge kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused indexer's workspace layout, one struct per level: FusedShape (what the shapes decide:
 // candidate slots, sampling, the bytes of one row's arrays) and RowArrays (the per-row arrays of
 // one batch, carved from the slab of indexer/slab.h: the candidates and the sample over the

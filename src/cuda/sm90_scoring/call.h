@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scoring call planned but not launched: what mqa_logits / paged_mqa_logits do, in two steps,
 // so that the fused indexer can narrow the tile walk (TileFilter) and launch the kernel with its
 // own epilogue between them. Host code of the CUDA backend.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's fixed shape, tiles, warp roles, register split and shared-memory budget,
 // each with its reason. Shared by the launch code (C++) and the kernel (CUDA). What depends on
 // the epilogue (steps per tile, its shared bytes) is in its Traits (store_epilogue.cuh, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's consumers (warpgroups 1 and 2): the wgmma of each step's key tiles
 // against the item's Q tile, the relu-weighted head sums in registers, then the epilogue
 // (store_epilogue.cuh; the fused indexer's emit_epilogue.cuh) with the step's scores.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Clean logits: -inf at every column of a row outside its visible range. The scoring kernel
 // writes only visible columns, so the two never touch the same element.
 #include <cuda_runtime.h>

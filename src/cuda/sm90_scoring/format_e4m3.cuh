@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The keys' operand format, as a policy of the scoring kernel: FP8 e4m3 keys with one fp32 scale
 // per key (the only format on CUDA today). It owns what the format decides: the bytes of a key
 // tile and its scales in a pipeline stage, the producer's copies of one tile, the consumer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FP8 scoring kernel for Hopper: logits[row, key] = kscale[key] * sum_h W[row, h] *
 // relu(q[row, h, :] . k[key, :]), for prefill (packed keys) and paged decode.
 //

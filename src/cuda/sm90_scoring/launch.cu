@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of the FP8 scoring kernels: CUDA-specific argument checks (what TMA needs), the
 // tensor maps, the work plan (from shapes only: no host synchronisation, graph-capturable) and
 // the launch; then the clean fill when asked.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's shared memory: key stages (keys and scales, the format's bytes), two Q and
 // weight buffers, two published work items, the epilogue's region, then the barriers.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the host hands the FP8 scoring kernel: its four tensor maps, the rows, keys and output
 // with which key tiles it walks (ScoreParams and its TileFilter). Shared by the launch code (C++)
 // and the kernel (CUDA). An epilogue brings its own parameters (typename Epilogue::Params), which

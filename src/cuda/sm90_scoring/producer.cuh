@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's producer (warpgroup 0, or its warp 0 when the epilogue has side warps):
 // walks the CTA's work items, publishes each (schedule.cuh) and streams its key tiles by TMA
 // into the ring of stages, in the keys' format (format_e4m3.cuh).

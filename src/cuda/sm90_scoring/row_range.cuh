@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The visible key range of one query row, as the scoring kernel and the clean fill see it. It is
 // the rule of core/rows.h (prefill_range, decode_end, decode_range), written out here rather than
 // called: routed through those functions, ptxas scheduled every scoring instantiation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The work schedule of the scoring kernel: which key tiles of a work item are walked (TileWalk,
 // as TileFilter asks), how a consumer step takes them (take_step), the decode share, and the item
 // channel by which the producer hands each work item to the consumers and to an epilogue's side

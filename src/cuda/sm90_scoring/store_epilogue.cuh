@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The storing epilogue of the scoring kernel (mqa_logits, paged_mqa_logits, and the fused
 // indexer's sample and fallback): each visible score goes to its logits column. It needs no
 // parameters of its own (ScoreParams has the logits), no shared memory and no side warps.

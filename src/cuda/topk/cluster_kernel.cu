@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_cluster_kernel: the exact top-k of few long rows (decode), one thread-block cluster per row.
 //
 // The CTAs of a cluster cut the row into contiguous segments. Each draws the same sample of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile-time tile sizes of the GPU top-k (src/cuda/topk/). Every number has its reason here.
 #pragma once
 

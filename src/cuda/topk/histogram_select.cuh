@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Histogram select (the fast path). Candidates are rank keys in per-warp slices of a shared
 // buffer: warp w owns buffer[w * slice, w * slice + count(w)). A round histograms the candidates
 // inside a rank-key range [lo, hi] into 2048 bins of 2^shift keys each (the bin of a key is

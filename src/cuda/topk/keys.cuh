@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the top-k's CTAs select from: a row's visible range, its scores as 32-bit score keys
 // (fp32 or bf16 patterns), and the CTA-wide scan every step uses to place keys deterministically.
 //

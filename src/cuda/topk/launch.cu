@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of the GPU top-k: plan the splits from shapes only, check the workspace, launch.
 //
 // Nothing here reads row lengths (they live on the device): the only host decision is how many

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_merge_kernel: the exact top-k of a row from its splits' results (decode / few rows).
 //
 // One CTA per row. A split hands over either its exact top-k (rows of <= kMinSegment keys: one

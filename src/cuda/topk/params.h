@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal interface between the top-k launch code and its kernels (src/cuda/topk/).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Radix select: the exact fallback over global memory (when a sampled threshold let too few or
 // too many keys through).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_segment_kernel: the exact top-k of one segment of one row, per CTA.
 //
 // Serves every shape: grid (rows, splits). With splits == 1 a CTA owns a whole row and writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The steps of one CTA's selection over a segment of a row, shared by the segment kernel and
 // the cluster kernel (segment_kernel.cuh, cluster_kernel.cu). Every function is called by all
 // threads of the CTA and contains barriers.

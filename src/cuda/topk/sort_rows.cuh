@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The best-first order of a row's selected rank keys: a bitonic sort held in registers.
 //
 // A shared-memory bitonic network over 2048 keys is 66 steps, each a CTA barrier and dependent

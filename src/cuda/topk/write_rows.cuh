@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a row's answer from a CTA's selection: best first (sort_rows.cuh) when asked, else in
 // ascending index order (through a bitmap of the row when the selection is in another order),
 // then -1 up to k. Also the whole select-and-write of a row from candidates already dense in

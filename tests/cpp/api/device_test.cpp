@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which CUDA devices the build's kernels run on: decided from the compute capability, refused
 // with a reason that names the device (built with or without the CUDA backend, GPU or not).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-GPU building blocks (dist.h) on CPU tensors, with simulated ranks: the DCP key mapping,
 // pack + all-gather + merge against topk_per_row over the un-sharded rows, and the TP prefill
 // row-sharding plan.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar formats (formats.h, spec §3): exact decoding, round-to-nearest-even saturating encoding.
 #include <cmath>
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused indexer on CPU tensors (indexer.h): indexer_prefill == topk_per_row(mqa_logits) and
 // indexer_decode == topk_per_row(paged_mqa_logits), exactly, on any thread count and workspace.
 #include <cstdint>

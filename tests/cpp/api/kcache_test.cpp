@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The paged K cache (kcache.h, spec §4): insert_k_cache and gather_k_workspace.
 #include <cstdint>
 #include <cstring>

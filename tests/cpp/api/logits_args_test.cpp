@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scoring ops' argument checks (logits.h): every malformed mqa_logits and paged_mqa_logits
 // call is rejected with a message naming the argument.
 #include <cmath>

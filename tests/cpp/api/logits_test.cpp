@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scoring ops on CPU tensors (logits.h): mqa_logits and paged_mqa_logits against the reference.
 #include <cmath>
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Quantizers and dequantizers (quantize.h, spec §3.2, §3.3) on CPU tensors.
 #include <cmath>
 #include <cstdint>

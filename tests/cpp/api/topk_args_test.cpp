@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_per_row's argument checks (topk.h): every malformed call is rejected with a message
 // naming the argument, before any output is written.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_per_row on CPU tensors (topk.h), decode form: per-row lengths, request lengths with
 // next_n, two-dimensional lengths, against reference::topk_per_row.
 #include <algorithm>

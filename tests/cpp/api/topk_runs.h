@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the CPU topk_per_row tests share: logits with poisoned invisible columns, and a run of
 // topk_per_row checked row by row against reference::topk_per_row.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_per_row on CPU tensors (topk.h), prefill form: the selection against
 // reference::topk_per_row, ties, NaN, padding, strides, k from 1 to 4096, thread counts.
 #include <algorithm>

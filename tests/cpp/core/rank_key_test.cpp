@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rank-key rule of src/core/rank_key.h on the host: score keys order like the total order
 // of topk.h, the host's branch-free form agrees with the kernels' form, and key_threshold turns a
 // key into the float compare the hot loops make.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The visible-range rule of src/core/rows.h, which every backend's rows follow.
 #include <cstdint>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU selection core (cpu/select.h), white-box: keep_largest, write_indices and
 // largest_at_rank against a full sort.
 #include "cpu/topk/select.h"

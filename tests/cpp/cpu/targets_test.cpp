@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend on every SIMD target Highway can run on this machine: each target's logits
 // and selections are the same bits (the scoring arithmetic is defined lane by lane, see
 // src/cpu/scoring/score.h), and they do not depend on the thread count.

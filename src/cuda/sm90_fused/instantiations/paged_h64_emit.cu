@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged decode scoring with candidate emission (the fused indexer's scan) at H = 64.
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_fused/emit_epilogue.cuh"

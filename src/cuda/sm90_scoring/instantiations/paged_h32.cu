@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged decode scoring at H = 32: N = 32 for next_n 1, 64 for next_n 2, 128 for next_n 3..4 (the
 // unused columns of a Q tile of three rows are computed and dropped).
 #include "cuda/sm90_scoring/kernel.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged decode scoring at H = 64: N = next_n x 64 for next_n 1..4.
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_scoring/store_epilogue.cuh"

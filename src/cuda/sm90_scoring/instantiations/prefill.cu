@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prefill scoring: 256 (row, head) columns per Q tile (4 rows at H = 64, 8 at H = 32).
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_scoring/store_epilogue.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_segment_kernel instantiated for bf16 logits (read as their 16-bit patterns); see
 // segment_kernel.cuh. Every row is written: only the fused indexer's fallback leaves rows, and
 // its logits are fp32.

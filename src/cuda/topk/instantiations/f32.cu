@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // topk_segment_kernel instantiated for fp32 logits, writing or leaving rows without a visible key
 // (the fused indexer's fallback runs over an fp32 logits slab); see segment_kernel.cuh.
 #include "cuda/topk/segment_kernel.cuh"
