@@ -109,7 +109,9 @@ TEST(PlanPrefillChunks, CoversEveryTokenOfRequestsWithKeysOnceInOrder) {
       for (int64_t i = 0; i < query_lens[r]; ++i, ++token) {
         // A request without keys may ride in a group with keys (its rows see nothing).
         ASSERT_LE(covered[token], 1) << "request " << r;
-        if (key_lens[r] > 0) ASSERT_EQ(covered[token], 1) << "request " << r;
+        if (key_lens[r] > 0) {
+          ASSERT_EQ(covered[token], 1) << "request " << r;
+        }
       }
     }
   }
