@@ -45,8 +45,8 @@ struct PrefillChunk {
   int64_t query_end = 0;
   int64_t token_begin = 0;  // the same rows, counted within the whole prefill batch
   int64_t token_end = 0;
-  int64_t num_keys = 0;     // the group's workspace keys (real, unclamped lengths)
-  bool gathers_keys = true; // the first sub-chunk of a group gathers; later ones reuse it
+  int64_t num_keys = 0;      // the group's workspace keys (real, unclamped lengths)
+  bool gathers_keys = true;  // the first sub-chunk of a group gathers; later ones reuse it
 };
 
 // Plans the chunks of one prefill step.

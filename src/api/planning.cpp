@@ -34,15 +34,16 @@ void check_span_size(ArgCheck& check, const char* name, size_t size, int64_t exp
 }
 
 void check_options(ArgCheck& check, const RowBoundsOptions& options) {
-  check.require(options.compress_ratio >= 1,
-                concat("compress_ratio=", options.compress_ratio, ", expected >= 1"))
+  check
+      .require(options.compress_ratio >= 1,
+               concat("compress_ratio=", options.compress_ratio, ", expected >= 1"))
       .require(options.dcp.ranks >= 1, concat("dcp.ranks=", options.dcp.ranks, ", expected >= 1"))
       .require(options.dcp.interleave >= 1,
                concat("dcp.interleave=", options.dcp.interleave, ", expected >= 1"));
   if (check.ok()) {
-    check.require(options.dcp_rank >= 0 && options.dcp_rank < options.dcp.ranks,
-                  concat("dcp_rank=", options.dcp_rank, ", expected 0 <= dcp_rank < ",
-                         options.dcp.ranks));
+    check.require(
+        options.dcp_rank >= 0 && options.dcp_rank < options.dcp.ranks,
+        concat("dcp_rank=", options.dcp_rank, ", expected 0 <= dcp_rank < ", options.dcp.ranks));
   }
 }
 
@@ -53,16 +54,16 @@ Status plan_prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const in
   chunks.clear();
   ArgCheck check("plan_prefill_chunks");
   check_same_size(check, "query_lens", query_lens.size(), "key_lens", key_lens.size());
-  check.require(key_lens.size() <= static_cast<size_t>(kMaxLength),
-                concat("key_lens has ", key_lens.size(), " requests, expected <= ", kMaxLength))
+  check
+      .require(key_lens.size() <= static_cast<size_t>(kMaxLength),
+               concat("key_lens has ", key_lens.size(), " requests, expected <= ", kMaxLength))
       .require(budget.workspace_keys >= 1,
                concat("workspace_keys=", budget.workspace_keys, ", expected >= 1"))
-      .require(budget.max_logits_bytes >= 4,
-               concat("max_logits_bytes=", budget.max_logits_bytes,
-                      ", expected >= 4 (one fp32 logit)"))
+      .require(budget.max_logits_bytes >= 4, concat("max_logits_bytes=", budget.max_logits_bytes,
+                                                    ", expected >= 4 (one fp32 logit)"))
       .require(budget.min_split_key_len >= 0 && budget.min_split_key_len <= kMaxLength,
-               concat("min_split_key_len=", budget.min_split_key_len, ", expected 0 <= ",
-                      "min_split_key_len <= ", kMaxLength));
+               concat("min_split_key_len=", budget.min_split_key_len,
+                      ", expected 0 <= ", "min_split_key_len <= ", kMaxLength));
   check_lengths(check, "key_lens", key_lens);
   check_lengths(check, "query_lens", query_lens);
   if (!check.ok()) return check.status();
@@ -109,10 +110,11 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
     group_queries += query_lens[r];
     group_keys += seq_lens[r] / options.compress_ratio;
   }
-  check.require(chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
-                    chunk.query_end <= group_queries,
-                concat("chunk query rows [", chunk.query_begin, ", ", chunk.query_end,
-                       ") are not within the group's ", group_queries, " query rows"))
+  check
+      .require(chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
+                   chunk.query_end <= group_queries,
+               concat("chunk query rows [", chunk.query_begin, ", ", chunk.query_end,
+                      ") are not within the group's ", group_queries, " query rows"))
       .require(chunk.num_keys == group_keys,
                concat("chunk num_keys=", chunk.num_keys, ", expected ", group_keys,
                       " (the sum of seq_lens / compress_ratio over the chunk's requests)"))
@@ -140,18 +142,20 @@ Status decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_r
   check_lengths(check, "seq_lens", seq_lens);
   int64_t tokens = 0;
   for (size_t b = 0; b < query_lens.size() && check.ok(); ++b) {
-    check.require(query_lens[b] >= 1 && query_lens[b] <= next_n,
-                  concat("query_lens entry ", b, " is ", query_lens[b],
-                         ", expected 1 <= query_lens <= next_n=", next_n))
+    check
+        .require(query_lens[b] >= 1 && query_lens[b] <= next_n,
+                 concat("query_lens entry ", b, " is ", query_lens[b],
+                        ", expected 1 <= query_lens <= next_n=", next_n))
         .require(query_lens[b] <= seq_lens[b],
                  concat("query_lens entry ", b, " is ", query_lens[b],
                         ", expected <= seq_lens entry ", seq_lens[b]));
     tokens += query_lens[b];
   }
   if (!check.ok()) return check.status();
-  check.require(static_cast<int64_t>(row_lens.size()) >= tokens,
-                concat("row_lens has ", row_lens.size(), " entries, expected >= ", tokens,
-                       " (the sum of query_lens)"))
+  check
+      .require(static_cast<int64_t>(row_lens.size()) >= tokens,
+               concat("row_lens has ", row_lens.size(), " entries, expected >= ", tokens,
+                      " (the sum of query_lens)"))
       .require(row_lens.size() + seq_lens.size() <= static_cast<size_t>(kMaxLength),
                concat("row_lens has ", row_lens.size(), " entries, too many for i32 ids"));
   if (!row_to_request.empty()) {
@@ -203,8 +207,9 @@ Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t wi
                          int64_t budget_bytes) {
   ranges.clear();
   ArgCheck check("decode_row_ranges");
-  check.require(budget_bytes >= 0,
-                concat("budget_bytes=", budget_bytes, ": budget must be nonnegative"))
+  check
+      .require(budget_bytes >= 0,
+               concat("budget_bytes=", budget_bytes, ": budget must be nonnegative"))
       .require(rows >= 0, concat("rows=", rows, ", expected >= 0"))
       .require(width >= 0, concat("width=", width, ", expected >= 0"));
   if (!check.ok()) return check.status();

@@ -14,7 +14,8 @@ void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_req
   for (int64_t b = 0; b < requests; ++b) {
     const int64_t past = seq_lens[b] - query_lens[b];
     for (int64_t i = 0; i < query_lens[b]; ++i, ++row) {
-      row_lens[row] = static_cast<int32_t>(local_len((past + i + 1) / options.compress_ratio, options));
+      row_lens[row] =
+          static_cast<int32_t>(local_len((past + i + 1) / options.compress_ratio, options));
       if (!row_to_request.empty()) row_to_request[row] = static_cast<int32_t>(b);
     }
   }
@@ -35,9 +36,8 @@ void decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_le
   }
 }
 
-void decode_pack_map(std::span<int32_t> packed_row_of_token,
-                     std::span<int32_t> token_of_packed_row, std::span<const int64_t> query_lens,
-                     int max_d) {
+void decode_pack_map(std::span<int32_t> packed_row_of_token, std::span<int32_t> token_of_packed_row,
+                     std::span<const int64_t> query_lens, int max_d) {
   std::fill(token_of_packed_row.begin(), token_of_packed_row.end(), -1);
   int64_t token = 0;
   for (size_t b = 0; b < query_lens.size(); ++b) {

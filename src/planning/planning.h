@@ -40,9 +40,8 @@ void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_req
 void decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_lens, int next_n,
                         const RowBoundsOptions& options);
 
-void decode_pack_map(std::span<int32_t> packed_row_of_token,
-                     std::span<int32_t> token_of_packed_row, std::span<const int64_t> query_lens,
-                     int max_d);
+void decode_pack_map(std::span<int32_t> packed_row_of_token, std::span<int32_t> token_of_packed_row,
+                     std::span<const int64_t> query_lens, int max_d);
 
 // Assumes budget_bytes >= 0 and, when chunking is needed, a budget of at least 16 rows.
 void decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,

@@ -11,7 +11,9 @@ void prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> 
   chunks.clear();
   const int64_t requests = static_cast<int64_t>(key_lens.size());
   const int64_t max_logits_elems = budget.max_logits_bytes / 4;
-  const auto sizing_len = [&](int64_t r) { return std::max(key_lens[r], budget.min_split_key_len); };
+  const auto sizing_len = [&](int64_t r) {
+    return std::max(key_lens[r], budget.min_split_key_len);
+  };
   int64_t end = 0;
   int64_t group_token_begin = 0;
   while (end < requests) {
@@ -37,9 +39,8 @@ void prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> 
       ++end;
     }
     if (real_keys > 0) {
-      const int64_t max_q =
-          sized_keys > 0 ? std::max<int64_t>(1, max_logits_elems / sized_keys)
-                         : std::max<int64_t>(1, queries);
+      const int64_t max_q = sized_keys > 0 ? std::max<int64_t>(1, max_logits_elems / sized_keys)
+                                           : std::max<int64_t>(1, queries);
       for (int64_t q_off = 0; q_off < queries; q_off += max_q) {
         PrefillChunk chunk;
         chunk.request_begin = static_cast<int32_t>(start);

@@ -32,7 +32,8 @@ RowBoundsOptions random_options(Rng& rng) {
   RowBoundsOptions options;
   options.compress_ratio = static_cast<int>(rng.pick(std::vector<int64_t>{1, 1, 2, 4, 128}));
   if (rng.bernoulli(0.5)) {
-    options.dcp = {static_cast<int>(rng.uniform_int(1, 4)), static_cast<int>(rng.uniform_int(1, 3))};
+    options.dcp = {static_cast<int>(rng.uniform_int(1, 4)),
+                   static_cast<int>(rng.uniform_int(1, 3))};
     options.dcp_rank = static_cast<int>(rng.uniform_int(0, options.dcp.ranks - 1));
   }
   return options;
@@ -119,11 +120,12 @@ TEST(PrefillRowBounds, KeysWithinBoundsAreExactlyTheVisibleKeys) {
           const int64_t position = batch.seq_lens[r] - batch.query_lens[r] + i;
           ASSERT_LE(got.ks[row], got.ke[row]);
           for (size_t s = 0; s < workspace.size(); ++s) {
-            const bool visible = workspace[s].request == r && workspace[s].key * R + R - 1 <= position;
-            const bool in_bounds = got.ks[row] <= static_cast<int64_t>(s) &&
-                                   static_cast<int64_t>(s) < got.ke[row];
-            ASSERT_EQ(in_bounds, visible) << "trial " << trial << " request " << r << " query "
-                                          << i << " workspace key " << s;
+            const bool visible =
+                workspace[s].request == r && workspace[s].key * R + R - 1 <= position;
+            const bool in_bounds =
+                got.ks[row] <= static_cast<int64_t>(s) && static_cast<int64_t>(s) < got.ke[row];
+            ASSERT_EQ(in_bounds, visible) << "trial " << trial << " request " << r << " query " << i
+                                          << " workspace key " << s;
           }
         }
       }
@@ -155,34 +157,34 @@ TEST(PrefillRowBounds, RejectsBadInputNamingTheArgument) {
       StatusCode::kInvalidArgument, {"ke"}));
   EXPECT_TRUE(IsRejected(build_prefill_row_bounds(ks, ke, short_rows, chunk, seq_lens, query_lens),
                          StatusCode::kInvalidArgument, {"token_to_seq"}));
-  EXPECT_TRUE(IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens,
-                                                  std::vector<int64_t>{9, 3}),
-                         StatusCode::kInvalidArgument, {"query_lens"}));
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens, std::vector<int64_t>{9, 3}),
+      StatusCode::kInvalidArgument, {"query_lens"}));
   EXPECT_TRUE(IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, chunk,
                                                   std::vector<int64_t>{8, -6}, query_lens),
                          StatusCode::kInvalidArgument, {"seq_lens"}));
-  EXPECT_TRUE(IsRejected(
-      build_prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens, query_lens, {0}),
-      StatusCode::kInvalidArgument, {"compress_ratio=0"}));
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens, query_lens, {0}),
+                 StatusCode::kInvalidArgument, {"compress_ratio=0"}));
   EXPECT_TRUE(IsRejected(
       build_prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens, query_lens, {1, {2, 1}, 2}),
       StatusCode::kInvalidArgument, {"dcp_rank=2"}));
   PrefillChunk wrong_keys = chunk;
   wrong_keys.num_keys = 13;
-  EXPECT_TRUE(IsRejected(
-      build_prefill_row_bounds(ks, ke, token_to_seq, wrong_keys, seq_lens, query_lens),
-      StatusCode::kInvalidArgument, {"num_keys=13"}));
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, wrong_keys, seq_lens, query_lens),
+                 StatusCode::kInvalidArgument, {"num_keys=13"}));
   PrefillChunk past_batch = chunk;
   past_batch.request_end = 3;
-  EXPECT_TRUE(IsRejected(
-      build_prefill_row_bounds(ks, ke, token_to_seq, past_batch, seq_lens, query_lens),
-      StatusCode::kInvalidArgument, {"chunk requests"}));
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, past_batch, seq_lens, query_lens),
+                 StatusCode::kInvalidArgument, {"chunk requests"}));
   EXPECT_EQ(chunk_workspace_keys(past_batch, seq_lens), -1);
   PrefillChunk past_rows = chunk;
   past_rows.query_end = 6;
-  EXPECT_TRUE(IsRejected(
-      build_prefill_row_bounds(ks, ke, token_to_seq, past_rows, seq_lens, query_lens),
-      StatusCode::kInvalidArgument, {"chunk query rows"}));
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, past_rows, seq_lens, query_lens),
+                 StatusCode::kInvalidArgument, {"chunk query rows"}));
 }
 
 }  // namespace

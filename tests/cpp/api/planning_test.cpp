@@ -16,8 +16,8 @@ std::vector<PrefillChunk> plan(const std::vector<int64_t>& key_lens,
                                const std::vector<int64_t>& query_lens, int64_t workspace_keys,
                                int64_t max_logits_bytes, int64_t min_split_key_len = 0) {
   std::vector<PrefillChunk> chunks;
-  const Status status = plan_prefill_chunks(
-      chunks, key_lens, query_lens, {workspace_keys, max_logits_bytes, min_split_key_len});
+  const Status status = plan_prefill_chunks(chunks, key_lens, query_lens,
+                                            {workspace_keys, max_logits_bytes, min_split_key_len});
   EXPECT_TRUE(status.ok()) << status_text(status);
   return chunks;
 }
@@ -52,12 +52,18 @@ void expect_matches_transcription(const std::vector<int64_t>& key_lens,
 // A length drawn around a budget: zero, small, near the budget, at it, past it.
 int64_t length_near(Rng& rng, int64_t budget) {
   switch (rng.uniform_int(0, 5)) {
-    case 0: return 0;
-    case 1: return rng.uniform_int(0, 4);
-    case 2: return rng.uniform_int(0, budget);
-    case 3: return std::max<int64_t>(0, budget + rng.uniform_int(-2, 2));
-    case 4: return rng.uniform_int(0, std::max<int64_t>(1, budget / 4));
-    default: return rng.uniform_int(budget, 3 * budget + 1);
+    case 0:
+      return 0;
+    case 1:
+      return rng.uniform_int(0, 4);
+    case 2:
+      return rng.uniform_int(0, budget);
+    case 3:
+      return std::max<int64_t>(0, budget + rng.uniform_int(-2, 2));
+    case 4:
+      return rng.uniform_int(0, std::max<int64_t>(1, budget / 4));
+    default:
+      return rng.uniform_int(budget, 3 * budget + 1);
   }
 }
 
@@ -75,8 +81,7 @@ TEST(PlanPrefillChunks, MatchesTranscriptionOnRandomBatches) {
       key_lens[r] = length_near(rng, workspace_keys);
       query_lens[r] = length_near(rng, max_logits_bytes / 4 / std::max<int64_t>(1, key_lens[r]));
     }
-    expect_matches_transcription(key_lens, query_lens, workspace_keys, max_logits_bytes,
-                                 min_split);
+    expect_matches_transcription(key_lens, query_lens, workspace_keys, max_logits_bytes, min_split);
     if (HasFailure()) return;
   }
 }
@@ -117,9 +122,7 @@ TEST(PlanPrefillChunks, CoversEveryTokenOfRequestsWithKeysOnceInOrder) {
   }
 }
 
-TEST(PlanPrefillChunks, EmptyBatchPlansNoChunk) {
-  EXPECT_TRUE(plan({}, {}, 10, 400).empty());
-}
+TEST(PlanPrefillChunks, EmptyBatchPlansNoChunk) { EXPECT_TRUE(plan({}, {}, 10, 400).empty()); }
 
 TEST(PlanPrefillChunks, KeysExactlyAtWorkspaceBudgetShareOneChunk) {
   const auto chunks = plan({4, 4}, {1, 1}, 8, 1 << 20);
