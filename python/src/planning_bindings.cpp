@@ -24,9 +24,7 @@ using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device
 using Int32Out = nb::ndarray<int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int64Out = nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
-std::span<const int64_t> view(const Lengths& lengths) {
-  return {lengths.data(), lengths.shape(0)};
-}
+std::span<const int64_t> view(const Lengths& lengths) { return {lengths.data(), lengths.shape(0)}; }
 std::span<int32_t> view(Int32Out& out) { return {out.data(), out.shape(0)}; }
 
 // The columns of a chunk row, in the order of PrefillChunk's fields.
@@ -59,7 +57,13 @@ PrefillChunk chunk_from_row(Lengths row) {
     raise(PyExc_ValueError, "prefill_row_bounds: chunk must have 8 fields");
   }
   const int64_t* f = row.data();
-  return {static_cast<int32_t>(f[0]), static_cast<int32_t>(f[1]), f[2], f[3], f[4], f[5], f[6],
+  return {static_cast<int32_t>(f[0]),
+          static_cast<int32_t>(f[1]),
+          f[2],
+          f[3],
+          f[4],
+          f[5],
+          f[6],
           f[7] != 0};
 }
 
@@ -81,17 +85,16 @@ void build_prefill_row_bounds_binding(Int32Out ks, Int32Out ke, Int32Out token_t
 void decode_flat_lens_binding(Int32Out row_lens, Int32Out row_to_request, Lengths seq_lens,
                               Lengths query_lens, int next_n, int compress_ratio, int dcp_ranks,
                               int dcp_interleave, int dcp_rank) {
-  raise_if_error(decode_flat_lens(view(row_lens), view(row_to_request), view(seq_lens),
-                                  view(query_lens), next_n,
-                                  bounds_options(compress_ratio, dcp_ranks, dcp_interleave,
-                                                 dcp_rank)));
+  raise_if_error(decode_flat_lens(
+      view(row_lens), view(row_to_request), view(seq_lens), view(query_lens), next_n,
+      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank)));
 }
 
 void decode_native_lens_binding(Int32Out lens, Lengths seq_lens, int next_n, int compress_ratio,
                                 int dcp_ranks, int dcp_interleave, int dcp_rank) {
-  raise_if_error(decode_native_lens(
-      view(lens), view(seq_lens), next_n,
-      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank)));
+  raise_if_error(
+      decode_native_lens(view(lens), view(seq_lens), next_n,
+                         bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank)));
 }
 
 void decode_pack_map_binding(Int32Out packed_row_of_token, Int32Out token_of_packed_row,
