@@ -45,7 +45,8 @@ def plan_prefill_chunks(key_lens, query_lens, workspace_keys, max_logits_bytes,
     """
     rows = _C.plan_prefill_chunks(_lengths(key_lens), _lengths(query_lens), int(workspace_keys),
                                   int(max_logits_bytes), int(min_split_key_len))
-    return [PrefillChunk(*(int(v) for v in row[:7]), bool(row[7])) for row in rows.tolist()]
+    return [PrefillChunk(rb, re, qb, qe, tb, te, n, g != 0)
+            for rb, re, qb, qe, tb, te, n, g in rows.tolist()]
 
 
 def _chunk_row(chunk):
