@@ -7,6 +7,7 @@
 #include "flashindexer/indexer.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
+#include "flashindexer/planning.h"
 #include "flashindexer/quantize.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"

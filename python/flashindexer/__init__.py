@@ -14,13 +14,22 @@ the ops as torch.library custom ops (importing it imports PyTorch; this package 
 Importing this package never initialises CUDA.
 """
 
-from . import _C, dist, reference
+from . import _C, dist, planning, reference
 from .dist import (
     dcp_merge_topk,
     dcp_pack_candidates,
     has_nccl,
     tp_row_shard_narrow,
     tp_row_shard_plan,
+)
+from .planning import (
+    PrefillChunk,
+    decode_flat_lens,
+    decode_native_lens,
+    decode_pack_map,
+    decode_row_ranges,
+    plan_prefill_chunks,
+    prefill_row_bounds,
 )
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
 from .ops import (
@@ -64,4 +73,8 @@ __all__ = [
 __all__ += [
     "dcp_merge_topk", "dcp_pack_candidates", "dist", "has_nccl", "tp_row_shard_narrow",
     "tp_row_shard_plan",
+]
+__all__ += [
+    "PrefillChunk", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
+    "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
 ]

@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 
 #include "dist_bindings.h"
+#include "planning_bindings.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/nccl.h"
 #include "tensor_args.h"
@@ -299,6 +300,7 @@ NB_MODULE(_C, m) {
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");
 
   fi::python::register_dist(m);
+  fi::python::register_planning(m);
 
   m.def("topk_per_row_cpu_workspace_size", &fi::topk_per_row_cpu_workspace_size, nb::arg("k"),
         nb::arg("threads") = 0);

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// Step planning on the host: what an engine computes from host-side lengths, before any kernel
+// runs, to split a prefill into chunks under memory budgets, bound each chunk's rows, and lay out
+// a decode batch. Nothing here touches a device or allocates a tensor: lengths come in as host
+// spans, results go out into caller-owned spans or vectors (a vector is cleared and refilled, so
+// reusing one across steps allocates nothing once it has grown).
+//
+// Units. Key lengths are compressed lengths (N_r = seq_len / R for a layer of compress ratio R);
+// sequence lengths are uncompressed and include this step's tokens. A query at absolute position
+// p sees the first n_vis(p) = floor((p + 1) / R) compressed keys of its request.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "flashindexer/dist.h"
+#include "flashindexer/status.h"
+
+namespace flashindexer {
+
+// ---------------------------------------------------------------------------------------------
+// Prefill chunking (greedy, order preserving)
+//
+// Requests are taken in batch order into a group while the group's keys fit the K workspace and
+// its dense logits [group queries, group keys] fp32 fit the logits budget; a request that alone
+// exceeds a budget forms a group by itself. A group whose logits would still exceed the budget is
+// cut into query sub-chunks of at most max(1, max_logits_bytes / 4 / group_keys) rows; they share
+// the group's gathered workspace (only the first gathers). Groups with no keys are dropped (their
+// rows stay -1).
+
+struct PrefillChunkBudget {
+  int64_t workspace_keys = 0;    // K workspace capacity, in keys (> 0)
+  int64_t max_logits_bytes = 0;  // fp32 logits budget of one chunk, in bytes (>= 4)
+  // Sizing floor of every request's key length (0 = none). DeepSeek-V4.1's sparse backend sizes
+  // chunks as if every row had the sparse width: min_split_key_len = (2 * sparse_cols + 3) / 4.
+  // It changes only how requests are grouped; the chunks report their real key counts.
+  int64_t min_split_key_len = 0;
+};
+
+struct PrefillChunk {
+  int32_t request_begin = 0;  // the group's requests: [request_begin, request_end)
+  int32_t request_end = 0;
+  int64_t query_begin = 0;  // this chunk's query rows, counted within the group
+  int64_t query_end = 0;
+  int64_t token_begin = 0;  // the same rows, counted within the whole prefill batch
+  int64_t token_end = 0;
+  int64_t num_keys = 0;      // the group's workspace keys (real, unclamped lengths)
+  bool gathers_keys = true;  // the first sub-chunk of a group gathers; later ones reuse it
+};
+
+// Plans the chunks of one prefill step.
+//   key_lens:   [requests] compressed key lengths N_r (>= 0)
+//   query_lens: [requests] query lengths M_r (>= 0), same size
+// On failure `chunks` is left empty.
+Status plan_prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> key_lens,
+                           std::span<const int64_t> query_lens, const PrefillChunkBudget& budget);
+
+// ---------------------------------------------------------------------------------------------
+// Per-row key bounds of one chunk
+//
+// For query i of request r (absolute position p = seq_len_r - query_len_r + i), with cu[r] the
+// request's first key in the chunk's packed workspace:
+//   ks[row] = cu[r],  ke[row] = cu[r] + n_vis(p)
+// Workspace key s is visible to a row iff ks <= s < ke. Under DCP (ranks > 1) every rank packs
+// only its local keys: cu[r] sums dcp_local_len(N_r, rank) and ke = cu[r] +
+// dcp_local_len(n_vis(p), rank).
+
+struct RowBoundsOptions {
+  int compress_ratio = 1;  // R >= 1
+  DcpGroup dcp{};          // ranks == 1: no context parallelism
+  int dcp_rank = 0;        // 0 <= dcp_rank < dcp.ranks
+};
+
+// The key count of a chunk's workspace on this rank (the size token_to_seq must have): the sum of
+// dcp_local_len(S_r / R, rank) over its requests. -1 when the chunk's requests are not within
+// seq_lens or the options or lengths are invalid.
+int64_t chunk_workspace_keys(const PrefillChunk& chunk, std::span<const int64_t> seq_lens,
+                             const RowBoundsOptions& options = {});
+
+// Writes the bounds of the chunk's rows [query_begin, query_end) and, when token_to_seq is
+// non-empty, the chunk-relative request (r - request_begin) of every workspace key.
+//   ks, ke:       [query_end - query_begin] i32 (out)
+//   token_to_seq: [chunk_workspace_keys(...)] i32 (out), or empty to skip it
+//   seq_lens:     [requests] uncompressed sequence lengths S_r, this step included
+//   query_lens:   [requests] M_r <= S_r
+// The chunk's key count must equal the sum of S_r / R over its requests (as the planner saw it).
+Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                                std::span<int32_t> token_to_seq, const PrefillChunk& chunk,
+                                std::span<const int64_t> seq_lens,
+                                std::span<const int64_t> query_lens,
+                                const RowBoundsOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// Decode metadata
+//
+// Request b has total length L_b (uncompressed, this step included) and d_b <= next_n query
+// tokens this step; token i (0 <= i < d_b) sees len_{b,i} = (L_b - d_b) + i + 1 positions, in
+// keys floor(len_{b,i} / R), then localized by dcp_local_len under DCP.
+
+// Flattened layout: one row per query token, requests in order, rows beyond sum(d_b) are padding.
+//   row_lens:       [rows >= sum(d_b)] i32 (out): per-row key lengths, 0 on padding rows
+//   row_to_request: [rows] i32 (out), or empty: the request of each row; padding row k gets
+//                   requests + k (distinct ids past the batch, as a varlen kernel expects)
+//   seq_lens:       [requests] L_b;  query_lens: [requests] d_b, 1 <= d_b <= min(next_n, L_b)
+Status decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_request,
+                        std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
+                        int next_n, const RowBoundsOptions& options = {});
+
+// Native layout [requests, next_n], row-major: [b, j] = max(0, L_b - next_n + j + 1) / R, then
+// localized. For a padded batch pass next_n = max(d_b) (left-aligned rows, see decode_pack_map).
+//   lens: [requests * next_n] i32 (out)
+Status decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_lens, int next_n,
+                          const RowBoundsOptions& options = {});
+
+// Index maps between the flattened rows and the left-aligned [requests, max_d] padded layout:
+//   packed_row_of_token: [sum(d_b)] i32 (out): token t of request b -> b * max_d + i
+//   token_of_packed_row: [requests * max_d] i32 (out): the inverse, -1 on padding
+// Packing gathers rows through token_of_packed_row; unpacking gathers through
+// packed_row_of_token. Packing then unpacking is the identity.
+Status decode_pack_map(std::span<int32_t> packed_row_of_token,
+                       std::span<int32_t> token_of_packed_row, std::span<const int64_t> query_lens,
+                       int max_d);
+
+// Decode row chunking under a bf16 logits budget: `rows` rows of `width` columns processed as
+// contiguous ranges [begin, end), the largest first, in units of 16 rows. One range (the whole
+// batch) when rows == 0, budget_bytes == 0 (no budget) or rows * width * 2 <= budget_bytes.
+// Errors: budget_bytes < 0; a budget that does not fit 16 rows.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,
+                         int64_t budget_bytes);
+
+}  // namespace flashindexer

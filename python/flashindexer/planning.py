@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Step planning on the host (flashindexer/planning.h): prefill chunks under memory budgets, each
+chunk's row bounds, and the decode layouts. Lengths are any 1-D integer array-likes (NumPy,
+lists); results are NumPy arrays and plain tuples. Nothing here touches a device.
+
+Key lengths are compressed (``seq_len // R``); sequence lengths are uncompressed and include
+this step's tokens. A query at absolute position p sees ``(p + 1) // R`` compressed keys.
+Under DCP (``dcp_ranks > 1``) every length is localized to ``dcp_rank`` (``dist.h``'s
+``dcp_local_len``), per token, after the compression.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _C
+
+
+class PrefillChunk(NamedTuple):
+    """One chunk: requests [request_begin, request_end) and their query rows [query_begin,
+    query_end) counted within the group, i.e. the prefill rows [token_begin, token_end);
+    num_keys workspace keys; only the first sub-chunk of a group gathers them."""
+
+    request_begin: int
+    request_end: int
+    query_begin: int
+    query_end: int
+    token_begin: int
+    token_end: int
+    num_keys: int
+    gathers_keys: bool
+
+
+def _lengths(values):
+    return np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.int64)
+
+
+def plan_prefill_chunks(key_lens, query_lens, workspace_keys, max_logits_bytes,
+                        min_split_key_len=0):
+    """Greedy, order-preserving prefill chunks under a K-workspace budget (keys) and an fp32
+    logits budget (bytes); a request over a budget is taken alone, a group over the logits
+    budget is cut into query sub-chunks sharing one gather, groups without keys are dropped.
+    min_split_key_len (DeepSeek-V4.1): size every request as if it had at least that many keys.
+    Returns a list of PrefillChunk.
+    """
+    rows = _C.plan_prefill_chunks(_lengths(key_lens), _lengths(query_lens), int(workspace_keys),
+                                  int(max_logits_bytes), int(min_split_key_len))
+    return [PrefillChunk(rb, re, qb, qe, tb, te, n, g != 0)
+            for rb, re, qb, qe, tb, te, n, g in rows.tolist()]
+
+
+def _chunk_row(chunk):
+    return np.asarray(tuple(int(v) for v in chunk), dtype=np.int64)
+
+
+def prefill_row_bounds(chunk, seq_lens, query_lens, compress_ratio=1, *, dcp_ranks=1,
+                       dcp_interleave=1, dcp_rank=0):
+    """(ks, ke, token_to_seq) of one chunk: int32 [query_end - query_begin] row bounds into the
+    chunk's packed (local) workspace, and int32 [workspace keys] the chunk-relative request of
+    every workspace key."""
+    chunk_row = _chunk_row(chunk)
+    seq = _lengths(seq_lens)
+    options = (int(compress_ratio), int(dcp_ranks), int(dcp_interleave), int(dcp_rank))
+    keys = _C.chunk_workspace_keys(chunk_row, seq, *options)
+    rows = int(chunk[3]) - int(chunk[2])
+    ks = np.empty(max(rows, 0), np.int32)
+    ke = np.empty(max(rows, 0), np.int32)
+    token_to_seq = np.empty(max(keys, 0), np.int32)
+    _C.build_prefill_row_bounds(ks, ke, token_to_seq, chunk_row, seq, _lengths(query_lens),
+                                *options)
+    return ks, ke, token_to_seq
+
+
+def decode_flat_lens(seq_lens, query_lens, next_n, compress_ratio=1, *, rows=None, dcp_ranks=1,
+                     dcp_interleave=1, dcp_rank=0):
+    """Flattened decode layout: (row_lens, row_to_request), int32 [rows] each, one row per query
+    token (rows defaults to sum(query_lens)); padding rows get length 0 and request ids
+    len(seq_lens) + k."""
+    query = _lengths(query_lens)
+    count = int(query.sum()) if rows is None else int(rows)
+    row_lens = np.empty(count, np.int32)
+    row_to_request = np.empty(count, np.int32)
+    _C.decode_flat_lens(row_lens, row_to_request, _lengths(seq_lens), query, int(next_n),
+                        int(compress_ratio), int(dcp_ranks), int(dcp_interleave), int(dcp_rank))
+    return row_lens, row_to_request
+
+
+def decode_native_lens(seq_lens, next_n, compress_ratio=1, *, dcp_ranks=1, dcp_interleave=1,
+                       dcp_rank=0):
+    """Native decode layout: int32 [requests, next_n], [b, j] = max(0, L_b - next_n + j + 1) // R."""
+    seq = _lengths(seq_lens)
+    lens = np.empty(seq.shape[0] * int(next_n), np.int32)
+    _C.decode_native_lens(lens, seq, int(next_n), int(compress_ratio), int(dcp_ranks),
+                          int(dcp_interleave), int(dcp_rank))
+    return lens.reshape(seq.shape[0], int(next_n))
+
+
+def decode_pack_map(query_lens, max_d=None):
+    """Maps between flattened decode rows and the left-aligned [requests, max_d] layout:
+    (packed_row_of_token int32 [sum(query_lens)], token_of_packed_row int32 [requests * max_d],
+    -1 on padding). Pack: packed = flat[token_of_packed_row] (padding rows filled by the caller);
+    unpack: flat = packed[packed_row_of_token]."""
+    query = _lengths(query_lens)
+    width = (int(query.max()) if query.size else 1) if max_d is None else int(max_d)
+    packed_row_of_token = np.empty(int(query.sum()), np.int32)
+    token_of_packed_row = np.empty(query.shape[0] * max(width, 0), np.int32)
+    _C.decode_pack_map(packed_row_of_token, token_of_packed_row, query, width)
+    return packed_row_of_token, token_of_packed_row
+
+
+def decode_row_ranges(rows, width, budget_bytes):
+    """Contiguous decode row ranges [(begin, end), ...], largest first in units of 16 rows, whose
+    bf16 logits [range rows, width] fit budget_bytes (0 = no budget: one range)."""
+    bounds = _C.decode_row_ranges(int(rows), int(width), int(budget_bytes))
+    return list(zip(bounds[0::2], bounds[1::2]))

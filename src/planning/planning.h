@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// The planning rules of flashindexer/planning.h on already-validated host lengths. Host-only
+// arithmetic over spans: no tensors, no device, so it lives apart from src/core (shared
+// host/device code) and from the backends.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "flashindexer/planning.h"
+
+namespace flashindexer::planning {
+
+// floor((position + 1) / R): the compressed keys visible to a query at `position`.
+inline int64_t visible_keys(int64_t position, int compress_ratio) {
+  return (position + 1) / compress_ratio;
+}
+
+// A length localized to one DCP rank (identity when ranks == 1).
+inline int64_t local_len(int64_t length, const RowBoundsOptions& options) {
+  return options.dcp.ranks == 1 ? length : dcp_local_len(length, options.dcp_rank, options.dcp);
+}
+
+void prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> key_lens,
+                    std::span<const int64_t> query_lens, const PrefillChunkBudget& budget);
+
+int64_t chunk_workspace_keys(const PrefillChunk& chunk, std::span<const int64_t> seq_lens,
+                             const RowBoundsOptions& options);
+
+void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                        std::span<int32_t> token_to_seq, const PrefillChunk& chunk,
+                        std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
+                        const RowBoundsOptions& options);
+
+void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_request,
+                      std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
+                      const RowBoundsOptions& options);
+
+void decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_lens, int next_n,
+                        const RowBoundsOptions& options);
+
+void decode_pack_map(std::span<int32_t> packed_row_of_token, std::span<int32_t> token_of_packed_row,
+                     std::span<const int64_t> query_lens, int max_d);
+
+// Assumes budget_bytes >= 0 and, when chunking is needed, a budget of at least 16 rows.
+void decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,
+                       int64_t budget_bytes);
+
+// The rows per range decode_row_ranges caps at: floor(floor(B / (2W)) / 16) * 16.
+inline int64_t decode_range_limit(int64_t width, int64_t budget_bytes) {
+  return budget_bytes / (2 * width) / 16 * 16;
+}
+
+// Whether decode_row_ranges returns the whole batch as one range.
+inline bool decode_fits_one_range(int64_t rows, int64_t width, int64_t budget_bytes) {
+  return rows == 0 || budget_bytes == 0 || width == 0 || rows <= budget_bytes / (2 * width);
+}
+
+}  // namespace flashindexer::planning

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Step planning (flashindexer.planning) against plain transcriptions of the specification."""
+
+import numpy as np
+import pytest
+
+import flashindexer as fi
+
+
+def split_chunks(N_real, M, workspace_size, max_logits_bytes, min_split_seq_len=0):
+    """split_indexer_prefill_chunks as the specification writes it (clamp, then drop groups
+    whose real key total is 0)."""
+    N = [max(n, min_split_seq_len) for n in N_real]
+    max_logits_elems = max_logits_bytes // 4
+    out, end = [], 0
+    while end < len(N):
+        start, m, n = end, 0, 0
+        while end < len(N) and n + N[end] <= workspace_size and \
+                (m + M[end]) * (n + N[end]) <= max_logits_elems:
+            m += M[end]
+            n += N[end]
+            end += 1
+        if end == start:
+            m, n = M[start], N[start]
+            end += 1
+        max_q = max(1, max_logits_elems // n) if n > 0 else max(1, m)
+        n_real = sum(N_real[start:end])
+        if n_real == 0:
+            continue
+        for q_off in range(0, m, max_q):
+            out.append((start, end, q_off, min(q_off + max_q, m), n_real))
+    return out
+
+
+def local_len(L, r, N, I):
+    base = (L // I // N) * I
+    return base + min(max(L - base * N - r * I, 0), I)
+
+
+def test_plan_prefill_chunks_matches_transcription(rng):
+    for _ in range(2000):
+        workspace = int(rng.integers(1, 300))
+        logits_bytes = int(rng.integers(4, 4 * 20000))
+        requests = int(rng.integers(0, 30))
+        keys = [int(v) for v in rng.choice([0, 1, 3, workspace, workspace + 1,
+                                            int(rng.integers(0, 3 * workspace + 1))], requests)]
+        queries = [int(v) for v in rng.integers(0, 300, requests)]
+        clamp = int(rng.integers(0, 50)) if rng.random() < 0.3 else 0
+        chunks = fi.plan_prefill_chunks(np.array(keys, np.int32), queries, workspace,
+                                        logits_bytes, clamp)
+        got = [(c.request_begin, c.request_end, c.query_begin, c.query_end, c.num_keys)
+               for c in chunks]
+        assert got == split_chunks(keys, queries, workspace, logits_bytes, clamp)
+        for c in chunks:
+            assert c.gathers_keys == (c.query_begin == 0)
+            assert c.token_begin == sum(queries[:c.request_begin]) + c.query_begin
+            assert c.token_end - c.token_begin == c.query_end - c.query_begin
+
+
+def test_plan_prefill_chunks_edges():
+    assert fi.plan_prefill_chunks([], [], 10, 400) == []
+    assert len(fi.plan_prefill_chunks([4, 4], [1, 1], 8, 1 << 20)) == 1
+    assert len(fi.plan_prefill_chunks([4, 5], [1, 1], 8, 1 << 20)) == 2
+    sub = fi.plan_prefill_chunks([10], [7], 100, 4 * 30)
+    assert [(c.query_begin, c.query_end, c.gathers_keys) for c in sub] == \
+        [(0, 3, True), (3, 6, False), (6, 7, False)]
+
+
+@pytest.mark.parametrize("args, name", [
+    (([-1], [1], 10, 400), "key_lens"),
+    (([1], [-1], 10, 400), "query_lens"),
+    (([1], [1, 2], 10, 400), "query_lens"),
+    (([1], [1], 0, 400), "workspace_keys"),
+    (([1], [1], 10, 0), "max_logits_bytes"),
+])
+def test_plan_prefill_chunks_rejects_bad_input(args, name):
+    with pytest.raises(ValueError, match=name):
+        fi.plan_prefill_chunks(*args)
+
+
+def test_prefill_row_bounds_match_transcription(rng):
+    for _ in range(500):
+        R = int(rng.choice([1, 2, 4]))
+        ranks, interleave = (int(rng.integers(1, 4)), int(rng.integers(1, 3))) \
+            if rng.random() < 0.5 else (1, 1)
+        rank = int(rng.integers(0, ranks))
+        requests = int(rng.integers(1, 8))
+        seq = [int(v) for v in rng.integers(0, 200, requests)]
+        qry = [int(rng.integers(0, s + 1)) for s in seq]
+        chunks = fi.plan_prefill_chunks([s // R for s in seq], qry, int(rng.integers(1, 200)),
+                                        int(rng.integers(4, 16000)))
+        for c in chunks:
+            ks, ke, t2s = fi.prefill_row_bounds(c, seq, qry, R, dcp_ranks=ranks,
+                                                dcp_interleave=interleave, dcp_rank=rank)
+            cu, want_t2s = [0], []
+            for r in range(c.request_begin, c.request_end):
+                local = local_len(seq[r] // R, rank, ranks, interleave)
+                want_t2s += [r - c.request_begin] * local
+                cu.append(cu[-1] + local)
+            want_ks, want_ke, row = [], [], 0
+            for r in range(c.request_begin, c.request_end):
+                for i in range(qry[r]):
+                    if c.query_begin <= row < c.query_end:
+                        p = seq[r] - qry[r] + i
+                        want_ks.append(cu[r - c.request_begin])
+                        want_ke.append(cu[r - c.request_begin] +
+                                       local_len((p + 1) // R, rank, ranks, interleave))
+                    row += 1
+            assert ks.dtype == np.int32 and ke.dtype == np.int32 and t2s.dtype == np.int32
+            assert ks.tolist() == want_ks and ke.tolist() == want_ke
+            assert t2s.tolist() == want_t2s
+
+
+def test_decode_layouts(rng):
+    for _ in range(300):
+        next_n = int(rng.integers(1, 5))
+        R = int(rng.choice([1, 4]))
+        B = int(rng.integers(0, 10))
+        d = [int(v) for v in rng.integers(1, next_n + 1, B)]
+        L = [int(rng.integers(x, 3000)) for x in d]
+        lens, owner = fi.decode_flat_lens(L, d, next_n, R, rows=sum(d) + 2)
+        want = [((L[b] - d[b]) + i + 1) // R for b in range(B) for i in range(d[b])] + [0, 0]
+        assert lens.tolist() == want
+        assert owner.tolist() == [b for b in range(B) for _ in range(d[b])] + [B, B + 1]
+        native = fi.decode_native_lens(L, next_n, R)
+        assert native.shape == (B, next_n)
+        assert native.tolist() == [[max(0, L[b] - next_n + j + 1) // R for j in range(next_n)]
+                                   for b in range(B)]
+        packed_row, token_of = fi.decode_pack_map(d)
+        flat = rng.standard_normal((sum(d), 5)).astype(np.float32)
+        packed = np.where((token_of >= 0)[:, None], flat[np.maximum(token_of, 0)], -np.inf)
+        np.testing.assert_array_equal(packed[packed_row], flat)
+
+
+def test_decode_row_ranges():
+    assert fi.decode_row_ranges(100, 10, 2000) == [(0, 100)]
+    assert fi.decode_row_ranges(100, 10, 1999) == [(0, 64), (64, 100)]
+    assert fi.decode_row_ranges(5, 10, 0) == [(0, 5)]
+    with pytest.raises(ValueError, match="budget must be nonnegative"):
+        fi.decode_row_ranges(10, 10, -1)
+    with pytest.raises(ValueError, match="at least 16 bf16 rows"):
+        fi.decode_row_ranges(100, 10, 319)
