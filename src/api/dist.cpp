@@ -16,8 +16,8 @@ namespace flashindexer {
 namespace {
 
 void check_group(ArgCheck& check, const DcpGroup& group) {
-  check.require(group.ranks >= 1, concat("ranks=", group.ranks, ", expected >= 1"))
-      .require(group.interleave >= 1, concat("interleave=", group.interleave, ", expected >= 1"));
+  check.require(group.ranks >= 1, "ranks=", group.ranks, ", expected >= 1")
+      .require(group.interleave >= 1, "interleave=", group.interleave, ", expected >= 1");
 }
 
 void check_k(ArgCheck& check, int k) {
@@ -32,21 +32,18 @@ void check_local_indices(ArgCheck& check, const TensorView& logits, const Tensor
   const int64_t width = logits.shape[1];
   for (int64_t t = 0; t < logits.shape[0] && check.ok(); ++t) {
     const int64_t row_start = row_starts.defined() ? *element<int32_t>(row_starts, t) : 0;
-    check.require(
-        row_start >= 0 && row_start <= width,
-        concat("row_starts entry ", t, " is ", row_start, ", expected 0 <= row_start <= ", width));
+    check.require(row_start >= 0 && row_start <= width, "row_starts entry ", t, " is ", row_start,
+                  ", expected 0 <= row_start <= ", width);
     for (int i = 0; i < k && check.ok(); ++i) {
       const int64_t local = *element<int32_t>(local_topk, t, i);
       if (local == -1) continue;
-      check.require(local >= 0 && row_start + local < width,
-                    concat("local_topk[", t, ", ", i, "] is ", local,
-                           ", expected -1 or a local index in [0, ", width - row_start,
-                           ") (logits width ", width, ", row start ", row_start, ")"));
+      check.require(local >= 0 && row_start + local < width, "local_topk[", t, ", ", i, "] is ",
+                    local, ", expected -1 or a local index in [0, ", width - row_start,
+                    ") (logits width ", width, ", row start ", row_start, ")");
       if (!check.ok()) break;
       const int64_t global_id = dcp_global(local, rank, group);
-      check.require(global_id <= INT32_MAX,
-                    concat("local_topk[", t, ", ", i, "] is ", local, ", whose global id ",
-                           global_id, " on rank ", rank, " does not fit in int32"));
+      check.require(global_id <= INT32_MAX, "local_topk[", t, ", ", i, "] is ", local,
+                    ", whose global id ", global_id, " on rank ", rank, " does not fit in int32");
     }
   }
 }
@@ -58,8 +55,8 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
                            int rank, const DcpGroup& group, const RunOptions& options) {
   ArgCheck check("dcp_pack_candidates");
   check_group(check, group);
-  check.require(rank >= 0 && rank < group.ranks,
-                concat("rank=", rank, ", expected 0 <= rank < ranks=", group.ranks));
+  check.require(rank >= 0 && rank < group.ranks, "rank=", rank,
+                ", expected 0 <= rank < ranks=", group.ranks);
   check_k(check, k);
   check.tensor("logits", logits, {DType::kF32, DType::kBF16}, 2);
   if (!check.ok()) return check.status();
@@ -93,7 +90,7 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,
                       const TopKOptions& topk_options, const RunOptions& options) {
   ArgCheck check("dcp_merge_topk");
-  check.require(ranks >= 1, concat("ranks=", ranks, ", expected >= 1"));
+  check.require(ranks >= 1, "ranks=", ranks, ", expected >= 1");
   check_k(check, k);
   if (!check.ok()) return check.status();
   if (gathered.rank == 3) {
@@ -128,7 +125,7 @@ size_t dcp_merge_topk_cpu_workspace_size(int ranks, int k, int threads) {
 
 Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int tp) {
   ArgCheck check("tp_row_shard_plan");
-  check.require(tp >= 1, concat("tp=", tp, ", expected >= 1"));
+  check.require(tp >= 1, "tp=", tp, ", expected >= 1");
   check.tensor("costs", costs, {DType::kI32, DType::kI64}, 1)
       .tensor("sizes", sizes, {DType::kI32}, 1)
       .dim("sizes", sizes, 0, tp)
@@ -136,7 +133,7 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
       .on_device("sizes", sizes, Device::kCPU);
   if (!check.ok()) return check.status();
   const int64_t rows = costs.shape[0];
-  check.require(rows <= INT32_MAX, concat("costs has ", rows, " rows, expected <= ", INT32_MAX));
+  check.require(rows <= INT32_MAX, "costs has ", rows, " rows, expected <= ", INT32_MAX);
   if (!check.ok()) return check.status();
   // Costs are summed in int64: each is at most 2^62 / rows, so no prefix sum overflows.
   const int64_t largest_cost = (int64_t{1} << 62) / std::max<int64_t>(rows, 1);
@@ -144,9 +141,8 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   for (int64_t i = 0; i < rows && check.ok(); ++i) {
     row_costs[i] = costs.dtype == DType::kI64 ? *element<int64_t>(costs, i)
                                               : *element<int32_t>(costs, i);
-    check.require(row_costs[i] >= 0 && row_costs[i] <= largest_cost,
-                  concat("costs entry ", i, " is ", row_costs[i],
-                         ", expected 0 <= cost <= ", largest_cost, " (2^62 / rows)"));
+    check.require(row_costs[i] >= 0 && row_costs[i] <= largest_cost, "costs entry ", i, " is ",
+                  row_costs[i], ", expected 0 <= cost <= ", largest_cost, " (2^62 / rows)");
   }
   if (!check.ok()) return check.status();
   std::vector<int32_t> plan(static_cast<size_t>(tp));
@@ -164,11 +160,10 @@ Status tp_row_shard_narrow(TpRowWindow* window, const TensorView& sizes, int ran
   if (!check.ok()) return check.status();
   const int64_t tp = sizes.shape[0];
   check.require(tp >= 1, "sizes is empty, expected one entry per TP rank")
-      .require(rank >= 0 && rank < tp,
-               concat("rank=", rank, ", expected 0 <= rank < ", tp, " (the length of sizes)"))
-      .require(first_prefill_row >= 0,
-               concat("first_prefill_row=", first_prefill_row, ", expected >= 0"))
-      .require(chunk_row_start >= 0, concat("chunk_row_start=", chunk_row_start, ", expected >= 0"))
+      .require(rank >= 0 && rank < tp, "rank=", rank, ", expected 0 <= rank < ", tp,
+               " (the length of sizes)")
+      .require(first_prefill_row >= 0, "first_prefill_row=", first_prefill_row, ", expected >= 0")
+      .require(chunk_row_start >= 0, "chunk_row_start=", chunk_row_start, ", expected >= 0")
       .tensor("chunk_ks", chunk_ks, {DType::kI32}, 1)
       .tensor("chunk_ke", chunk_ke, {DType::kI32}, 1)
       .dim("chunk_ke", chunk_ke, 0, chunk_ks.shape[0])
@@ -177,7 +172,7 @@ Status tp_row_shard_narrow(TpRowWindow* window, const TensorView& sizes, int ran
   int64_t owned_start = first_prefill_row;
   for (int64_t j = 0; j <= rank && check.ok(); ++j) {
     const int32_t size = *element<int32_t>(sizes, j);
-    check.require(size >= 0, concat("sizes entry ", j, " is ", size, ", expected >= 0"));
+    check.require(size >= 0, "sizes entry ", j, " is ", size, ", expected >= 0");
     if (j < rank) owned_start += size;
   }
   if (!check.ok()) return check.status();

@@ -25,9 +25,9 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
   const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, ks, ke, -1);
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
-  check.require(indexer_options.min_row_keys >= 0,
-                concat(min_row_keys_name, " is ", indexer_options.min_row_keys,
-                       "; expected >= 0 (the fewest keys a row sees, 0 when unknown)"));
+  check.require(indexer_options.min_row_keys >= 0, min_row_keys_name, " is ",
+                indexer_options.min_row_keys,
+                "; expected >= 0 (the fewest keys a row sees, 0 when unknown)");
   if (!check.ok()) return check.status();
   if (out.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;

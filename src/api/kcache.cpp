@@ -19,9 +19,8 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
   check.dim("keys", keys, 1, cache.head_dim)
       .dim_at_least("keys", keys, 0, slot_mapping.shape[0])
       .on_device("slot_mapping", slot_mapping, keys.device)
-      .require(cache.device == keys.device,
-               concat("cache is on ", device_name(cache.device), ", expected ",
-                      device_name(keys.device), " like keys"));
+      .require(cache.device == keys.device, "cache is on ", device_name(cache.device),
+               ", expected ", device_name(keys.device), " like keys");
   if (!check.ok()) return check.status();
   if (keys.device == Device::kCUDA) return not_on_cuda(check.op());
   const int64_t slots = cache.num_pages * cache.page_size;
@@ -29,8 +28,8 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
     const int64_t slot = slot_mapping.dtype == DType::kI64
                              ? *element<int64_t>(slot_mapping, i)
                              : *element<int32_t>(slot_mapping, i);
-    check.require(slot < slots, concat("slot_mapping[", i, "]=", slot,
-                                       " is out of range, expected -1 or 0 <= slot < ", slots));
+    check.require(slot < slots, "slot_mapping[", i, "]=", slot,
+                  " is out of range, expected -1 or 0 <= slot < ", slots);
   }
   if (!check.ok()) return check.status();
   cpu::insert_k_cache(cache, keys, slot_mapping, cpu_threads(options));
@@ -55,9 +54,8 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
       .on_device("scales", scales, values.device)
       .on_device("block_table", block_table, values.device)
       .on_device("cu_seq_lens", cu_seq_lens, values.device)
-      .require(cache.device == values.device,
-               concat("cache is on ", device_name(cache.device), ", expected ",
-                      device_name(values.device), " like values"));
+      .require(cache.device == values.device, "cache is on ", device_name(cache.device),
+               ", expected ", device_name(values.device), " like values");
   if (mxfp4) check.dim("scales", scales, 1, cache.head_dim / kMxfp4BlockSize);
   if (!check.ok()) return check.status();
   if (values.device == Device::kCUDA) return not_on_cuda(check.op());
@@ -66,18 +64,16 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
   for (int64_t r = 0; r < requests && check.ok(); ++r) {
     const int64_t begin = *element<int32_t>(cu_seq_lens, r);
     const int64_t end = *element<int32_t>(cu_seq_lens, r + 1);
-    check.require(begin <= end && end <= workspace_keys,
-                  concat("cu_seq_lens[", r, "..", r + 1, "]=", begin, "..", end,
-                         ", expected nondecreasing offsets up to ", workspace_keys, " keys"));
+    check.require(begin <= end && end <= workspace_keys, "cu_seq_lens[", r, "..", r + 1,
+                  "]=", begin, "..", end, ", expected nondecreasing offsets up to ", workspace_keys,
+                  " keys");
     const int64_t pages = (end - begin + cache.page_size - 1) / cache.page_size;
-    check.require(pages <= block_table.shape[1],
-                  concat("block_table has ", block_table.shape[1], " pages per request, request ",
-                         r, " needs ", pages));
+    check.require(pages <= block_table.shape[1], "block_table has ", block_table.shape[1],
+                  " pages per request, request ", r, " needs ", pages);
     for (int64_t p = 0; p < pages && check.ok(); ++p) {
       const int32_t page = *element<int32_t>(block_table, r, p);
-      check.require(page >= 0 && page < cache.num_pages,
-                    concat("block_table[", r, ", ", p, "]=", page,
-                           " is out of range, expected 0 <= page < ", cache.num_pages));
+      check.require(page >= 0 && page < cache.num_pages, "block_table[", r, ", ", p, "]=", page,
+                    " is out of range, expected 0 <= page < ", cache.num_pages);
     }
   }
   if (!check.ok()) return check.status();

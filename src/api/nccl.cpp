@@ -53,15 +53,14 @@ void check_communicator(ArgCheck& check, const NcclCommunicator& comm, int ranks
   check.require(!comm.empty(),
                 "comm is empty, expected a communicator (NcclCommunicator::wrap or create)");
   if (check.ok()) {
-    check.require(comm.size() == ranks, concat("comm has ", comm.size(), " ranks but ", ranks_name,
-                                               "=", ranks, ", expected them to agree"));
+    check.require(comm.size() == ranks, "comm has ", comm.size(), " ranks but ", ranks_name, "=",
+                  ranks, ", expected them to agree");
   }
 }
 
 void check_on_cuda(ArgCheck& check, const char* name, const TensorView& view) {
-  check.require(!view.defined() || view.device == Device::kCUDA,
-                concat(name, " is on ", device_name(view.device),
-                       ", expected cuda (NCCL moves device memory)"));
+  check.require(!view.defined() || view.device == Device::kCUDA, name, " is on ",
+                device_name(view.device), ", expected cuda (NCCL moves device memory)");
 }
 
 }  // namespace
@@ -159,9 +158,9 @@ Status NcclCommunicator::create(NcclCommunicator* communicator, const NcclUnique
   if (Status status = library_status(op, &library); !status.ok()) return status;
   ArgCheck check(op);
   check.require(communicator != nullptr, "communicator is null")
-      .require(world_size >= 1, concat("world_size=", world_size, ", expected >= 1"))
-      .require(rank >= 0 && rank < world_size,
-               concat("rank=", rank, ", expected 0 <= rank < world_size=", world_size));
+      .require(world_size >= 1, "world_size=", world_size, ", expected >= 1")
+      .require(rank >= 0 && rank < world_size, "rank=", rank,
+               ", expected 0 <= rank < world_size=", world_size);
   if (!check.ok()) return check.status();
 #ifdef FLASHINDEXER_WITH_NCCL
   ncclUniqueId nccl_id;
@@ -197,7 +196,7 @@ Status dcp_topk_allgather(const TensorView& out, const TensorView& logits,
   check_on_cuda(check, "local_topk", local_topk);
   check_on_cuda(check, "row_starts", row_starts);
   check_on_cuda(check, "out", out);
-  check.require(k >= 1 && k <= kMaxDcpTopK, concat("k=", k, ", expected 1 <= k <= ", kMaxDcpTopK));
+  check.require(k >= 1 && k <= kMaxDcpTopK, "k=", k, ", expected 1 <= k <= ", kMaxDcpTopK);
   if (!check.ok()) return check.status();
   const int64_t rows = logits.shape[0];
   // The output is checked before any collective, so a bad one fails on every rank alike.
@@ -251,16 +250,16 @@ Status tp_allgather_rows(const TensorView& buffer, const TensorView& sizes, int6
   check_on_cuda(check, "buffer", buffer);
   if (!check.ok()) return check.status();
   check.stride_at_least("buffer", buffer, 0, buffer.shape[1])
-      .require(first_row >= 0, concat("first_row=", first_row, ", expected >= 0"));
+      .require(first_row >= 0, "first_row=", first_row, ", expected >= 0");
   int64_t end = first_row;
   for (int64_t j = 0; j < tp && check.ok(); ++j) {
     const int32_t size = *element<int32_t>(sizes, j);
-    check.require(size >= 0, concat("sizes entry ", j, " is ", size, ", expected >= 0"));
+    check.require(size >= 0, "sizes entry ", j, " is ", size, ", expected >= 0");
     end += size;
   }
   if (check.ok()) {
-    check.require(end <= buffer.shape[0], concat("first_row + sum(sizes) = ", end, " exceeds the ",
-                                                 buffer.shape[0], " rows of buffer"));
+    check.require(end <= buffer.shape[0], "first_row + sum(sizes) = ", end, " exceeds the ",
+                  buffer.shape[0], " rows of buffer");
   }
   if (!check.ok()) return check.status();
   const int64_t width = buffer.shape[1];

@@ -12,43 +12,36 @@
 namespace flashindexer {
 namespace {
 
-// ArgCheck::require with the message built only on failure: planning runs on every step, and
-// formatting a message per length would cost more than the plan itself.
-template <typename... Parts>
-void require(ArgCheck& check, bool ok, Parts&&... parts) {
-  if (!ok) check.require(false, concat(std::forward<Parts>(parts)...));
-}
-
 // Lengths, positions and workspace offsets are i32 in every kernel the plan feeds.
 constexpr int64_t kMaxLength = std::numeric_limits<int32_t>::max();
 
 void check_lengths(ArgCheck& check, const char* name, std::span<const int64_t> lengths) {
   for (size_t i = 0; i < lengths.size() && check.ok(); ++i) {
-    require(check, lengths[i] >= 0 && lengths[i] <= kMaxLength, name, " entry ", i, " is ",
-            lengths[i], ", expected 0 <= ", name, " <= ", kMaxLength);
+    check.require(lengths[i] >= 0 && lengths[i] <= kMaxLength, name, " entry ", i, " is ",
+                  lengths[i], ", expected 0 <= ", name, " <= ", kMaxLength);
   }
 }
 
 void check_same_size(ArgCheck& check, const char* name, size_t size, const char* other_name,
                      size_t other_size) {
-  require(check, size == other_size, name, " has ", size, " entries, expected ", other_size,
-          " (the size of ", other_name, ")");
+  check.require(size == other_size, name, " has ", size, " entries, expected ", other_size,
+                " (the size of ", other_name, ")");
 }
 
 void check_span_size(ArgCheck& check, const char* name, size_t size, int64_t expected) {
-  require(check, static_cast<int64_t>(size) == expected, name, " has ", size, " entries, expected ",
-          expected);
+  check.require(static_cast<int64_t>(size) == expected, name, " has ", size, " entries, expected ",
+                expected);
 }
 
 void check_options(ArgCheck& check, const RowBoundsOptions& options) {
-  require(check, options.compress_ratio >= 1, "compress_ratio=", options.compress_ratio,
-          ", expected >= 1");
-  require(check, options.dcp.ranks >= 1, "dcp.ranks=", options.dcp.ranks, ", expected >= 1");
-  require(check, options.dcp.interleave >= 1, "dcp.interleave=", options.dcp.interleave,
-          ", expected >= 1");
+  check.require(options.compress_ratio >= 1, "compress_ratio=", options.compress_ratio,
+                ", expected >= 1");
+  check.require(options.dcp.ranks >= 1, "dcp.ranks=", options.dcp.ranks, ", expected >= 1");
+  check.require(options.dcp.interleave >= 1, "dcp.interleave=", options.dcp.interleave,
+                ", expected >= 1");
   if (check.ok()) {
-    require(check, options.dcp_rank >= 0 && options.dcp_rank < options.dcp.ranks,
-            "dcp_rank=", options.dcp_rank, ", expected 0 <= dcp_rank < ", options.dcp.ranks);
+    check.require(options.dcp_rank >= 0 && options.dcp_rank < options.dcp.ranks,
+                  "dcp_rank=", options.dcp_rank, ", expected 0 <= dcp_rank < ", options.dcp.ranks);
   }
 }
 
@@ -59,15 +52,15 @@ Status plan_prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const in
   chunks.clear();
   ArgCheck check("plan_prefill_chunks");
   check_same_size(check, "query_lens", query_lens.size(), "key_lens", key_lens.size());
-  require(check, key_lens.size() <= static_cast<size_t>(kMaxLength), "key_lens has ",
-          key_lens.size(), " requests, expected <= ", kMaxLength);
-  require(check, budget.workspace_keys >= 1, "workspace_keys=", budget.workspace_keys,
-          ", expected >= 1");
-  require(check, budget.max_logits_bytes >= 4, "max_logits_bytes=", budget.max_logits_bytes,
-          ", expected >= 4 (one fp32 logit)");
-  require(check, budget.min_split_key_len >= 0 && budget.min_split_key_len <= kMaxLength,
-          "min_split_key_len=", budget.min_split_key_len,
-          ", expected 0 <= ", "min_split_key_len <= ", kMaxLength);
+  check.require(key_lens.size() <= static_cast<size_t>(kMaxLength), "key_lens has ",
+                key_lens.size(), " requests, expected <= ", kMaxLength);
+  check.require(budget.workspace_keys >= 1, "workspace_keys=", budget.workspace_keys,
+                ", expected >= 1");
+  check.require(budget.max_logits_bytes >= 4, "max_logits_bytes=", budget.max_logits_bytes,
+                ", expected >= 4 (one fp32 logit)");
+  check.require(budget.min_split_key_len >= 0 && budget.min_split_key_len <= kMaxLength,
+                "min_split_key_len=", budget.min_split_key_len,
+                ", expected 0 <= ", "min_split_key_len <= ", kMaxLength);
   check_lengths(check, "key_lens", key_lens);
   check_lengths(check, "query_lens", query_lens);
   if (!check.ok()) return check.status();
@@ -97,16 +90,15 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
   check_lengths(check, "seq_lens", seq_lens);
   check_lengths(check, "query_lens", query_lens);
   for (size_t r = 0; r < seq_lens.size() && check.ok(); ++r) {
-    require(check, query_lens[r] <= seq_lens[r], "query_lens entry ", r, " is ", query_lens[r],
-            ", expected <= seq_lens entry ", seq_lens[r]);
+    check.require(query_lens[r] <= seq_lens[r], "query_lens entry ", r, " is ", query_lens[r],
+                  ", expected <= seq_lens entry ", seq_lens[r]);
   }
   if (!check.ok()) return check.status();
   const int64_t requests = static_cast<int64_t>(seq_lens.size());
-  require(check,
-          chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
-              chunk.request_end <= requests,
-          "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
-          ") are not a non-empty range within the ", requests, " requests");
+  check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
+                    chunk.request_end <= requests,
+                "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
+                ") are not a non-empty range within the ", requests, " requests");
   if (!check.ok()) return check.status();
   int64_t group_queries = 0;
   int64_t group_keys = 0;
@@ -114,15 +106,14 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
     group_queries += query_lens[r];
     group_keys += seq_lens[r] / options.compress_ratio;
   }
-  require(check,
-          chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
-              chunk.query_end <= group_queries,
-          "chunk query rows [", chunk.query_begin, ", ", chunk.query_end,
-          ") are not within the group's ", group_queries, " query rows");
-  require(check, chunk.num_keys == group_keys, "chunk num_keys=", chunk.num_keys, ", expected ",
-          group_keys, " (the sum of seq_lens / compress_ratio over the chunk's requests)");
-  require(check, group_keys <= kMaxLength, "the chunk's ", group_keys,
-          " keys exceed the i32 maximum ", kMaxLength);
+  check.require(chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
+                    chunk.query_end <= group_queries,
+                "chunk query rows [", chunk.query_begin, ", ", chunk.query_end,
+                ") are not within the group's ", group_queries, " query rows");
+  check.require(chunk.num_keys == group_keys, "chunk num_keys=", chunk.num_keys, ", expected ",
+                group_keys, " (the sum of seq_lens / compress_ratio over the chunk's requests)");
+  check.require(group_keys <= kMaxLength, "the chunk's ", group_keys,
+                " keys exceed the i32 maximum ", kMaxLength);
   if (!check.ok()) return check.status();
   check_span_size(check, "ks", ks.size(), chunk.query_end - chunk.query_begin);
   check_span_size(check, "ke", ke.size(), chunk.query_end - chunk.query_begin);
@@ -140,22 +131,22 @@ Status decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_r
                         int next_n, const RowBoundsOptions& options) {
   ArgCheck check("decode_flat_lens");
   check_options(check, options);
-  require(check, next_n >= 1, "next_n=", next_n, ", expected >= 1");
+  check.require(next_n >= 1, "next_n=", next_n, ", expected >= 1");
   check_same_size(check, "query_lens", query_lens.size(), "seq_lens", seq_lens.size());
   check_lengths(check, "seq_lens", seq_lens);
   int64_t tokens = 0;
   for (size_t b = 0; b < query_lens.size() && check.ok(); ++b) {
-    require(check, query_lens[b] >= 1 && query_lens[b] <= next_n, "query_lens entry ", b, " is ",
-            query_lens[b], ", expected 1 <= query_lens <= next_n=", next_n);
-    require(check, query_lens[b] <= seq_lens[b], "query_lens entry ", b, " is ", query_lens[b],
-            ", expected <= seq_lens entry ", seq_lens[b]);
+    check.require(query_lens[b] >= 1 && query_lens[b] <= next_n, "query_lens entry ", b, " is ",
+                  query_lens[b], ", expected 1 <= query_lens <= next_n=", next_n);
+    check.require(query_lens[b] <= seq_lens[b], "query_lens entry ", b, " is ", query_lens[b],
+                  ", expected <= seq_lens entry ", seq_lens[b]);
     tokens += query_lens[b];
   }
   if (!check.ok()) return check.status();
-  require(check, static_cast<int64_t>(row_lens.size()) >= tokens, "row_lens has ", row_lens.size(),
-          " entries, expected >= ", tokens, " (the sum of query_lens)");
-  require(check, row_lens.size() + seq_lens.size() <= static_cast<size_t>(kMaxLength),
-          "row_lens has ", row_lens.size(), " entries, too many for i32 ids");
+  check.require(static_cast<int64_t>(row_lens.size()) >= tokens, "row_lens has ", row_lens.size(),
+                " entries, expected >= ", tokens, " (the sum of query_lens)");
+  check.require(row_lens.size() + seq_lens.size() <= static_cast<size_t>(kMaxLength),
+                "row_lens has ", row_lens.size(), " entries, too many for i32 ids");
   if (!row_to_request.empty()) {
     check_span_size(check, "row_to_request", row_to_request.size(),
                     static_cast<int64_t>(row_lens.size()));
@@ -169,7 +160,7 @@ Status decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_
                           const RowBoundsOptions& options) {
   ArgCheck check("decode_native_lens");
   check_options(check, options);
-  require(check, next_n >= 1, "next_n=", next_n, ", expected >= 1");
+  check.require(next_n >= 1, "next_n=", next_n, ", expected >= 1");
   check_lengths(check, "seq_lens", seq_lens);
   if (!check.ok()) return check.status();
   check_span_size(check, "lens", lens.size(), static_cast<int64_t>(seq_lens.size()) * next_n);
@@ -182,17 +173,17 @@ Status decode_pack_map(std::span<int32_t> packed_row_of_token,
                        std::span<int32_t> token_of_packed_row, std::span<const int64_t> query_lens,
                        int max_d) {
   ArgCheck check("decode_pack_map");
-  require(check, max_d >= 1, "max_d=", max_d, ", expected >= 1");
+  check.require(max_d >= 1, "max_d=", max_d, ", expected >= 1");
   int64_t tokens = 0;
   for (size_t b = 0; b < query_lens.size() && check.ok(); ++b) {
-    require(check, query_lens[b] >= 0 && query_lens[b] <= max_d, "query_lens entry ", b, " is ",
-            query_lens[b], ", expected 0 <= query_lens <= max_d=", max_d);
+    check.require(query_lens[b] >= 0 && query_lens[b] <= max_d, "query_lens entry ", b, " is ",
+                  query_lens[b], ", expected 0 <= query_lens <= max_d=", max_d);
     tokens += query_lens[b];
   }
   if (!check.ok()) return check.status();
   const int64_t packed_rows = static_cast<int64_t>(query_lens.size()) * max_d;
-  require(check, packed_rows <= kMaxLength, "requests * max_d = ", packed_rows,
-          " exceeds the i32 maximum");
+  check.require(packed_rows <= kMaxLength, "requests * max_d = ", packed_rows,
+                " exceeds the i32 maximum");
   check_span_size(check, "packed_row_of_token", packed_row_of_token.size(), tokens);
   check_span_size(check, "token_of_packed_row", token_of_packed_row.size(), packed_rows);
   if (!check.ok()) return check.status();
@@ -204,14 +195,14 @@ Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t wi
                          int64_t budget_bytes) {
   ranges.clear();
   ArgCheck check("decode_row_ranges");
-  require(check, budget_bytes >= 0, "budget_bytes=", budget_bytes, ": budget must be nonnegative");
-  require(check, rows >= 0, "rows=", rows, ", expected >= 0");
-  require(check, width >= 0, "width=", width, ", expected >= 0");
+  check.require(budget_bytes >= 0, "budget_bytes=", budget_bytes, ": budget must be nonnegative");
+  check.require(rows >= 0, "rows=", rows, ", expected >= 0");
+  check.require(width >= 0, "width=", width, ", expected >= 0");
   if (!check.ok()) return check.status();
   if (!planning::decode_fits_one_range(rows, width, budget_bytes)) {
-    require(check, planning::decode_range_limit(width, budget_bytes) >= 16,
-            "budget_bytes=", budget_bytes, " with width=", width,
-            ": budget must fit at least 16 bf16 rows (", 32 * width, " bytes)");
+    check.require(planning::decode_range_limit(width, budget_bytes) >= 16,
+                  "budget_bytes=", budget_bytes, " with width=", width,
+                  ": budget must fit at least 16 bf16 rows (", 32 * width, " bytes)");
     if (!check.ok()) return check.status();
   }
   planning::decode_row_ranges(ranges, rows, width, budget_bytes);

@@ -22,9 +22,8 @@ void check_fp8_pair(ArgCheck& check, const TensorView& values, const TensorView&
   check.dim("values", values, 0, dense.shape[0])
       .dim("values", values, 1, dense.shape[1])
       .dim("scales", scales, 0, dense.shape[0])
-      .require(dense.shape[1] <= kMaxRowLength,
-               concat(dense_name, " rows have ", dense.shape[1], " values, at most ",
-                      kMaxRowLength, " are supported"))
+      .require(dense.shape[1] <= kMaxRowLength, dense_name, " rows have ", dense.shape[1],
+               " values, at most ", kMaxRowLength, " are supported")
       .on_device("values", values, dense.device)
       .on_device("scales", scales, dense.device);
 }
@@ -34,17 +33,15 @@ void check_mxfp4_pair(ArgCheck& check, const TensorView& values, const TensorVie
                       const TensorView& dense, const char* dense_name,
                       std::initializer_list<DType> dense_dtypes) {
   const int rank = dense.rank;
-  check.require(rank == 2 || rank == 3,
-                concat(dense_name, " has rank ", rank, ", expected 2 or 3"));
+  check.require(rank == 2 || rank == 3, dense_name, " has rank ", rank, ", expected 2 or 3");
   if (!check.ok()) return;
   check.tensor(dense_name, dense, dense_dtypes, rank)
       .tensor("values", values, {DType::kE2M1x2}, rank)
       .tensor("scales", scales, {DType::kUE8M0}, rank);
   if (!check.ok()) return;
   const int64_t length = dense.shape[rank - 1];
-  check.require(length % kMxfp4BlockSize == 0 && length <= kMaxRowLength,
-                concat(dense_name, " rows have ", length,
-                       " values, expected a multiple of 32 up to ", kMaxRowLength));
+  check.require(length % kMxfp4BlockSize == 0 && length <= kMaxRowLength, dense_name, " rows have ",
+                length, " values, expected a multiple of 32 up to ", kMaxRowLength);
   for (int d = 0; d + 1 < rank; ++d) {
     check.dim("values", values, d, dense.shape[d]).dim("scales", scales, d, dense.shape[d]);
   }

@@ -17,7 +17,7 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
         .tensor("ke", ranges.ke, {DType::kI32}, 1).dim("ke", ranges.ke, 0, rows)
         .on_device("ks", ranges.ks, device).on_device("ke", ranges.ke, device);
   } else {
-    check.require(ranges.next_n >= 1, concat("next_n=", ranges.next_n, ", expected >= 1"));
+    check.require(ranges.next_n >= 1, "next_n=", ranges.next_n, ", expected >= 1");
     const int rank = ranges.lengths.rank == 2 ? 2 : 1;
     check.tensor("lengths", ranges.lengths, {DType::kI32}, rank)
         .on_device("lengths", ranges.lengths, device);
@@ -25,10 +25,9 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
       const int64_t described_rows = rank == 2 || ranges.next_n == 1
                                          ? ranges.lengths.numel()
                                          : ranges.lengths.shape[0] * ranges.next_n;
-      check.require(described_rows == rows,
-                    concat("lengths has shape ", shape_string(ranges.lengths), " with next_n=",
-                           ranges.next_n, ", which describes ", described_rows,
-                           " rows, expected ", rows));
+      check.require(described_rows == rows, "lengths has shape ", shape_string(ranges.lengths),
+                    " with next_n=", ranges.next_n, ", which describes ", described_rows,
+                    " rows, expected ", rows);
     }
   }
   if (!check.ok() || device != Device::kCPU) return;
@@ -37,13 +36,12 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
     if (ranges.is_prefill()) {
       const int64_t start = *element<int32_t>(ranges.ks, r);
       const int64_t end = *element<int32_t>(ranges.ke, r);
-      check.require(start >= 0 && start <= end && end <= width,
-                    concat("row ", r, " has ks=", start, ", ke=", end,
-                           ", expected 0 <= ks <= ke <= ", width));
+      check.require(start >= 0 && start <= end && end <= width, "row ", r, " has ks=", start,
+                    ", ke=", end, ", expected 0 <= ks <= ke <= ", width);
     } else {
       const int64_t end = rows::decode_row_end(ranges.lengths, ranges.next_n, r);
-      check.require(end <= width, concat("row ", r, " sees ", end, " keys, more than the ",
-                                         width, " columns of logits"));
+      check.require(end <= width, "row ", r, " sees ", end, " keys, more than the ", width,
+                    " columns of logits");
     }
   }
 }
@@ -51,8 +49,8 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
 }  // namespace
 
 void check_topk_output(ArgCheck& check, const TensorView& out, int64_t rows, int k) {
-  check.require(k >= 1 && k <= kMaxTopK,
-                concat("k=", k, k < 1 ? " is below the minimum 1" : " exceeds the maximum 4096"));
+  check.require(k >= 1 && k <= kMaxTopK, "k=", k,
+                k < 1 ? " is below the minimum 1" : " exceeds the maximum 4096");
   check.tensor("out", out, {DType::kI32}, 2).dim("out", out, 0, rows).dim_at_least("out", out, 1, k);
   if (check.ok()) check.stride_at_least("out", out, 0, k);
 }
@@ -62,8 +60,8 @@ void check_lengths_non_negative(ArgCheck& check, const char* name, const TensorV
   for (int64_t i = 0; i < lengths.numel() && check.ok(); ++i) {
     const int32_t length = lengths.rank == 2 ? *element<int32_t>(lengths, i / columns, i % columns)
                                              : *element<int32_t>(lengths, i);
-    check.require(length >= 0,
-                  concat(name, " entry ", i, " is ", length, ", expected a non-negative length"));
+    check.require(length >= 0, name, " entry ", i, " is ", length,
+                  ", expected a non-negative length");
   }
 }
 

@@ -24,10 +24,6 @@ ArgCheck& ArgCheck::fail(const std::string& message) {
   return *this;
 }
 
-ArgCheck& ArgCheck::require(bool ok, const std::string& message) {
-  return ok ? *this : fail(message);
-}
-
 ArgCheck& ArgCheck::tensor(const char* name, const TensorView& view,
                            std::initializer_list<DType> dtypes, int rank) {
   if (!ok()) return *this;

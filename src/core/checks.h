@@ -41,8 +41,13 @@ class ArgCheck {
   // Row stride of dimension d is at least `minimum` elements.
   ArgCheck& stride_at_least(const char* name, const TensorView& view, int d, int64_t minimum);
   ArgCheck& on_device(const char* name, const TensorView& view, Device device);
-  // Adds `message` (prefixed with the op) when `failed`.
-  ArgCheck& require(bool ok, const std::string& message);
+  // Adds the message, its parts concatenated and prefixed with the op, when `ok` is false. The
+  // parts are formatted only then: checks run per element (lengths, ranges, pages, slots) on
+  // every call, where building a message that is then dropped cost more than the op's planning.
+  template <typename... Parts>
+  ArgCheck& require(bool ok, const Parts&... parts) {
+    return ok ? *this : fail(concat(parts...));
+  }
 
   bool ok() const { return status_.ok(); }
   Status status() const { return status_; }

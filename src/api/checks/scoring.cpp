@@ -22,10 +22,10 @@ ScoringDims check_query(ArgCheck& check, const QuantizedTensor& q, int rank) {
   dims.mxfp4 = q.values.dtype == DType::kE2M1x2;
   dims.heads = static_cast<int>(q.values.shape[rank - 2]);
   dims.head_dim = static_cast<int>(q.values.shape[rank - 1] * (dims.mxfp4 ? 2 : 1));
-  check.require(supported_heads(dims.heads),
-                concat("q.values has H=", dims.heads, " heads, expected 32 or 64"));
-  check.require(supported_head_dim(dims.head_dim),
-                concat("q.values has head dim D=", dims.head_dim, ", expected 64 or 128"));
+  check.require(supported_heads(dims.heads), "q.values has H=", dims.heads,
+                " heads, expected 32 or 64");
+  check.require(supported_head_dim(dims.head_dim), "q.values has head dim D=", dims.head_dim,
+                ", expected 64 or 128");
   if (dims.mxfp4) {
     check.tensor("q.scales", q.scales, {DType::kUE8M0}, rank);
     for (int d = 0; d + 1 < rank && check.ok(); ++d) check.dim("q.scales", q.scales, d, q.values.shape[d]);
@@ -50,17 +50,17 @@ void check_weights(ArgCheck& check, const TensorView& weights, const ScoringDims
 
 void check_cache(ArgCheck& check, const PagedKCache& cache) {
   check.require(cache.data != nullptr || cache.num_pages == 0, "cache.data is null")
-      .require(cache.num_pages >= 0, concat("cache.num_pages=", cache.num_pages, " is negative"))
-      .require(cache.page_size > 0,
-               concat("cache.page_size=", cache.page_size, ", expected a positive key count"))
-      .require(supported_head_dim(cache.head_dim),
-               concat("cache.head_dim=", cache.head_dim, ", expected 64 or 128"));
+      .require(cache.num_pages >= 0, "cache.num_pages=", cache.num_pages, " is negative")
+      .require(cache.page_size > 0, "cache.page_size=", cache.page_size,
+               ", expected a positive key count")
+      .require(supported_head_dim(cache.head_dim), "cache.head_dim=", cache.head_dim,
+               ", expected 64 or 128");
   if (!check.ok()) return;
   const int64_t page_bytes = PagedKCache::page_bytes(cache.format, cache.page_size, cache.head_dim);
   check.require(cache.page_stride_bytes >= page_bytes && cache.page_stride_bytes % 4 == 0,
-                concat("cache.page_stride_bytes=", cache.page_stride_bytes,
-                       ", expected a multiple of 4 that is at least the page size of ",
-                       page_bytes, " bytes"));
+                "cache.page_stride_bytes=", cache.page_stride_bytes,
+                ", expected a multiple of 4 that is at least the page size of ", page_bytes,
+                " bytes");
 }
 
 ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
@@ -93,9 +93,8 @@ ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
   for (int64_t t = 0; t < dims.rows && check.ok(); ++t) {
     const int64_t start = *element<int32_t>(ks, t);
     const int64_t end = *element<int32_t>(ke, t);
-    check.require(start >= 0 && start <= end && end <= limit,
-                  concat("row ", t, " has ks=", start, ", ke=", end,
-                         ", expected 0 <= ks <= ke <= ", limit));
+    check.require(start >= 0 && start <= end && end <= limit, "row ", t, " has ks=", start,
+                  ", ke=", end, ", expected 0 <= ks <= ke <= ", limit);
   }
   return dims;
 }
@@ -111,13 +110,14 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
   const int next_n = static_cast<int>(q.values.shape[1]);
   dims.rows = batch * next_n;
   check_cache(check, cache);
-  check.require(cache.device == device, concat("cache is on ", device_name(cache.device),
-                                               ", expected ", device_name(device), " like q"))
-      .require(cache.head_dim == dims.head_dim,
-               concat("cache.head_dim=", cache.head_dim, ", expected q's D=", dims.head_dim))
+  check
+      .require(cache.device == device, "cache is on ", device_name(cache.device), ", expected ",
+               device_name(device), " like q")
+      .require(cache.head_dim == dims.head_dim, "cache.head_dim=", cache.head_dim,
+               ", expected q's D=", dims.head_dim)
       .require((cache.format == KFormat::kMXFP4) == dims.mxfp4,
-               concat("cache.format=", kformat_name(cache.format), " does not match q.values dtype ",
-                      dtype_name(q.values.dtype)));
+               "cache.format=", kformat_name(cache.format), " does not match q.values dtype ",
+               dtype_name(q.values.dtype));
   check_weights(check, weights, dims, device);
   const int lens_rank = context_lens.rank == 2 ? 2 : 1;
   check.tensor("context_lens", context_lens, {DType::kI32}, lens_rank)
@@ -131,18 +131,15 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
   check_lengths_non_negative(check, "context_lens", context_lens);
   for (int64_t r = 0; r < dims.rows && check.ok(); ++r) {
     const int64_t end = rows::decode_row_end(context_lens, next_n, r);
-    check.require(column_limit < 0 || end <= column_limit,
-                  concat("row ", r, " sees ", end, " keys, more than the ", column_limit,
-                         " columns of logits"));
+    check.require(column_limit < 0 || end <= column_limit, "row ", r, " sees ", end,
+                  " keys, more than the ", column_limit, " columns of logits");
     const int64_t pages = (end + cache.page_size - 1) / cache.page_size;
-    check.require(pages <= block_table.shape[1],
-                  concat("block_table has ", block_table.shape[1], " pages per request, row ", r,
-                         " needs ", pages));
+    check.require(pages <= block_table.shape[1], "block_table has ", block_table.shape[1],
+                  " pages per request, row ", r, " needs ", pages);
     for (int64_t p = 0; p < pages && check.ok(); ++p) {
       const int32_t page = *element<int32_t>(block_table, r / next_n, p);
-      check.require(page >= 0 && page < cache.num_pages,
-                    concat("block_table[", r / next_n, ", ", p, "]=", page,
-                           " is out of range, expected 0 <= page < ", cache.num_pages));
+      check.require(page >= 0 && page < cache.num_pages, "block_table[", r / next_n, ", ", p,
+                    "]=", page, " is out of range, expected 0 <= page < ", cache.num_pages);
     }
   }
   return dims;

@@ -91,13 +91,13 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
   }
   check.require(aligned16(q.values.data) && q.values.stride[r - 2] % 16 == 0 &&
                     q.values.stride[r - 3] % 16 == 0,
-                concat("q must be 16-byte aligned with row strides a multiple of 16 bytes on "
-                       "CUDA (TMA); strides are ",
-                       q.values.stride[r - 3], ", ", q.values.stride[r - 2]));
+                "q must be 16-byte aligned with row strides a multiple of 16 bytes on "
+                "CUDA (TMA); strides are ",
+                q.values.stride[r - 3], ", ", q.values.stride[r - 2]);
   check.require(aligned16(weights.data) && (weights.stride[0] * 4) % 16 == 0,
-                concat("weights must be 16-byte aligned with a row stride a multiple of 4 "
-                       "elements on CUDA (TMA); row stride is ",
-                       weights.stride[0]));
+                "weights must be 16-byte aligned with a row stride a multiple of 4 "
+                "elements on CUDA (TMA); row stride is ",
+                weights.stride[0]);
   return check.status();
 }
 
@@ -197,17 +197,17 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
   check.require(aligned16(keys.values.data) && keys.values.stride[0] % 16 == 0,
-                concat("keys.values must be 16-byte aligned with a row stride a multiple of 16 "
-                       "bytes on CUDA (TMA); row stride is ",
-                       keys.values.stride[0]));
+                "keys.values must be 16-byte aligned with a row stride a multiple of 16 "
+                "bytes on CUDA (TMA); row stride is ",
+                keys.values.stride[0]);
   check.require(aligned16(keys.scales.data) && keys.scales.stride[0] == 1,
                 "keys.scales must be contiguous and 16-byte aligned on CUDA (TMA)");
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
   const int64_t num_keys = keys.values.shape[0];
   check.require(rows * heads < (int64_t{1} << 31) && num_keys < (int64_t{1} << 31),
-                concat("rows x heads and keys must stay below 2^31 on CUDA; got ", rows, " x ",
-                       heads, " and ", num_keys));
+                "rows x heads and keys must stay below 2^31 on CUDA; got ", rows, " x ", heads,
+                " and ", num_keys);
   if (!check.ok()) return check.status();
 
   ScoreParams params;
@@ -281,13 +281,13 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   check.require(cache.format == KFormat::kFP8,
                 "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
   check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
-                concat("cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size));
+                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
   check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
-                concat("cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple "
-                       "of 16 on CUDA (TMA); page_stride_bytes is ",
-                       cache.page_stride_bytes));
-  check.require(next_n >= 1 && next_n <= 4,
-                concat("q.shape[1] (next_n) must be 1..4 on CUDA; got ", next_n));
+                "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple "
+                "of 16 on CUDA (TMA); page_stride_bytes is ",
+                cache.page_stride_bytes);
+  check.require(next_n >= 1 && next_n <= 4, "q.shape[1] (next_n) must be 1..4 on CUDA; got ",
+                next_n);
   check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
                 "q must have its batch and next_n dimensions contiguous with each other on CUDA "
                 "(q.stride[0] == next_n * q.stride[1])");
