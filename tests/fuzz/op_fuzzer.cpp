@@ -271,7 +271,7 @@ void fuzz_prefill(FuzzInput& in) {
       in, workspace, [&](int threads) { return indexer_cpu_workspace_size(k, threads); });
   out.snapshot();
   status = indexer_prefill(out.view, ops.q(), keys, ops.weights.view, ks.view, ke.view, k,
-                           topk_options, options);
+                           topk_options, IndexerOptions{}, options);
   ops.expect_unchanged_inputs(op);
   expect_unchanged(op, "keys.values", key_values);
   expect_unchanged(op, "keys.scales", key_scales);
@@ -404,7 +404,7 @@ void fuzz_decode(FuzzInput& in) {
       in, workspace, [&](int threads) { return indexer_cpu_workspace_size(k, threads); });
   out.snapshot();
   status = indexer_decode(out.view, ops.q(), cache, ops.weights.view, context_lens.view,
-                          block_table.view, k, topk_options, options);
+                          block_table.view, k, topk_options, IndexerOptions{}, options);
   ops.expect_unchanged_inputs(op);
   expect_unchanged(op, "cache", pages);
   expect_unchanged(op, "block_table", block_table);
