@@ -51,15 +51,4 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const RunOptions& options);
 size_t indexer_workspace_size(int k);
 
-// The dense path behind them (indexer/dense_indexer.cu): the dense pair over a logits slab. The
-// fused path's entries are internal to it (sm90_fused/fused_indexer.h).
-Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
-                             const QuantizedTensor& keys, const TensorView& weights,
-                             const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                             const RunOptions& options);
-Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
-                            const PagedKCache& cache, const TensorView& weights,
-                            const TensorView& context_lens, const TensorView& block_table, int k,
-                            bool sorted, const RunOptions& options);
-
 }  // namespace flashindexer::cuda

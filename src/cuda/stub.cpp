@@ -50,17 +50,6 @@ Status indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCac
 }
 size_t indexer_workspace_size(int) { return 0; }
 
-Status dense_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
-                             const TensorView&, const TensorView&, const TensorView&, int, bool,
-                             const RunOptions&) {
-  return not_on_cuda("indexer_prefill");
-}
-Status dense_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
-                            const TensorView&, const TensorView&, const TensorView&, int, bool,
-                            const RunOptions&) {
-  return not_on_cuda("indexer_decode");
-}
-
 Status dcp_pack_candidates(const TensorView&, const TensorView&, const TensorView&,
                            const TensorView&, int, int, const DcpGroup&, void*) {
   return not_on_cuda("dcp_pack_candidates");

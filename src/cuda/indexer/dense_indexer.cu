@@ -11,6 +11,7 @@
 
 #include "core/checks.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/dense_indexer.h"
 #include "cuda/indexer/slab.h"
 
 namespace flashindexer::cuda {

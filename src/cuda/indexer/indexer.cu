@@ -7,6 +7,7 @@
 
 #include "core/heuristics.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/dense_indexer.h"
 #include "cuda/indexer/slab.h"
 #include "cuda/sm90_fused/fused_indexer.h"
 
