@@ -21,7 +21,8 @@
 
 namespace fitest {
 
-inline constexpr size_t kRecommendedSlab = size_t{256} << 20;  // what indexer_cuda_workspace_size adds
+// The logits slab indexer_cuda_workspace_size() adds to the top-k scratch.
+inline constexpr size_t kRecommendedSlab = flashindexer::heuristics::kDefaultSlabBytes;
 
 // A poisoned device workspace: the recommended size, or room for only `rows` logits rows of
 // `width` keys (the op then runs many small batches).
