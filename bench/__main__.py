@@ -16,7 +16,7 @@ import traceback
 
 from . import report
 
-GPU_ROUTINES = ("scoring", "topk", "indexer", "dequantize", "overhead")
+GPU_ROUTINES = ("scoring", "topk", "indexer", "mxfp4", "dequantize", "overhead")
 ROUTINES = GPU_ROUTINES + ("cpu",)
 
 
