@@ -68,9 +68,9 @@ test-wheel: deps
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  BUILD_PYTHON=$(abspath $(VENV))/bin/python PYTHON=$(PYTHON) tools/check_wheel.sh $(WHEEL_DIR)
 
-# On a machine with an H100/H200: every GPU test (C++ and Python), every GPU test under
-# compute-sanitizer memcheck, and `python -m bench all` (README, "GPU testing"); logs and the
-# benchmark page in $(BUILD_DIR)/gpu-check.
+# On a machine with an H100/H200: every GPU test (C++ and Python), the GPU tests under
+# compute-sanitizer memcheck, racecheck and synccheck, and `python -m bench all` (README, "GPU
+# testing"); logs and the benchmark page in $(BUILD_DIR)/gpu-check.
 gpu-check: build
 	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/gpu_check.sh
 
