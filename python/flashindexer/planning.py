@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Step planning on the host (flashindexer/planning.h): prefill chunks under memory budgets, each
-chunk's row bounds, and the decode layouts. Lengths are any 1-D integer array-likes (NumPy,
+chunk's row bounds, the decode layouts, and block tables between page sizes. Lengths are any 1-D integer array-likes (NumPy,
 lists); results are NumPy arrays and plain tuples. Nothing here touches a device.
 
 Key lengths are compressed (``seq_len // R``); sequence lengths are uncompressed and include
@@ -113,3 +113,26 @@ def decode_row_ranges(rows, width, budget_bytes):
     bf16 logits [range rows, width] fit budget_bytes (0 = no budget: one range)."""
     bounds = _C.decode_row_ranges(int(rows), int(width), int(budget_bytes))
     return list(zip(bounds[0::2], bounds[1::2]))
+
+
+def reslice_block_table(block_table, allocation_page_size, kernel_page_size, key_lens=None):
+    """The block table in kernel pages, when one page size is a whole multiple f of the other.
+
+    block_table: [rows, cols] integer page ids of the allocation pages. Splitting (allocation
+    page = f x kernel page): kernel column j is ``block_table[:, j // f] * f + j % f``. Merging
+    (kernel page = f x allocation page, vLLM's ``block_table[:, ::f] // f``): every run of f pages
+    that holds keys must be f consecutive ids from a multiple of f (ValueError otherwise). The
+    slot ids of the allocation pages stay valid in the kernel pages.
+    key_lens: [rows] keys per row, or None (every column holds keys); the kernel pages past a
+    row's keys are -1 and the allocation pages past them are not read.
+    Returns int32 [rows, cols * f] (splitting) or [rows, ceil(cols / f)] (merging).
+    """
+    table = np.ascontiguousarray(np.asarray(block_table), dtype=np.int32)
+    if table.ndim != 2:
+        raise ValueError(f"reslice_block_table: block_table has rank {table.ndim}, expected 2")
+    cols = _C.resliced_block_table_cols(table.shape[1], int(allocation_page_size),
+                                        int(kernel_page_size))
+    out = np.empty((table.shape[0], cols), np.int32)
+    lens = np.empty(0, np.int64) if key_lens is None else _lengths(key_lens)
+    _C.reslice_block_table(out, table, int(allocation_page_size), int(kernel_page_size), lens)
+    return out

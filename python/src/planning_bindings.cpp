@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "flashindexer/planning.h"
@@ -23,6 +24,8 @@ namespace nb = nanobind;
 using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int32Out = nb::ndarray<int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int64Out = nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Table = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using TableOut = nb::ndarray<int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 std::span<const int64_t> view(const Lengths& lengths) { return {lengths.data(), lengths.shape(0)}; }
 std::span<int32_t> view(Int32Out& out) { return {out.data(), out.shape(0)}; }
@@ -111,6 +114,29 @@ std::vector<int64_t> decode_row_ranges_binding(int64_t rows, int64_t width, int6
   return bounds;
 }
 
+int64_t resliced_block_table_cols_binding(int64_t cols, int allocation_page_size,
+                                          int kernel_page_size) {
+  const int64_t kernel_cols =
+      resliced_block_table_cols(cols, allocation_page_size, kernel_page_size);
+  if (kernel_cols < 0) {
+    raise(PyExc_ValueError, "reslice_block_table: allocation_page_size=" +
+                                std::to_string(allocation_page_size) + " and kernel_page_size=" +
+                                std::to_string(kernel_page_size) +
+                                ": expected positive sizes, one a whole multiple of the other");
+  }
+  return kernel_cols;
+}
+
+void reslice_block_table_binding(TableOut kernel_table, Table block_table,
+                                 int allocation_page_size, int kernel_page_size,
+                                 Lengths key_lens) {
+  const int64_t rows = static_cast<int64_t>(block_table.shape(0));
+  const int64_t cols = static_cast<int64_t>(block_table.shape(1));
+  raise_if_error(reslice_block_table(
+      {kernel_table.data(), kernel_table.size()}, {block_table.data(), block_table.size()}, rows,
+      cols, allocation_page_size, kernel_page_size, view(key_lens)));
+}
+
 }  // namespace
 
 void register_planning(nb::module_& m) {
@@ -123,6 +149,8 @@ void register_planning(nb::module_& m) {
   m.def("decode_native_lens", &decode_native_lens_binding);
   m.def("decode_pack_map", &decode_pack_map_binding);
   m.def("decode_row_ranges", &decode_row_ranges_binding);
+  m.def("resliced_block_table_cols", &resliced_block_table_cols_binding);
+  m.def("reslice_block_table", &reslice_block_table_binding);
 }
 
 }  // namespace flashindexer::python

@@ -140,3 +140,47 @@ def test_decode_row_ranges():
         fi.decode_row_ranges(10, 10, -1)
     with pytest.raises(ValueError, match="at least 16 bf16 rows"):
         fi.decode_row_ranges(100, 10, 319)
+
+
+def _random_table(rng, rows, cols, run):
+    """Distinct page ids in aligned runs of `run` consecutive ids."""
+    groups = rng.permutation(rows * -(-cols // run) + 3)
+    ids = (groups[:, None] * run + np.arange(run)).reshape(-1)
+    return ids[:rows * -(-cols // run) * run].reshape(rows, -1)[:, :cols].astype(np.int32)
+
+
+def test_reslice_block_table_splits_and_merges_like_the_formulas(rng):
+    for _ in range(200):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 12))
+        f = int(rng.choice([1, 2, 4]))
+        # Splitting: allocation pages of 4 x 64 keys, kernel pages of 64.
+        table = _random_table(rng, rows, cols, 1)
+        split = fi.reslice_block_table(table, 64 * f, 64)
+        j = np.arange(cols * f)
+        np.testing.assert_array_equal(split, table[:, j // f] * f + j % f)
+        # Merging: vLLM's block_table[:, ::f] // f.
+        runs = _random_table(rng, rows, cols, f)
+        np.testing.assert_array_equal(fi.reslice_block_table(runs, 16, 16 * f),
+                                      runs[:, ::f] // f)
+        # Every key lands in the same slot through either table.
+        key_lens = rng.integers(0, cols * 16 + 1, rows)
+        merged = fi.reslice_block_table(runs, 16, 16 * f, key_lens=key_lens)
+        for r in range(rows):
+            s = np.arange(key_lens[r])
+            np.testing.assert_array_equal(merged[r, s // (16 * f)] * 16 * f + s % (16 * f),
+                                          runs[r, s // 16] * 16 + s % 16)
+            used = -(-int(key_lens[r]) // (16 * f))
+            assert (merged[r, used:] == -1).all()
+
+
+def test_reslice_block_table_rejects_bad_input():
+    with pytest.raises(ValueError, match="kernel_page_size=40"):
+        fi.reslice_block_table([[0, 1]], 64, 40)
+    with pytest.raises(ValueError, match=r"block_table\[0, 1\]=7"):
+        fi.reslice_block_table([[4, 7, 6, 5]], 16, 64)  # not one aligned run
+    with pytest.raises(ValueError, match=r"block_table\[0, 0\]=-1"):
+        fi.reslice_block_table([[-1]], 64, 32)
+    with pytest.raises(ValueError, match="key_lens entry 0"):
+        fi.reslice_block_table([[3]], 64, 32, key_lens=[65])
+    np.testing.assert_array_equal(fi.reslice_block_table([[3, -1]], 64, 32, key_lens=[40]),
+                                  [[6, 7, -1, -1]])
