@@ -170,9 +170,8 @@ void register_dist(nb::module_& m) {
         return reinterpret_cast<uintptr_t>(comm.handle());
       });
   m.def("dcp_topk_allgather", &dcp_topk_allgather_binding, any("out"), any("logits"),
-        any("local_topk"), any("row_starts") = nb::none(), nb::arg("k"),
-        nb::arg("interleave"), nb::arg("comm"), stream,
-        nb::arg("workspace").none() = nb::none());
+        any("local_topk"), any("row_starts") = nb::none(), nb::arg("k"), nb::arg("interleave"),
+        nb::arg("comm"), stream, nb::arg("workspace").none() = nb::none());
   m.def("dcp_topk_allgather_workspace_size", &dcp_topk_allgather_workspace_size, nb::arg("rows"),
         nb::arg("k"), nb::arg("ranks"));
   m.def("tp_allgather_rows", &tp_allgather_rows_binding, any("buffer"), any("sizes"),

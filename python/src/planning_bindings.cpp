@@ -119,22 +119,21 @@ int64_t resliced_block_table_cols_binding(int64_t cols, int allocation_page_size
   const int64_t kernel_cols =
       resliced_block_table_cols(cols, allocation_page_size, kernel_page_size);
   if (kernel_cols < 0) {
-    raise(PyExc_ValueError, "reslice_block_table: allocation_page_size=" +
-                                std::to_string(allocation_page_size) + " and kernel_page_size=" +
-                                std::to_string(kernel_page_size) +
-                                ": expected positive sizes, one a whole multiple of the other");
+    raise(PyExc_ValueError,
+          "reslice_block_table: allocation_page_size=" + std::to_string(allocation_page_size) +
+              " and kernel_page_size=" + std::to_string(kernel_page_size) +
+              ": expected positive sizes, one a whole multiple of the other");
   }
   return kernel_cols;
 }
 
-void reslice_block_table_binding(TableOut kernel_table, Table block_table,
-                                 int allocation_page_size, int kernel_page_size,
-                                 Lengths key_lens) {
+void reslice_block_table_binding(TableOut kernel_table, Table block_table, int allocation_page_size,
+                                 int kernel_page_size, Lengths key_lens) {
   const int64_t rows = static_cast<int64_t>(block_table.shape(0));
   const int64_t cols = static_cast<int64_t>(block_table.shape(1));
-  raise_if_error(reslice_block_table(
-      {kernel_table.data(), kernel_table.size()}, {block_table.data(), block_table.size()}, rows,
-      cols, allocation_page_size, kernel_page_size, view(key_lens)));
+  raise_if_error(reslice_block_table({kernel_table.data(), kernel_table.size()},
+                                     {block_table.data(), block_table.size()}, rows, cols,
+                                     allocation_page_size, kernel_page_size, view(key_lens)));
 }
 
 }  // namespace
