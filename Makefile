@@ -106,3 +106,18 @@ test-fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus
 	$(FUZZ_DIR)/flashindexer_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+# Formatting (tools/check_format.sh): every tracked C/C++/CUDA file under src/ include/ tests/
+# python/src/ dev/ tools/ against .clang-format, with clang-format-14 (pinned: its output changes
+# between releases). `format` rewrites them in place; `format-check` fails listing the files that
+# differ.
+FORMAT_APT_PACKAGES := clang-format-14
+
+.PHONY: format format-check
+format:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FORMAT_APT_PACKAGES)"
+	tools/check_format.sh --fix
+
+format-check:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FORMAT_APT_PACKAGES)"
+	tools/check_format.sh
