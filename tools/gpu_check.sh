@@ -119,6 +119,11 @@ for step in $STEPS; do
         /^=========/ { if (block != "") block = block "\n" $0; next }
         END { close_block(); print n + 0 }' "$OUT/$step.log")
       [ "$rc" = 0 ] && [ "$errors" != 0 ] && rc=1
+      # A filter whose tests were renamed away runs nothing and would pass silently.
+      if grep -q "^\[==========\] Running 0 tests" "$OUT/$step.log"; then
+        echo "$step: no test matched --gtest_filter=$tool_filter" >>"$OUT/$step.log"
+        rc=1
+      fi
       status "$step" "$rc" "$OUT/$step.log"
       echo "$step: $errors report(s) counted (NCCL's own kernel-image probes left out)"
       grep -E "SUMMARY|^\[  (PASSED|FAILED) " "$OUT/$step.log" | tail -3 ;;
