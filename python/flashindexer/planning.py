@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Step planning on the host (flashindexer/planning.h): prefill chunks under memory budgets, each
-chunk's row bounds, the decode layouts, and block tables between page sizes. Lengths are any 1-D integer array-likes (NumPy,
-lists); results are NumPy arrays and plain tuples. Nothing here touches a device.
+"""Step planning (flashindexer/planning.h): prefill chunks under memory budgets, each chunk's row
+bounds, the decode layouts, and block tables between page sizes, on the host: lengths are any
+1-D integer array-likes (NumPy, lists); results are NumPy arrays and plain tuples. The decode
+lengths also come as tensor ops (``decode_flat_lens_tensors``, ``decode_native_lens_tensors``)
+over any tensor, CPU or CUDA, where a CUDA call reads its lengths on the device and can be
+captured in a CUDA graph.
 
 Key lengths are compressed (``seq_len // R``); sequence lengths are uncompressed and include
 this step's tokens. A query at absolute position p sees ``(p + 1) // R`` compressed keys.
@@ -14,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _C
+from ._tensors import empty, raw, shape, stream_handle
 
 
 class PrefillChunk(NamedTuple):
@@ -135,4 +139,47 @@ def reslice_block_table(block_table, allocation_page_size, kernel_page_size, key
     out = np.empty((table.shape[0], cols), np.int32)
     lens = np.empty(0, np.int64) if key_lens is None else _lengths(key_lens)
     _C.reslice_block_table(out, table, int(allocation_page_size), int(kernel_page_size), lens)
+    return out
+
+
+def decode_flat_lens_tensors(seq_lens, query_lens, next_n, compress_ratio=1, *, rows=None,
+                             row_lens=None, row_to_request=None, with_requests=True,
+                             dcp_ranks=1, dcp_interleave=1, dcp_rank=0, stream=None):
+    """``decode_flat_lens`` as a tensor op: seq_lens and query_lens are int32 / int64 [requests]
+    tensors (CPU or CUDA), the outputs int32 [rows] tensors beside them (allocated unless given;
+    ``rows`` defaults to requests * next_n, every token of a full batch). On CUDA tensors one
+    kernel on the stream builds them from the lengths the device holds: no host read, graph-
+    capturable; lengths no host check saw are clamped (planning.h) instead of raising. On CPU
+    tensors the lengths are checked like ``decode_flat_lens``.
+    Returns (row_lens, row_to_request), the second None when ``with_requests`` is false; with
+    no rows there is nothing to write and nothing is checked.
+    """
+    if row_lens is None:
+        count = shape(seq_lens, "decode_flat_lens: seq_lens")[0] * int(next_n)
+        row_lens = empty(seq_lens, (count if rows is None else int(rows),), "i32")
+    if row_to_request is None and with_requests:
+        row_to_request = empty(seq_lens, (shape(row_lens, "decode_flat_lens: row_lens")[0],),
+                               "i32")
+    if shape(row_lens, "decode_flat_lens: row_lens")[0] == 0:
+        return row_lens, (row_to_request if with_requests else None)  # no row to write
+    _C.decode_flat_lens_tensor(raw(row_lens), raw(row_to_request) if with_requests else None,
+                               raw(seq_lens), raw(query_lens), int(next_n), int(compress_ratio),
+                               int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
+                               stream_handle(stream, [seq_lens]))
+    return row_lens, (row_to_request if with_requests else None)
+
+
+def decode_native_lens_tensors(seq_lens, next_n, compress_ratio=1, *, out=None, dcp_ranks=1,
+                               dcp_interleave=1, dcp_rank=0, stream=None):
+    """``decode_native_lens`` as a tensor op: seq_lens an int32 / int64 [requests] tensor (CPU or
+    CUDA), out int32 [requests, next_n] beside it (allocated unless given). CUDA: one kernel on
+    the stream, no host read, graph-capturable. Returns out."""
+    if out is None:
+        out = empty(seq_lens, (shape(seq_lens, "decode_native_lens: seq_lens")[0], int(next_n)),
+                    "i32")
+    if 0 in shape(out, "decode_native_lens: out"):
+        return out  # no request: nothing to write (an empty array may not carry unit strides)
+    _C.decode_native_lens_tensor(raw(out), raw(seq_lens), int(next_n), int(compress_ratio),
+                                 int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
+                                 stream_handle(stream, [seq_lens]))
     return out

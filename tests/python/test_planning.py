@@ -184,3 +184,61 @@ def test_reslice_block_table_rejects_bad_input():
         fi.reslice_block_table([[3]], 64, 32, key_lens=[65])
     np.testing.assert_array_equal(fi.reslice_block_table([[3, -1]], 64, 32, key_lens=[40]),
                                   [[6, 7, -1, -1]])
+
+
+def _decode_batch(rng, requests, next_n):
+    d = rng.integers(1, next_n + 1, requests)
+    L = rng.integers(d, 5000)
+    return L, d
+
+
+def test_decode_length_tensor_ops_equal_the_host_planner_on_cpu(rng):
+    for _ in range(100):
+        next_n = int(rng.integers(1, 5))
+        L, d = _decode_batch(rng, int(rng.integers(0, 30)), next_n)
+        R = int(rng.choice([1, 4]))
+        ranks = int(rng.choice([1, 2, 3]))
+        dcp = dict(dcp_ranks=ranks, dcp_interleave=int(rng.integers(1, 3)),
+                   dcp_rank=int(rng.integers(0, ranks)))
+        dtype = rng.choice([np.int32, np.int64])
+        rows = int(d.sum()) + int(rng.integers(0, 4))
+        want_lens, want_requests = fi.decode_flat_lens(L, d, next_n, R, rows=rows, **dcp)
+        lens, requests = fi.planning.decode_flat_lens_tensors(L.astype(dtype), d.astype(dtype),
+                                                              next_n, R, rows=rows, **dcp)
+        np.testing.assert_array_equal(lens, want_lens)
+        np.testing.assert_array_equal(requests, want_requests)
+        native = fi.planning.decode_native_lens_tensors(L.astype(dtype), next_n, R, **dcp)
+        np.testing.assert_array_equal(native, fi.decode_native_lens(L, next_n, R, **dcp))
+
+
+def test_decode_length_tensor_ops_check_cpu_lengths():
+    with pytest.raises(ValueError, match="query_lens entry 0"):
+        fi.planning.decode_flat_lens_tensors(np.array([5], np.int32), np.array([3], np.int32), 2)
+    with pytest.raises(TypeError, match="row_lens"):
+        fi.planning.decode_flat_lens_tensors(np.array([5], np.int32), np.array([1], np.int32), 1,
+                                             row_lens=np.zeros(1, np.int64))
+
+
+def test_decode_length_tensor_ops_on_cuda_replay_in_a_graph(cuda_torch, rng):
+    torch = cuda_torch
+    next_n, R = 2, 4
+    L, d = _decode_batch(rng, 600, next_n)
+    seq = torch.tensor(L, dtype=torch.int32, device="cuda")
+    query = torch.tensor(d, dtype=torch.int32, device="cuda")
+    lens, requests = fi.planning.decode_flat_lens_tensors(seq, query, next_n, R)
+    native = fi.planning.decode_native_lens_tensors(seq, next_n, R)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fi.planning.decode_flat_lens_tensors(seq, query, next_n, R, row_lens=lens,
+                                             row_to_request=requests)
+        fi.planning.decode_native_lens_tensors(seq, next_n, R, out=native)
+    for _ in range(3):  # the next steps: new lengths written on the device, then a replay
+        L, d = L + d, rng.integers(1, next_n + 1, len(L))
+        seq.copy_(torch.tensor(L, dtype=torch.int32))
+        query.copy_(torch.tensor(d, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want_lens, want_requests = fi.decode_flat_lens(L, d, next_n, R, rows=len(L) * next_n)
+        np.testing.assert_array_equal(lens.cpu().numpy(), want_lens)
+        np.testing.assert_array_equal(requests.cpu().numpy(), want_requests)
+        np.testing.assert_array_equal(native.cpu().numpy(), fi.decode_native_lens(L, next_n, R))
