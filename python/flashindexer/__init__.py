@@ -30,6 +30,7 @@ from .planning import (
     decode_row_ranges,
     plan_prefill_chunks,
     prefill_row_bounds,
+    reslice_block_table,
 )
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
 from .ops import (
@@ -77,4 +78,5 @@ __all__ += [
 __all__ += [
     "PrefillChunk", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
     "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
+    "reslice_block_table",
 ]

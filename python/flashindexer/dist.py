@@ -13,6 +13,12 @@ Tensor-parallel (TP) prefill row sharding: ``tp_row_shard_plan`` splits the pref
 contiguous windows of balanced cost, ``tp_row_shard_narrow`` gives one rank's part of a prefill
 chunk; the engine then all-gathers the finished int32 rows (a concatenation).
 
+The NCCL transport (C++ ``flashindexer/nccl.h``), where this build has it and libnccl.so.2 loads
+(``has_nccl()``): ``NcclCommunicator`` wraps an engine's ``ncclComm_t`` or creates one from
+``nccl_unique_id()``; ``dcp_topk_allgather`` runs pack, all-gather and merge in one call on CUDA
+tensors, ``tp_allgather_rows`` shares every TP rank's finished rows. Without NCCL they raise
+NotImplementedError.
+
 Tensors follow the conventions of ``flashindexer.ops`` (any DLPack tensor, CPU or CUDA; outputs
 allocated beside the inputs unless ``out=`` is given; ``stream``; ``cpu_threads``).
 """
@@ -142,10 +148,63 @@ def tp_row_shard_narrow(sizes, rank, first_prefill_row, chunk_row_start, chunk_k
 
 def has_nccl():
     """True when this build has the NCCL transport (C++ ``flashindexer/nccl.h``) and
-    libnccl.so.2 can be loaded. The Python package binds the transport-free functions only."""
+    libnccl.so.2 can be loaded."""
     return bool(_C.has_nccl())
 
 
 def nccl_version():
     """The loaded NCCL's version code (e.g. 22809 for 2.28.9), or 0 without NCCL."""
     return int(_C.nccl_version())
+
+
+# ``NcclCommunicator.wrap(nccl_comm)`` wraps an engine's ``ncclComm_t`` (an integer address; never
+# destroyed here); ``NcclCommunicator.create(unique_id, rank, world_size)`` creates one on the
+# current CUDA device (collective; destroyed with the object). Properties: rank, size, owned,
+# empty, handle.
+NcclCommunicator = _C.NcclCommunicator
+
+
+def nccl_unique_id():
+    """A new NCCL unique id (128 bytes) for ``NcclCommunicator.create``: make it on one rank and
+    send it to the others out of band (e.g. ``torch.distributed.broadcast_object_list``)."""
+    return bytes(_C.nccl_unique_id())
+
+
+def dcp_topk_allgather_workspace_size(rows, k, ranks):
+    """Bytes of CUDA workspace dcp_topk_allgather needs (the gathered candidates)."""
+    return int(_C.dcp_topk_allgather_workspace_size(rows, k, ranks))
+
+
+def dcp_topk_allgather(logits, local_topk, k, comm, *, interleave=1, row_starts=None, out=None,
+                       workspace=None, stream=None):
+    """The global top-k of every row, identical on every DCP rank, in one call: packs this rank's
+    candidates, all-gathers them over ``comm`` and merges them, on the CUDA stream.
+
+    logits: [rows, width] float32 or bfloat16, CUDA: this rank's local logits.
+    local_topk: [rows, >= k] int32, CUDA: this rank's ``topk_per_row`` over its shard.
+    comm: an ``NcclCommunicator`` of the DCP group (its size is the number of ranks, its rank
+    this rank's); interleave: the KV interleave I. row_starts: [rows] int32 local ks (prefill) or
+    None (decode). workspace: dcp_topk_allgather_workspace_size(rows, k, comm.size) bytes on the
+    device (allocated beside logits when None). out may be local_topk itself.
+    Returns out [rows, k] int32: global ids relative to the un-sharded row start, best first, -1
+    padded. A collective: every rank calls it with the same rows and k.
+    """
+    rows = shape(logits, "dcp_topk_allgather: logits")[0]
+    if out is None:
+        out = empty(logits, (rows, k), "i32")
+    if workspace is None:
+        workspace = empty(logits, (dcp_topk_allgather_workspace_size(rows, k, comm.size),), "u8")
+    _C.dcp_topk_allgather(raw(out), raw(logits), raw(local_topk), raw(row_starts), k, interleave,
+                          comm, stream_handle(stream, [logits]), workspace)
+    return out
+
+
+def tp_allgather_rows(buffer, sizes, first_row, comm, *, stream=None):
+    """Every TP rank's finished rows on every rank: rank j owns the rows [first_row +
+    sum(sizes[:j]), + sizes[j]) of ``buffer`` (int32 [rows, width], CUDA) and has written them;
+    one grouped NCCL call copies each window to all other ranks. sizes: int32 [comm.size] on the
+    CPU (a ``tp_row_shard_plan`` result). Rows outside the shared windows are not touched.
+    A collective: every rank calls it with the same sizes and first_row. Returns buffer."""
+    _C.tp_allgather_rows(raw(buffer), raw(sizes), int(first_row), comm,
+                         stream_handle(stream, [buffer]))
+    return buffer

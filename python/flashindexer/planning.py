@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Step planning on the host (flashindexer/planning.h): prefill chunks under memory budgets, each
-chunk's row bounds, and the decode layouts. Lengths are any 1-D integer array-likes (NumPy,
-lists); results are NumPy arrays and plain tuples. Nothing here touches a device.
+"""Step planning (flashindexer/planning.h): prefill chunks under memory budgets, each chunk's row
+bounds, the decode layouts, and block tables between page sizes, on the host: lengths are any
+1-D integer array-likes (NumPy, lists); results are NumPy arrays and plain tuples. The decode
+lengths also come as tensor ops (``decode_flat_lens_tensors``, ``decode_native_lens_tensors``)
+over any tensor, CPU or CUDA, where a CUDA call reads its lengths on the device and can be
+captured in a CUDA graph.
 
 Key lengths are compressed (``seq_len // R``); sequence lengths are uncompressed and include
 this step's tokens. A query at absolute position p sees ``(p + 1) // R`` compressed keys.
@@ -14,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _C
+from ._tensors import empty, raw, shape, stream_handle
 
 
 class PrefillChunk(NamedTuple):
@@ -113,3 +117,69 @@ def decode_row_ranges(rows, width, budget_bytes):
     bf16 logits [range rows, width] fit budget_bytes (0 = no budget: one range)."""
     bounds = _C.decode_row_ranges(int(rows), int(width), int(budget_bytes))
     return list(zip(bounds[0::2], bounds[1::2]))
+
+
+def reslice_block_table(block_table, allocation_page_size, kernel_page_size, key_lens=None):
+    """The block table in kernel pages, when one page size is a whole multiple f of the other.
+
+    block_table: [rows, cols] integer page ids of the allocation pages. Splitting (allocation
+    page = f x kernel page): kernel column j is ``block_table[:, j // f] * f + j % f``. Merging
+    (kernel page = f x allocation page, vLLM's ``block_table[:, ::f] // f``): every run of f pages
+    that holds keys must be f consecutive ids from a multiple of f (ValueError otherwise). The
+    slot ids of the allocation pages stay valid in the kernel pages.
+    key_lens: [rows] keys per row, or None (every column holds keys); the kernel pages past a
+    row's keys are -1 and the allocation pages past them are not read.
+    Returns int32 [rows, cols * f] (splitting) or [rows, ceil(cols / f)] (merging).
+    """
+    table = np.ascontiguousarray(np.asarray(block_table), dtype=np.int32)
+    if table.ndim != 2:
+        raise ValueError(f"reslice_block_table: block_table has rank {table.ndim}, expected 2")
+    cols = _C.resliced_block_table_cols(table.shape[1], int(allocation_page_size),
+                                        int(kernel_page_size))
+    out = np.empty((table.shape[0], cols), np.int32)
+    lens = np.empty(0, np.int64) if key_lens is None else _lengths(key_lens)
+    _C.reslice_block_table(out, table, int(allocation_page_size), int(kernel_page_size), lens)
+    return out
+
+
+def decode_flat_lens_tensors(seq_lens, query_lens, next_n, compress_ratio=1, *, rows=None,
+                             row_lens=None, row_to_request=None, with_requests=True,
+                             dcp_ranks=1, dcp_interleave=1, dcp_rank=0, stream=None):
+    """``decode_flat_lens`` as a tensor op: seq_lens and query_lens are int32 / int64 [requests]
+    tensors (CPU or CUDA), the outputs int32 [rows] tensors beside them (allocated unless given;
+    ``rows`` defaults to requests * next_n, every token of a full batch). On CUDA tensors one
+    kernel on the stream builds them from the lengths the device holds: no host read, graph-
+    capturable; lengths no host check saw are clamped (planning.h) instead of raising. On CPU
+    tensors the lengths are checked like ``decode_flat_lens``.
+    Returns (row_lens, row_to_request), the second None when ``with_requests`` is false; with
+    no rows there is nothing to write and nothing is checked.
+    """
+    if row_lens is None:
+        count = shape(seq_lens, "decode_flat_lens: seq_lens")[0] * int(next_n)
+        row_lens = empty(seq_lens, (count if rows is None else int(rows),), "i32")
+    if row_to_request is None and with_requests:
+        row_to_request = empty(seq_lens, (shape(row_lens, "decode_flat_lens: row_lens")[0],),
+                               "i32")
+    if shape(row_lens, "decode_flat_lens: row_lens")[0] == 0:
+        return row_lens, (row_to_request if with_requests else None)  # no row to write
+    _C.decode_flat_lens_tensor(raw(row_lens), raw(row_to_request) if with_requests else None,
+                               raw(seq_lens), raw(query_lens), int(next_n), int(compress_ratio),
+                               int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
+                               stream_handle(stream, [seq_lens]))
+    return row_lens, (row_to_request if with_requests else None)
+
+
+def decode_native_lens_tensors(seq_lens, next_n, compress_ratio=1, *, out=None, dcp_ranks=1,
+                               dcp_interleave=1, dcp_rank=0, stream=None):
+    """``decode_native_lens`` as a tensor op: seq_lens an int32 / int64 [requests] tensor (CPU or
+    CUDA), out int32 [requests, next_n] beside it (allocated unless given). CUDA: one kernel on
+    the stream, no host read, graph-capturable. Returns out."""
+    if out is None:
+        out = empty(seq_lens, (shape(seq_lens, "decode_native_lens: seq_lens")[0], int(next_n)),
+                    "i32")
+    if 0 in shape(out, "decode_native_lens: out"):
+        return out  # no request: nothing to write (an empty array may not carry unit strides)
+    _C.decode_native_lens_tensor(raw(out), raw(seq_lens), int(next_n), int(compress_ratio),
+                                 int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
+                                 stream_handle(stream, [seq_lens]))
+    return out

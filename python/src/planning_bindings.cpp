@@ -2,7 +2,8 @@
 // flashindexer._C: step planning (flashindexer/planning.h) over NumPy arrays on the host.
 // Lengths come in as C-contiguous int64 arrays and results go into int32 / int64 arrays the
 // Python package allocates (flashindexer/planning.py converts and shapes them); nothing here
-// allocates but the chunk list, which comes back as an int64 [chunks, 8] array.
+// allocates but the chunk list, which comes back as an int64 [chunks, 8] array. The decode
+// lengths also come as tensor ops over any DLPack tensor (CPU or CUDA, graph-capturable there).
 #include "planning_bindings.h"
 
 #include <nanobind/ndarray.h>
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "flashindexer/planning.h"
@@ -23,6 +25,8 @@ namespace nb = nanobind;
 using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int32Out = nb::ndarray<int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int64Out = nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Table = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using TableOut = nb::ndarray<int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 std::span<const int64_t> view(const Lengths& lengths) { return {lengths.data(), lengths.shape(0)}; }
 std::span<int32_t> view(Int32Out& out) { return {out.data(), out.shape(0)}; }
@@ -111,6 +115,58 @@ std::vector<int64_t> decode_row_ranges_binding(int64_t rows, int64_t width, int6
   return bounds;
 }
 
+int64_t resliced_block_table_cols_binding(int64_t cols, int allocation_page_size,
+                                          int kernel_page_size) {
+  const int64_t kernel_cols =
+      resliced_block_table_cols(cols, allocation_page_size, kernel_page_size);
+  if (kernel_cols < 0) {
+    raise(PyExc_ValueError,
+          "reslice_block_table: allocation_page_size=" + std::to_string(allocation_page_size) +
+              " and kernel_page_size=" + std::to_string(kernel_page_size) +
+              ": expected positive sizes, one a whole multiple of the other");
+  }
+  return kernel_cols;
+}
+
+void reslice_block_table_binding(TableOut kernel_table, Table block_table, int allocation_page_size,
+                                 int kernel_page_size, Lengths key_lens) {
+  const int64_t rows = static_cast<int64_t>(block_table.shape(0));
+  const int64_t cols = static_cast<int64_t>(block_table.shape(1));
+  raise_if_error(reslice_block_table({kernel_table.data(), kernel_table.size()},
+                                     {block_table.data(), block_table.size()}, rows, cols,
+                                     allocation_page_size, kernel_page_size, view(key_lens)));
+}
+
+void decode_flat_lens_tensor_binding(nb::handle row_lens, nb::handle row_to_request,
+                                     nb::handle seq_lens, nb::handle query_lens, int next_n,
+                                     int compress_ratio, int dcp_ranks, int dcp_interleave,
+                                     int dcp_rank, uintptr_t stream) {
+  ArgumentList args("decode_flat_lens");
+  const TensorView seq_view = args.input("seq_lens", seq_lens);
+  const TensorView query_view = args.input("query_lens", query_lens);
+  const TensorView lens_view = args.output("row_lens", row_lens);
+  const TensorView requests_view = args.output("row_to_request", row_to_request);
+  const RunOptions options = args.options(stream, nb::none(), 0);
+  const RowBoundsOptions bounds =
+      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank);
+  args.run([&] {
+    return decode_flat_lens(lens_view, requests_view, seq_view, query_view, next_n, bounds,
+                            options);
+  });
+}
+
+void decode_native_lens_tensor_binding(nb::handle lens, nb::handle seq_lens, int next_n,
+                                       int compress_ratio, int dcp_ranks, int dcp_interleave,
+                                       int dcp_rank, uintptr_t stream) {
+  ArgumentList args("decode_native_lens");
+  const TensorView seq_view = args.input("seq_lens", seq_lens);
+  const TensorView lens_view = args.output("lens", lens);
+  const RunOptions options = args.options(stream, nb::none(), 0);
+  const RowBoundsOptions bounds =
+      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank);
+  args.run([&] { return decode_native_lens(lens_view, seq_view, next_n, bounds, options); });
+}
+
 }  // namespace
 
 void register_planning(nb::module_& m) {
@@ -123,6 +179,16 @@ void register_planning(nb::module_& m) {
   m.def("decode_native_lens", &decode_native_lens_binding);
   m.def("decode_pack_map", &decode_pack_map_binding);
   m.def("decode_row_ranges", &decode_row_ranges_binding);
+  m.def("resliced_block_table_cols", &resliced_block_table_cols_binding);
+  m.def("reslice_block_table", &reslice_block_table_binding);
+  const auto any = [](const char* name) { return nb::arg(name).none(); };
+  m.def("decode_flat_lens_tensor", &decode_flat_lens_tensor_binding, any("row_lens"),
+        any("row_to_request"), any("seq_lens"), any("query_lens"), nb::arg("next_n"),
+        nb::arg("compress_ratio"), nb::arg("dcp_ranks"), nb::arg("dcp_interleave"),
+        nb::arg("dcp_rank"), nb::arg("stream"));
+  m.def("decode_native_lens_tensor", &decode_native_lens_tensor_binding, any("lens"),
+        any("seq_lens"), nb::arg("next_n"), nb::arg("compress_ratio"), nb::arg("dcp_ranks"),
+        nb::arg("dcp_interleave"), nb::arg("dcp_rank"), nb::arg("stream"));
 }
 
 }  // namespace flashindexer::python

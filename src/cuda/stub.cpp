@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend of a build without CUDA: every entry of cuda_ops.h, dcp/dcp.h and
-// device_query.h, answering as the library does for CUDA tensors it cannot run (kUnsupported,
-// the op named) or for a machine without a device. Compiled only when CUDA is off, so src/api
-// calls its cuda:: entries the same way in every build.
+// The CUDA backend of a build without CUDA: every entry of cuda_ops.h, dcp/dcp.h,
+// planning/planning.h and device_query.h, answering as the library does for CUDA tensors it
+// cannot run (kUnsupported, the op named) or for a machine without a device. Compiled only when
+// CUDA is off, so src/api calls its cuda:: entries the same way in every build.
 #include "core/checks.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/dcp/dcp.h"
 #include "cuda/device_query.h"
+#include "cuda/planning/planning.h"
 
 namespace flashindexer::cuda {
 
@@ -56,6 +57,15 @@ Status dcp_pack_candidates(const TensorView&, const TensorView&, const TensorVie
 }
 Status dcp_merge_topk(const TensorView&, const TensorView&, int, int, bool, void*) {
   return not_on_cuda("dcp_merge_topk");
+}
+
+Status decode_flat_lens(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                        int, const planning::DecodeRule&, void*) {
+  return not_on_cuda("decode_flat_lens");
+}
+Status decode_native_lens(const TensorView&, const TensorView&, int, const planning::DecodeRule&,
+                          void*) {
+  return not_on_cuda("decode_native_lens");
 }
 
 }  // namespace flashindexer::cuda

@@ -2,6 +2,7 @@
 // Decode metadata and decode row chunking (flashindexer/planning.h).
 #include <algorithm>
 
+#include "planning/decode_rule.h"
 #include "planning/planning.h"
 
 namespace flashindexer::planning {
@@ -9,13 +10,13 @@ namespace flashindexer::planning {
 void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_request,
                       std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
                       const RowBoundsOptions& options) {
+  const DecodeRule rule = decode_rule(options);
   const int64_t requests = static_cast<int64_t>(seq_lens.size());
   int64_t row = 0;
   for (int64_t b = 0; b < requests; ++b) {
     const int64_t past = seq_lens[b] - query_lens[b];
     for (int64_t i = 0; i < query_lens[b]; ++i, ++row) {
-      row_lens[row] =
-          static_cast<int32_t>(local_len((past + i + 1) / options.compress_ratio, options));
+      row_lens[row] = decode_token_keys(past + i + 1, rule);
       if (!row_to_request.empty()) row_to_request[row] = static_cast<int32_t>(b);
     }
   }
@@ -27,11 +28,10 @@ void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_req
 
 void decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_lens, int next_n,
                         const RowBoundsOptions& options) {
+  const DecodeRule rule = decode_rule(options);
   for (size_t b = 0; b < seq_lens.size(); ++b) {
     for (int j = 0; j < next_n; ++j) {
-      const int64_t visible = std::max<int64_t>(0, seq_lens[b] - next_n + j + 1);
-      lens[b * next_n + j] =
-          static_cast<int32_t>(local_len(visible / options.compress_ratio, options));
+      lens[b * next_n + j] = native_token_keys(seq_lens[b], next_n, j, rule);
     }
   }
 }

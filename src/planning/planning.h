@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flashindexer/planning.h"
+#include "planning/decode_rule.h"
 
 namespace flashindexer::planning {
 
@@ -20,6 +21,10 @@ inline int64_t visible_keys(int64_t position, int compress_ratio) {
 // A length localized to one DCP rank (identity when ranks == 1).
 inline int64_t local_len(int64_t length, const RowBoundsOptions& options) {
   return options.dcp.ranks == 1 ? length : dcp_local_len(length, options.dcp_rank, options.dcp);
+}
+
+inline DecodeRule decode_rule(const RowBoundsOptions& options) {
+  return {options.compress_ratio, options.dcp.ranks, options.dcp.interleave, options.dcp_rank};
 }
 
 void prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> key_lens,
@@ -56,5 +61,28 @@ inline int64_t decode_range_limit(int64_t width, int64_t budget_bytes) {
 inline bool decode_fits_one_range(int64_t rows, int64_t width, int64_t budget_bytes) {
   return rows == 0 || budget_bytes == 0 || width == 0 || rows <= budget_bytes / (2 * width);
 }
+
+// The kernel table's columns (see resliced_block_table_cols), for page sizes already known to be
+// positive multiples of one another.
+inline int64_t resliced_cols(int64_t cols, int allocation_page_size, int kernel_page_size) {
+  if (allocation_page_size >= kernel_page_size) {
+    return cols * (allocation_page_size / kernel_page_size);
+  }
+  const int64_t factor = kernel_page_size / allocation_page_size;
+  return (cols + factor - 1) / factor;
+}
+
+// The kernel pages of `row` that hold keys: all `kernel_cols` without key_lens, else
+// ceil(key_lens[row] / kernel_page_size).
+inline int64_t used_kernel_pages(std::span<const int64_t> key_lens, int64_t row,
+                                 int64_t kernel_cols, int kernel_page_size) {
+  if (key_lens.empty()) return kernel_cols;
+  return (key_lens[row] + kernel_page_size - 1) / kernel_page_size;
+}
+
+// Assumes the checks of src/api/block_table.cpp passed.
+void reslice_block_table(std::span<int32_t> kernel_table, std::span<const int32_t> block_table,
+                         int64_t rows, int64_t cols, int allocation_page_size, int kernel_page_size,
+                         std::span<const int64_t> key_lens);
 
 }  // namespace flashindexer::planning

@@ -195,3 +195,62 @@ def test_row_shard_narrow_gives_each_chunk_row_to_one_rank():
 def test_nccl_query_is_consistent():
     assert isinstance(fi.has_nccl(), bool)
     assert (dist.nccl_version() > 0) == fi.has_nccl()
+
+
+def test_nccl_entries_refuse_cleanly_without_nccl():
+    if fi.has_nccl():
+        pytest.skip(f"NCCL {dist.nccl_version()} is available")
+    with pytest.raises(NotImplementedError, match="NCCL"):
+        dist.nccl_unique_id()
+    with pytest.raises(NotImplementedError, match="NCCL"):
+        dist.NcclCommunicator.create(bytes(128), 0, 1)
+    comm = dist.NcclCommunicator()
+    assert comm.empty and comm.size == 0
+    buffer = np.zeros((2, 4), np.int32)
+    with pytest.raises(NotImplementedError, match="tp_allgather_rows"):
+        dist.tp_allgather_rows(buffer, np.array([1, 1], np.int32), 0, comm)
+    logits = np.zeros((2, 10), np.float32)
+    topk = np.zeros((2, 4), np.int32)
+    with pytest.raises(NotImplementedError, match="dcp_topk_allgather"):
+        dist.dcp_topk_allgather(logits, topk, 4, comm, workspace=np.zeros(64, np.uint8))
+
+
+def test_nccl_arguments_are_checked():
+    if not fi.has_nccl():
+        pytest.skip("built without NCCL or libnccl.so.2 not loadable")
+    with pytest.raises(ValueError, match="unique_id has 3 bytes"):
+        dist.NcclCommunicator.create(b"abc", 0, 1)
+    with pytest.raises(ValueError, match="nccl_comm"):
+        dist.NcclCommunicator.wrap(0)
+    comm = dist.NcclCommunicator()
+    with pytest.raises(ValueError, match="comm is empty"):
+        dist.tp_allgather_rows(np.zeros((2, 4), np.int32), np.array([1, 1], np.int32), 0, comm)
+
+
+@pytest.fixture
+def one_rank(cuda_torch):
+    if not fi.has_nccl():
+        pytest.skip("built without NCCL or libnccl.so.2 not loadable")
+    return dist.NcclCommunicator.create(dist.nccl_unique_id(), 0, 1)
+
+
+def test_one_rank_dcp_topk_allgather_is_the_local_topk(one_rank, cuda_torch, rng):
+    torch = cuda_torch
+    assert (one_rank.rank, one_rank.size, one_rank.owned) == (0, 1, True)
+    for k in (1, 512, 2048):
+        rows, width = 5, 3000
+        logits = torch.from_numpy(_special_logits(rng, rows * width).reshape(rows, width)).cuda()
+        lens = torch.tensor([0, 1, k - 1, width, width // 2], dtype=torch.int32, device="cuda")
+        local = fi.topk_per_row(logits, k, lengths=lens, sorted=True)
+        got = dist.dcp_topk_allgather(logits, local, k, one_rank)
+        torch.cuda.synchronize()
+        assert torch.equal(got, local), f"k={k}"
+
+
+def test_one_rank_tp_allgather_rows_keeps_the_buffer(one_rank, cuda_torch):
+    torch = cuda_torch
+    buffer = torch.arange(24, dtype=torch.int32, device="cuda").reshape(6, 4)
+    before = buffer.clone()
+    dist.tp_allgather_rows(buffer, np.array([3], np.int32), 2, one_rank)
+    torch.cuda.synchronize()
+    assert torch.equal(buffer, before)

@@ -140,3 +140,105 @@ def test_decode_row_ranges():
         fi.decode_row_ranges(10, 10, -1)
     with pytest.raises(ValueError, match="at least 16 bf16 rows"):
         fi.decode_row_ranges(100, 10, 319)
+
+
+def _random_table(rng, rows, cols, run):
+    """Distinct page ids in aligned runs of `run` consecutive ids."""
+    groups = rng.permutation(rows * -(-cols // run) + 3)
+    ids = (groups[:, None] * run + np.arange(run)).reshape(-1)
+    return ids[:rows * -(-cols // run) * run].reshape(rows, -1)[:, :cols].astype(np.int32)
+
+
+def test_reslice_block_table_splits_and_merges_like_the_formulas(rng):
+    for _ in range(200):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 12))
+        f = int(rng.choice([1, 2, 4]))
+        # Splitting: allocation pages of 4 x 64 keys, kernel pages of 64.
+        table = _random_table(rng, rows, cols, 1)
+        split = fi.reslice_block_table(table, 64 * f, 64)
+        j = np.arange(cols * f)
+        np.testing.assert_array_equal(split, table[:, j // f] * f + j % f)
+        # Merging: vLLM's block_table[:, ::f] // f.
+        runs = _random_table(rng, rows, cols, f)
+        np.testing.assert_array_equal(fi.reslice_block_table(runs, 16, 16 * f),
+                                      runs[:, ::f] // f)
+        # Every key lands in the same slot through either table.
+        key_lens = rng.integers(0, cols * 16 + 1, rows)
+        merged = fi.reslice_block_table(runs, 16, 16 * f, key_lens=key_lens)
+        for r in range(rows):
+            s = np.arange(key_lens[r])
+            np.testing.assert_array_equal(merged[r, s // (16 * f)] * 16 * f + s % (16 * f),
+                                          runs[r, s // 16] * 16 + s % 16)
+            used = -(-int(key_lens[r]) // (16 * f))
+            assert (merged[r, used:] == -1).all()
+
+
+def test_reslice_block_table_rejects_bad_input():
+    with pytest.raises(ValueError, match="kernel_page_size=40"):
+        fi.reslice_block_table([[0, 1]], 64, 40)
+    with pytest.raises(ValueError, match=r"block_table\[0, 1\]=7"):
+        fi.reslice_block_table([[4, 7, 6, 5]], 16, 64)  # not one aligned run
+    with pytest.raises(ValueError, match=r"block_table\[0, 0\]=-1"):
+        fi.reslice_block_table([[-1]], 64, 32)
+    with pytest.raises(ValueError, match="key_lens entry 0"):
+        fi.reslice_block_table([[3]], 64, 32, key_lens=[65])
+    np.testing.assert_array_equal(fi.reslice_block_table([[3, -1]], 64, 32, key_lens=[40]),
+                                  [[6, 7, -1, -1]])
+
+
+def _decode_batch(rng, requests, next_n):
+    d = rng.integers(1, next_n + 1, requests)
+    L = rng.integers(d, 5000)
+    return L, d
+
+
+def test_decode_length_tensor_ops_equal_the_host_planner_on_cpu(rng):
+    for _ in range(100):
+        next_n = int(rng.integers(1, 5))
+        L, d = _decode_batch(rng, int(rng.integers(0, 30)), next_n)
+        R = int(rng.choice([1, 4]))
+        ranks = int(rng.choice([1, 2, 3]))
+        dcp = dict(dcp_ranks=ranks, dcp_interleave=int(rng.integers(1, 3)),
+                   dcp_rank=int(rng.integers(0, ranks)))
+        dtype = rng.choice([np.int32, np.int64])
+        rows = int(d.sum()) + int(rng.integers(0, 4))
+        want_lens, want_requests = fi.decode_flat_lens(L, d, next_n, R, rows=rows, **dcp)
+        lens, requests = fi.planning.decode_flat_lens_tensors(L.astype(dtype), d.astype(dtype),
+                                                              next_n, R, rows=rows, **dcp)
+        np.testing.assert_array_equal(lens, want_lens)
+        np.testing.assert_array_equal(requests, want_requests)
+        native = fi.planning.decode_native_lens_tensors(L.astype(dtype), next_n, R, **dcp)
+        np.testing.assert_array_equal(native, fi.decode_native_lens(L, next_n, R, **dcp))
+
+
+def test_decode_length_tensor_ops_check_cpu_lengths():
+    with pytest.raises(ValueError, match="query_lens entry 0"):
+        fi.planning.decode_flat_lens_tensors(np.array([5], np.int32), np.array([3], np.int32), 2)
+    with pytest.raises(TypeError, match="row_lens"):
+        fi.planning.decode_flat_lens_tensors(np.array([5], np.int32), np.array([1], np.int32), 1,
+                                             row_lens=np.zeros(1, np.int64))
+
+
+def test_decode_length_tensor_ops_on_cuda_replay_in_a_graph(cuda_torch, rng):
+    torch = cuda_torch
+    next_n, R = 2, 4
+    L, d = _decode_batch(rng, 600, next_n)
+    seq = torch.tensor(L, dtype=torch.int32, device="cuda")
+    query = torch.tensor(d, dtype=torch.int32, device="cuda")
+    lens, requests = fi.planning.decode_flat_lens_tensors(seq, query, next_n, R)
+    native = fi.planning.decode_native_lens_tensors(seq, next_n, R)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fi.planning.decode_flat_lens_tensors(seq, query, next_n, R, row_lens=lens,
+                                             row_to_request=requests)
+        fi.planning.decode_native_lens_tensors(seq, next_n, R, out=native)
+    for _ in range(3):  # the next steps: new lengths written on the device, then a replay
+        L, d = L + d, rng.integers(1, next_n + 1, len(L))
+        seq.copy_(torch.tensor(L, dtype=torch.int32))
+        query.copy_(torch.tensor(d, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want_lens, want_requests = fi.decode_flat_lens(L, d, next_n, R, rows=len(L) * next_n)
+        np.testing.assert_array_equal(lens.cpu().numpy(), want_lens)
+        np.testing.assert_array_equal(requests.cpu().numpy(), want_requests)
+        np.testing.assert_array_equal(native.cpu().numpy(), fi.decode_native_lens(L, next_n, R))
