@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "flashindexer/rope.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 
@@ -41,10 +42,23 @@ struct PagedKCache {
 
 // Quantizes `keys` (spec §3.2 / §3.3 by the cache format) and writes key i into slot
 // slot_mapping[i]; slots < 0 are skipped. Rows of `keys` beyond slot_mapping's length are
-// ignored (CUDA-graph padding).
+// ignored (CUDA-graph padding). A slot at or past num_pages * page_size is an error on CPU
+// tensors; on CUDA tensors (where reading the mapping would need a host synchronisation) the
+// kernel skips it, so nothing is written out of the cache.
 // keys: [N', D] f32 or bf16 with N' >= N; slot_mapping: [N] i64 or i32.
 Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
                       const TensorView& slot_mapping, const RunOptions& options = {});
+
+struct KeyInsertOptions {
+  // RoPE on each key before its quantization (rope.h), at positions [N'] (row i of keys at
+  // positions[i]; read only for rows with a slot >= 0).
+  RopeOptions rope;
+};
+
+// The same, with the key's RoPE fused in.
+Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
+                      const TensorView& slot_mapping, const KeyInsertOptions& insert,
+                      const RunOptions& options = {});
 
 // Copies each request's keys into the packed prefill workspace (spec §4.6):
 //   for request r and j < cu_seq_lens[r+1] - cu_seq_lens[r]:
