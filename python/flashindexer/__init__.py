@@ -32,6 +32,7 @@ from .planning import (
     prefill_row_bounds,
 )
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
+from .query import Rope, default_query_weight_scale, quantize_query_fp8, quantize_query_mxfp4
 from .ops import (
     QuantizedTensor,
     build_info,
@@ -78,3 +79,4 @@ __all__ += [
     "PrefillChunk", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
     "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
 ]
+__all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]
