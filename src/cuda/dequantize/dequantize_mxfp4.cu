@@ -17,10 +17,14 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kValuesPerThread = 8;
 
+// The E2M1 value of the code's low four bits, built on the float bits (a table indexed by a
+// register would live in local memory): index m >= 2 is (1 + (m & 1) / 2) * 2^((m >> 1) - 1),
+// m = 1 is 0.5, and the sign bit moves to bit 31 (code 8 is -0, as on the CPU).
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
-  constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float magnitude = kMagnitudes[code & 7u];
-  return (code & 8u) ? -magnitude : magnitude;
+  const uint32_t m = code & 7u;
+  const uint32_t magnitude = m >= 2u ? ((126u + (m >> 1)) << 23) | ((m & 1u) << 22)
+                                     : (m == 1u ? 0x3F000000u : 0u);
+  return __uint_as_float(magnitude | (code & 8u) << 28);
 }
 
 __device__ __forceinline__ float ue8m0_value(uint32_t byte) {
@@ -36,8 +40,8 @@ __global__ void __launch_bounds__(kThreads)
   const int chunks_per_row = head_dim / kValuesPerThread;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (item >= rows * chunks_per_row) return;
-  const int64_t row = item / chunks_per_row;
-  const int first = static_cast<int>(item % chunks_per_row) * kValuesPerThread;
+  const int64_t row = quant::divide(item, chunks_per_row);
+  const int first = static_cast<int>(item - row * chunks_per_row) * kValuesPerThread;
   const uint8_t* in = values + value_rows.offset(row) + first / 2;
   const float scale = ue8m0_value(scales[scale_rows.offset(row) + first / kMxfp4BlockSize]);
   uint32_t word;

@@ -7,8 +7,9 @@
 // consecutive chunks of consecutive keys, so a warp reads and writes whole 128-byte lines, and
 // the key's first chunk also copies its scale. Each thread finds its key's request by a binary
 // search of cu_seq_lens (L1-resident), so any mix of request lengths spreads evenly; two items
-// per iteration keep two loads in flight per thread. The grid is sized from the workspace
-// (host shape), its keys from cu_seq_lens[R] read on the device: graph-capturable, no sync.
+// per iteration keep two loads in flight per thread. The grid is one wave of resident blocks (or
+// fewer, from the workspace's host shape); the keys to copy come from cu_seq_lens[R] read on the
+// device: graph-capturable, no sync.
 //
 // Nothing is read or written out of bounds whatever the device-side values: a key whose request
 // offsets are not ordered, whose page index is past the block table's width, or whose page id is
@@ -25,7 +26,6 @@ namespace flashindexer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 8;       // 2048 threads per SM: full occupancy of a copy loop
 constexpr int kItemsPerIteration = 2;  // loads in flight per thread
 
 struct GatherParams {
@@ -80,11 +80,11 @@ __device__ __forceinline__ const uint8_t* source_key(const GatherParams& p, int6
   const int64_t begin = __ldg(p.cu_seq_lens + request);
   if (key >= __ldg(p.cu_seq_lens + request + 1)) return nullptr;
   const int64_t j = key - begin;
-  const int64_t column = j / p.page_size;
+  const int64_t column = quant::divide(j, p.page_size);
   if (column >= p.table_columns) return nullptr;
   const int32_t page = __ldg(p.block_table + request * p.table_row_stride + column);
   if (page < 0 || page >= p.num_pages) return nullptr;
-  *in_page = j % p.page_size;
+  *in_page = j - column * p.page_size;
   return p.cache + page * p.page_stride;
 }
 
@@ -99,44 +99,73 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; first < items;
        first += stride * kItemsPerIteration) {
     T chunk[kItemsPerIteration];
+    uint32_t scale[kItemsPerIteration];
     const uint8_t* page[kItemsPerIteration];
+    int64_t key[kItemsPerIteration];
     int64_t in_page[kItemsPerIteration];
+    int part[kItemsPerIteration];
 #pragma unroll
     for (int u = 0; u < kItemsPerIteration; ++u) {
       const int64_t item = first + u * stride;
       page[u] = nullptr;
       if (item >= items) continue;
-      page[u] = source_key(p, item / chunks_per_key, &in_page[u]);
+      key[u] = quant::divide(item, chunks_per_key);
+      part[u] = static_cast<int>(item - key[u] * chunks_per_key);
+      page[u] = source_key(p, key[u], &in_page[u]);
       if (page[u] == nullptr) continue;
-      const int64_t offset = in_page[u] * p.value_bytes + (item % chunks_per_key) * kChunk;
-      chunk[u] = __ldcs(reinterpret_cast<const T*>(page[u] + offset));
+      chunk[u] = __ldcs(reinterpret_cast<const T*>(page[u] + in_page[u] * p.value_bytes +
+                                                   part[u] * kChunk));
+      if (part[u] == 0) {  // the key's first chunk also carries its scale, loaded here as well
+        const uint8_t* scale_in = page[u] + static_cast<int64_t>(p.page_size) * p.value_bytes +
+                                  in_page[u] * p.scale_bytes;
+        if constexpr (kScaleWord) {
+          scale[u] = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
+        } else {
+          scale[u] = 0;
+          for (int b = 0; b < p.scale_bytes; ++b) scale[u] |= static_cast<uint32_t>(__ldg(scale_in + b)) << (8 * b);
+        }
+      }
     }
 #pragma unroll
     for (int u = 0; u < kItemsPerIteration; ++u) {
       if (page[u] == nullptr) continue;
-      const int64_t item = first + u * stride;
-      const int64_t key = item / chunks_per_key;
-      const int part = static_cast<int>(item % chunks_per_key);
-      *reinterpret_cast<T*>(p.values + key * p.values_row_bytes + part * kChunk) = chunk[u];
-      if (part != 0) continue;
-      const uint8_t* scale_in = page[u] + static_cast<int64_t>(p.page_size) * p.value_bytes +
-                                in_page[u] * p.scale_bytes;
-      uint8_t* scale_out = p.scales + key * p.scales_row_bytes;
+      *reinterpret_cast<T*>(p.values + key[u] * p.values_row_bytes + part[u] * kChunk) = chunk[u];
+      if (part[u] != 0) continue;
+      uint8_t* scale_out = p.scales + key[u] * p.scales_row_bytes;
       if constexpr (kScaleWord) {
-        *reinterpret_cast<uint32_t*>(scale_out) = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
+        *reinterpret_cast<uint32_t*>(scale_out) = scale[u];
       } else {
-        for (int b = 0; b < p.scale_bytes; ++b) scale_out[b] = __ldg(scale_in + b);
+        for (int b = 0; b < p.scale_bytes; ++b) scale_out[b] = static_cast<uint8_t>(scale[u] >> (8 * b));
       }
     }
   }
 }
 
+// The grid: as many blocks as the GPU holds at once (a grid-stride loop with blocks waiting for
+// a second wave would leave the first wave's SMs idle at the end), fewer for a small workspace.
+template <int kChunk, bool kScaleWord>
+void launch_kernel(const GatherParams& p, int64_t wanted_blocks, cudaStream_t stream) {
+  static const int resident_per_sm = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gather_kernel<kChunk, kScaleWord>,
+                                                      kThreads, 0) != cudaSuccess ||
+        blocks <= 0) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    return blocks;
+  }();
+  const int64_t cap = static_cast<int64_t>(resident_per_sm) * multiprocessor_count();
+  const auto blocks = static_cast<unsigned>(wanted_blocks < cap ? wanted_blocks : cap);
+  gather_kernel<kChunk, kScaleWord><<<blocks, kThreads, 0, stream>>>(p);
+}
+
 template <int kChunk>
-void launch(const GatherParams& p, bool scale_word, unsigned blocks, cudaStream_t stream) {
+void launch(const GatherParams& p, bool scale_word, int64_t wanted_blocks, cudaStream_t stream) {
   if (scale_word) {
-    gather_kernel<kChunk, true><<<blocks, kThreads, 0, stream>>>(p);
+    launch_kernel<kChunk, true>(p, wanted_blocks, stream);
   } else {
-    gather_kernel<kChunk, false><<<blocks, kThreads, 0, stream>>>(p);
+    launch_kernel<kChunk, false>(p, wanted_blocks, stream);
   }
 }
 
@@ -176,15 +205,13 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
                           quant::aligned(scales.data, 4) && p.scales_row_bytes % 4 == 0;
   const int64_t items = p.workspace_keys * (p.value_bytes / chunk);
   const int64_t wanted = (items + kThreads - 1) / kThreads;
-  const int64_t cap = static_cast<int64_t>(kBlocksPerSm) * multiprocessor_count();
-  const unsigned blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if (chunk == 16) {
-    launch<16>(p, scale_word, blocks, cuda_stream);
+    launch<16>(p, scale_word, wanted, cuda_stream);
   } else if (chunk == 4) {
-    launch<4>(p, scale_word, blocks, cuda_stream);
+    launch<4>(p, scale_word, wanted, cuda_stream);
   } else {
-    launch<1>(p, scale_word, blocks, cuda_stream);
+    launch<1>(p, scale_word, wanted, cuda_stream);
   }
   return launch_status("gather_k_workspace");
 }

@@ -27,6 +27,13 @@ constexpr int kLaneValues = 8;     // values of a row per lane
 constexpr int kBlockThreads = 256;  // 8 warps: enough loads in flight per SM without a loop
 using Bf16Bits = uint16_t;          // a bf16 element as its bits
 
+// a / b for non-negative a and positive b: in 32 bits when both fit (a 64-bit division is a
+// called subroutine, whose calling convention costs stack and registers in these small kernels).
+__device__ __forceinline__ int64_t divide(int64_t a, int64_t b) {
+  if (((a | b) >> 31) == 0) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  return a / b;
+}
+
 // Flat row r of a [N, D] view (inner = 1) or of a [M, H, D] view (inner = H), as an element
 // offset.
 struct Rows {
@@ -35,7 +42,8 @@ struct Rows {
   int64_t inner_stride = 0;
   __device__ __forceinline__ int64_t offset(int64_t row) const {
     if (inner == 1) return row * outer_stride;
-    return (row / inner) * outer_stride + (row % inner) * inner_stride;
+    const int64_t outer = divide(row, inner);
+    return outer * outer_stride + (row - outer * inner) * inner_stride;
   }
 };
 
@@ -230,15 +238,19 @@ __device__ __forceinline__ float bf16_rounded(float x) {
   return __uint_as_float(codes::bf16_bits(__float_as_uint(x)) << 16);
 }
 
-// Rotates the lane's values of row `token`'s vector in place. Every lane of the group calls it
-// (the NeoX form exchanges halves between lanes four apart).
+// Rotates the lane's values of row `token`'s vector in place. Every lane of the group calls it,
+// for live rows and dead ones alike (the NeoX form exchanges halves between lanes four apart);
+// a dead row's position is not read.
 template <int kLanes>
 __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
-                                           int64_t token, int lane, unsigned mask) {
+                                           int64_t token, bool live, int lane, unsigned mask) {
   if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
   const int64_t at = token * rope.positions_stride;
-  const int64_t position = rope.positions_i64 ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
-                                              : __ldg(static_cast<const int32_t*>(rope.positions) + at);
+  int64_t position = -1;
+  if (live) {
+    position = rope.positions_i64 ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
+                                  : __ldg(static_cast<const int32_t*>(rope.positions) + at);
+  }
   const int local = lane * kLaneValues - rope.first_dim;  // first dim of the lane in the rotation
   const bool rotates = position >= 0 && position < rope.table_rows && local >= 0 && local < kRopeDims;
   constexpr int kPairs = kRopeDims / 2;
