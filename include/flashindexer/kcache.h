@@ -65,6 +65,11 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
 //     ws[cu_seq_lens[r] + j] = cache key at page block_table[r, j / page_size], row j % page_size.
 // values: [Nws, D] e4m3 or [Nws, D/2] e2m1x2 (out); scales: [Nws] f32 or [Nws, D/32] ue8m0 (out);
 // block_table: [R, P] i32; cu_seq_lens: [R + 1] i32, nondecreasing, cu_seq_lens[R] <= Nws.
+// On CPU tensors the offsets and the pages a request needs are checked (an error names them). On
+// CUDA tensors they live on the device and are not read by the host: a workspace key whose offsets
+// are out of order, whose page index is past the table's width or whose page id is outside
+// [0, num_pages) is left unwritten, and so are keys at or past Nws; nothing is read or written out
+// of bounds.
 Status gather_k_workspace(const TensorView& values, const TensorView& scales,
                           const PagedKCache& cache, const TensorView& block_table,
                           const TensorView& cu_seq_lens, const RunOptions& options = {});

@@ -41,8 +41,8 @@ RopeOptions rope_options(ArgumentList& args, const std::string& style, const std
   return rope;
 }
 
-void quantize_query_fp8(nb::handle values, nb::handle weights_out, nb::handle q,
-                        nb::handle weights, float eps, float weight_scale, const std::string& style,
+void quantize_query_fp8(nb::handle values, nb::handle weights_out, nb::handle q, nb::handle weights,
+                        float eps, float weight_scale, const std::string& style,
                         const std::string& dims, nb::handle cos_sin_cache, nb::handle positions,
                         uintptr_t stream, int cpu_threads) {
   ArgumentList args("quantize_query_fp8");
@@ -112,9 +112,9 @@ void register_query(nb::module_& m) {
         any("weights_out"), any("q"), any("weights"), nb::arg("weight_scale") = 0.0f,
         nb::arg("rope_style") = "none", nb::arg("rope_dims") = "",
         any("cos_sin_cache") = nb::none(), any("positions") = nb::none(), stream, threads);
-  m.def("insert_k_cache_rope", &insert_k_cache_rope, any("cache"), any("keys"),
-        any("slot_mapping"), nb::arg("rope_style"), nb::arg("rope_dims"), any("cos_sin_cache"),
-        any("positions"), stream, threads);
+  m.def("insert_k_cache_rope", &insert_k_cache_rope, any("cache"), any("keys"), any("slot_mapping"),
+        nb::arg("rope_style"), nb::arg("rope_dims"), any("cos_sin_cache"), any("positions"), stream,
+        threads);
   m.def("default_query_weight_scale", &default_query_weight_scale, nb::arg("head_dim"),
         nb::arg("heads"));
 }

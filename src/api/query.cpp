@@ -24,8 +24,9 @@ QueryQuantOptions check_query_inputs(ArgCheck& check, const TensorView& weights_
   const int64_t tokens = q.shape[0];
   const int64_t heads = q.shape[1];
   const int64_t head_dim = q.shape[2];
-  check.require(head_dim == 64 || head_dim == 128, "q has head dim D=", head_dim,
-                ", expected 64 or 128")
+  check
+      .require(head_dim == 64 || head_dim == 128, "q has head dim D=", head_dim,
+               ", expected 64 or 128")
       .dim("weights", weights, 0, tokens)
       .dim("weights", weights, 1, heads)
       .dim("weights_out", weights_out, 0, tokens)
@@ -38,8 +39,8 @@ QueryQuantOptions check_query_inputs(ArgCheck& check, const TensorView& weights_
   if (!check.ok()) return quant;
   QueryQuantOptions resolved = quant;
   if (resolved.weight_scale == 0.0f) {
-    resolved.weight_scale = default_query_weight_scale(static_cast<int>(head_dim),
-                                                       static_cast<int>(heads));
+    resolved.weight_scale =
+        default_query_weight_scale(static_cast<int>(head_dim), static_cast<int>(heads));
   }
   if (q.device == Device::kCPU && quant.rope.enabled()) {
     for (int64_t t = 0; t < tokens && check.ok(); ++t) check_rope_position(check, quant.rope, t);

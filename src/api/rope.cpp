@@ -7,9 +7,12 @@ namespace flashindexer {
 
 const char* rope_style_name(RopeStyle style) {
   switch (style) {
-    case RopeStyle::kNone: return "none";
-    case RopeStyle::kNeox: return "neox";
-    case RopeStyle::kInterleaved: return "interleaved";
+    case RopeStyle::kNone:
+      return "none";
+    case RopeStyle::kNeox:
+      return "neox";
+    case RopeStyle::kInterleaved:
+      return "interleaved";
   }
   return "unknown";
 }
@@ -25,8 +28,8 @@ void check_rope(ArgCheck& check, const RopeOptions& rope, int64_t head_dim, int6
       .require(rope.dims == RopeDims::kFirst64 || rope.dims == RopeDims::kLast64,
                "rope.dims is not given: a rotation needs kFirst64 or kLast64 (the style is ",
                rope_style_name(rope.style), ")")
-      .require(head_dim >= kRopeDims, "rope rotates ", kRopeDims, " dims, but the vectors have D=",
-               head_dim)
+      .require(head_dim >= kRopeDims, "rope rotates ", kRopeDims,
+               " dims, but the vectors have D=", head_dim)
       .tensor("rope.cos_sin_cache", rope.cos_sin_cache, {DType::kF32, DType::kBF16}, 2)
       .tensor("rope.positions", rope.positions, {DType::kI64, DType::kI32}, 1);
   if (!check.ok()) return;

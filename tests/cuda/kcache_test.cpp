@@ -90,7 +90,8 @@ void insert_on_gpu(std::vector<uint8_t>& got, CacheBuffer& host_cache, const Ins
                    int64_t base_offset = 0) {
   const size_t bytes = static_cast<size_t>(host_cache.total_bytes()) + 16;
   DeviceBuffer buffer(bytes);
-  ASSERT_EQ(cudaMemcpy(buffer.get(), host_cache.base(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(buffer.get(), host_cache.base(), bytes, cudaMemcpyHostToDevice),
+            cudaSuccess);
   PagedKCache cache = host_cache.cache();
   cache.data = static_cast<uint8_t*>(buffer.get()) + base_offset;
   cache.device = Device::kCUDA;
@@ -191,7 +192,8 @@ TEST(InsertKCacheCuda, SlotsPastTheCacheAreSkipped) {
     CacheBuffer want(KFormat::kFP8, pages, 16, 128, page_bytes);
     CacheBuffer start(KFormat::kFP8, pages, 16, 128, page_bytes);
     InsertBatch b = make_batch(rng, c, pages * 16, 40);
-    const int64_t past[] = {pages * 16, pages * 16 + 1, slot_dtype == DType::kI64 ? (1ll << 40) : (1ll << 30)};
+    const int64_t past[] = {pages * 16, pages * 16 + 1,
+                            slot_dtype == DType::kI64 ? (1ll << 40) : (1ll << 30)};
     for (int i = 0; i < 3; ++i) {
       const int64_t row = 10 + 7 * i;
       if (slot_dtype == DType::kI64) {
@@ -226,8 +228,8 @@ struct GatherProblem {
 
 // Pages of random bytes (gather copies bytes, whatever they encode), requests of the given
 // lengths on shuffled pages, table columns past a request's pages left at -1.
-GatherProblem make_gather(Rng& rng, KFormat format, int page_size, int head_dim,
-                          int64_t stride_pad, const std::vector<int64_t>& lens) {
+GatherProblem make_gather(Rng& rng, KFormat format, int page_size, int head_dim, int64_t stride_pad,
+                          const std::vector<int64_t>& lens) {
   GatherProblem p;
   const int R = static_cast<int>(lens.size());
   int64_t used = 0, widest = 1;
@@ -238,7 +240,8 @@ GatherProblem make_gather(Rng& rng, KFormat format, int page_size, int head_dim,
   const int64_t pages = used + 3;
   p.cache = CacheBuffer(format, pages, page_size, head_dim,
                         PagedKCache::page_bytes(format, page_size, head_dim) + stride_pad);
-  for (int64_t i = 0; i < p.cache.total_bytes(); ++i) p.cache.base()[i] = static_cast<uint8_t>(rng.bits32());
+  for (int64_t i = 0; i < p.cache.total_bytes(); ++i)
+    p.cache.base()[i] = static_cast<uint8_t>(rng.bits32());
   std::vector<int32_t> ids(static_cast<size_t>(pages));
   std::iota(ids.begin(), ids.end(), 0);
   rng.shuffle(ids);
@@ -247,7 +250,8 @@ GatherProblem make_gather(Rng& rng, KFormat format, int page_size, int head_dim,
   std::vector<int32_t> cu(R + 1, 0);
   size_t next = 0;
   for (int r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < ceil_div(lens[r], page_size); ++c) p.block_table.at<int32_t>({r, c}) = ids[next++];
+    for (int64_t c = 0; c < ceil_div(lens[r], page_size); ++c)
+      p.block_table.at<int32_t>({r, c}) = ids[next++];
     cu[r + 1] = cu[r] + static_cast<int32_t>(lens[r]);
   }
   p.cu_seq_lens = i32_tensor(cu);
@@ -264,9 +268,9 @@ Workspace poisoned_workspace(KFormat format, int head_dim, int64_t rows, int64_t
   Workspace ws;
   ws.values = HostTensor(format == KFormat::kFP8 ? DType::kE4M3 : DType::kE2M1x2, {rows, vb},
                          row_pad > 0 ? vb + row_pad : 0);
-  ws.scales = format == KFormat::kFP8
-                  ? HostTensor(DType::kF32, {rows})
-                  : HostTensor(DType::kUE8M0, {rows, head_dim / 32}, row_pad > 0 ? head_dim / 32 + 3 : 0);
+  ws.scales = format == KFormat::kFP8 ? HostTensor(DType::kF32, {rows})
+                                      : HostTensor(DType::kUE8M0, {rows, head_dim / 32},
+                                                   row_pad > 0 ? head_dim / 32 + 3 : 0);
   ws.values.fill_bytes(kPoisonByte);
   ws.scales.fill_bytes(kPoisonByte);
   return ws;
@@ -306,9 +310,9 @@ TEST(GatherKWorkspaceCuda, MatchesTheCpuByteForByte) {
       for (int64_t stride_pad : {0, 4, 1024}) {
         for (int64_t row_pad : {0, 3}) {
           const int page_size = static_cast<int>(rng.pick(std::vector<int64_t>{16, 64, 128}));
-          SCOPED_TRACE(::testing::Message() << kformat_name(format) << " D " << head_dim
-                                            << " page_size " << page_size << " stride_pad "
-                                            << stride_pad << " row_pad " << row_pad);
+          SCOPED_TRACE(::testing::Message()
+                       << kformat_name(format) << " D " << head_dim << " page_size " << page_size
+                       << " stride_pad " << stride_pad << " row_pad " << row_pad);
           std::vector<int64_t> lens(static_cast<size_t>(rng.uniform_int(1, 12)));
           for (int64_t& len : lens) len = rng.bernoulli(0.2) ? 0 : rng.uniform_int(1, 700);
           lens[0] = rng.bernoulli(0.5) ? page_size * 3 : lens[0];

@@ -30,9 +30,9 @@ namespace {
 // powers of two (scale edges), the bf16 rounding boundaries of a few binades, plus specials.
 std::vector<uint32_t> edge_bits() {
   std::vector<uint32_t> bits;
-  const float anchors[] = {0.0f,  0.25f, 0.5f, 0.75f, 1.0f,  1.25f, 1.5f, 1.75f, 2.0f,
-                           2.5f,  3.0f,  3.5f, 4.0f,  5.0f,  6.0f,  7.0f, 8.0f,  448.0f,
-                           464.0f, 0x1p-126f, 0x1p-127f, 0x1p-149f, 3.4e38f};
+  const float anchors[] = {0.0f, 0.25f,  0.5f,   0.75f,     1.0f,      1.25f,     1.5f,   1.75f,
+                           2.0f, 2.5f,   3.0f,   3.5f,      4.0f,      5.0f,      6.0f,   7.0f,
+                           8.0f, 448.0f, 464.0f, 0x1p-126f, 0x1p-127f, 0x1p-149f, 3.4e38f};
   for (float anchor : anchors) {
     for (float sign : {1.0f, -1.0f}) {
       const uint32_t center = float_bits(sign * anchor);
@@ -126,7 +126,8 @@ std::vector<float> quantizer_values(Rng& rng, int64_t rows, int head_dim) {
         for (int d = 0; d < head_dim; ++d) row[d] = -0.0f;
         break;
       case 12:
-        for (int d = 0; d < head_dim; ++d) row[d] = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-149, 127)));
+        for (int d = 0; d < head_dim; ++d)
+          row[d] = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-149, 127)));
         break;
       default:
         break;
@@ -172,7 +173,8 @@ HostTensor poisoned(DType dtype, std::vector<int64_t> shape, int64_t row_stride 
       const float b = want.data<float>()[i];
       if (std::isnan(a) && std::isnan(b)) continue;
       if (float_bits(a) != float_bits(b)) {
-        return ::testing::AssertionFailure() << "float " << i << ": got " << a << ", expected " << b;
+        return ::testing::AssertionFailure()
+               << "float " << i << ": got " << a << ", expected " << b;
       }
     }
     return ::testing::AssertionSuccess();
@@ -195,7 +197,7 @@ struct RowCase {
   int64_t output_pad;  // bytes between value rows beyond the row
 };
 
-const RowCase kRowCases[] = {{128, 0, 0}, {64, 0, 0}, {32, 0, 0}, {256, 0, 0},
+const RowCase kRowCases[] = {{128, 0, 0},  {64, 0, 0},  {32, 0, 0}, {256, 0, 0},
                              {128, 8, 16}, {128, 3, 5}, {64, 1, 0}};
 
 TEST(QuantizeCuda, Fp8MatchesTheCpuByteForByte) {
@@ -235,9 +237,9 @@ TEST(QuantizeCuda, Mxfp4MatchesTheCpuByteForByte) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (const RowCase& c : kRowCases) {
       for (bool heads : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " D=" << c.head_dim << " pads "
-                                          << c.input_pad << "/" << c.output_pad
-                                          << (heads ? " [M, H, D]" : " [N, D]"));
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(dtype) << " D=" << c.head_dim << " pads " << c.input_pad << "/"
+                     << c.output_pad << (heads ? " [M, H, D]" : " [N, D]"));
         const int64_t rows = rng.uniform_int(1, 2000);
         std::vector<int64_t> shape = heads ? std::vector<int64_t>{rows, 3, c.head_dim}
                                            : std::vector<int64_t>{rows, c.head_dim};
@@ -248,11 +250,13 @@ TEST(QuantizeCuda, Mxfp4MatchesTheCpuByteForByte) {
         scale_shape.back() = c.head_dim / 32;
         const int64_t value_stride = c.output_pad > 0 ? c.head_dim / 2 + c.output_pad : 0;
         HostTensor want_values = poisoned(DType::kE2M1x2, value_shape, value_stride);
-        HostTensor want_scales = poisoned(DType::kUE8M0, scale_shape, c.output_pad > 0 ? c.head_dim / 32 + 1 : 0);
+        HostTensor want_scales =
+            poisoned(DType::kUE8M0, scale_shape, c.output_pad > 0 ? c.head_dim / 32 + 1 : 0);
         FI_ASSERT_OK(quantize_mxfp4(want_values.view(), want_scales.view(), input.view()));
         const DeviceTensor device_input = to_device(input);
         HostTensor got_values = poisoned(DType::kE2M1x2, value_shape, value_stride);
-        HostTensor got_scales = poisoned(DType::kUE8M0, scale_shape, c.output_pad > 0 ? c.head_dim / 32 + 1 : 0);
+        HostTensor got_scales =
+            poisoned(DType::kUE8M0, scale_shape, c.output_pad > 0 ? c.head_dim / 32 + 1 : 0);
         DeviceTensor device_values = to_device(got_values);
         DeviceTensor device_scales = to_device(got_scales);
         for (int repeat = 0; repeat < kRepeats; ++repeat) {
@@ -277,7 +281,8 @@ TEST(QuantizeCuda, Mxfp4DequantizeMatchesTheCpuOnEveryCodeAndScaleByte) {
     const int64_t value_stride = c.input_pad > 0 ? c.head_dim / 2 + c.input_pad : 0;
     HostTensor values(DType::kE2M1x2, {rows, c.head_dim / 2}, value_stride);
     HostTensor scales(DType::kUE8M0, {rows, c.head_dim / 32});
-    for (size_t i = 0; i < values.byte_size(); ++i) values.bytes()[i] = static_cast<uint8_t>(rng.bits32());
+    for (size_t i = 0; i < values.byte_size(); ++i)
+      values.bytes()[i] = static_cast<uint8_t>(rng.bits32());
     for (int64_t r = 0; r < rows; ++r) {
       for (int b = 0; b < c.head_dim / 32; ++b) {
         scales.at<uint8_t>({r, b}) = static_cast<uint8_t>(b == 0 ? r % 256 : rng.bits32());
@@ -335,7 +340,8 @@ QueryRun query_run(Rng& rng, int64_t tokens, int64_t heads, int head_dim, DType 
   run.weights = float_tensor(rng.bernoulli(0.5) ? DType::kF32 : DType::kBF16, {tokens, heads}, w);
   std::vector<float> table_values;
   const int64_t table_rows = 1000;
-  run.table = cos_sin_cache(rng.bernoulli(0.5) ? DType::kF32 : DType::kBF16, table_rows, table_values);
+  run.table =
+      cos_sin_cache(rng.bernoulli(0.5) ? DType::kF32 : DType::kBF16, table_rows, table_values);
   std::vector<int64_t> positions;
   run.positions = position_tensor(rng, rng.bernoulli(0.5) ? DType::kI64 : DType::kI32, tokens,
                                   table_rows, positions);
@@ -353,8 +359,11 @@ struct DeviceQuery {
   DeviceTensor q, weights, table, positions;
   QueryQuantOptions quant;
   explicit DeviceQuery(const QueryRun& run)
-      : q(to_device(run.q)), weights(to_device(run.weights)), table(to_device(run.table)),
-        positions(to_device(run.positions)), quant(run.quant) {
+      : q(to_device(run.q)),
+        weights(to_device(run.weights)),
+        table(to_device(run.table)),
+        positions(to_device(run.positions)),
+        quant(run.quant) {
     if (quant.rope.enabled()) {
       quant.rope.cos_sin_cache = table.view;
       quant.rope.positions = positions.view;
@@ -410,9 +419,9 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
     for (int head_dim : {64, 128}) {
       for (RopeStyle style : kStyles) {
         for (RopeDims dims : {RopeDims::kFirst64, RopeDims::kLast64}) {
-          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " D=" << head_dim << " rope "
-                                            << rope_style_name(style) << " dims "
-                                            << static_cast<int>(dims));
+          SCOPED_TRACE(::testing::Message()
+                       << dtype_name(dtype) << " D=" << head_dim << " rope "
+                       << rope_style_name(style) << " dims " << static_cast<int>(dims));
           const int64_t tokens = rng.uniform_int(1, 300);
           const int64_t heads = rng.pick(std::vector<int64_t>{1, 32, 64});
           const QueryRun run = query_run(rng, tokens, heads, head_dim, dtype, style, dims, 0);
@@ -430,8 +439,8 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
           DeviceTensor device_scales = to_device(got_scales);
           DeviceTensor device_weights = to_device(got_weights);
           FI_ASSERT_OK(quantize_query_mxfp4(device_values.view, device_scales.view,
-                                            device_weights.view, device.q.view,
-                                            device.weights.view, device.quant));
+                                            device_weights.view, device.q.view, device.weights.view,
+                                            device.quant));
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           to_host(got_values, device_values);
           to_host(got_scales, device_scales);
@@ -451,8 +460,8 @@ TEST(QueryQuantCuda, PositionOutsideTheTableLeavesTheTokenUnrotated) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   const int64_t tokens = 4, heads = 8;
-  QueryRun run = query_run(rng, tokens, heads, 128, DType::kBF16, RopeStyle::kNeox,
-                           RopeDims::kFirst64, 0);
+  QueryRun run =
+      query_run(rng, tokens, heads, 128, DType::kBF16, RopeStyle::kNeox, RopeDims::kFirst64, 0);
   HostTensor positions(DType::kI64, {tokens});
   const int64_t bad[] = {5, -1, 1000, 7};
   for (int64_t t = 0; t < tokens; ++t) positions.data<int64_t>()[t] = bad[t];
@@ -480,7 +489,9 @@ TEST(QueryQuantCuda, PositionOutsideTheTableLeavesTheTokenUnrotated) {
     FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), one_q.view(),
                                     one_w.view(), plain));
     EXPECT_EQ(std::memcmp(want_values.bytes(), &got_values.at<uint8_t>({t, 0, 0}),
-                          want_values.byte_size()), 0) << "token " << t;
+                          want_values.byte_size()),
+              0)
+        << "token " << t;
   }
 }
 

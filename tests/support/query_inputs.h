@@ -65,13 +65,28 @@ inline std::vector<float> query_values(Rng& rng, int64_t rows, int head_dim) {
     const float sigma = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-30, 30)));
     for (int d = 0; d < head_dim; ++d) row[d] = rng.normal(sigma);
     switch (r % 11) {
-      case 0: for (int d = 0; d < head_dim; ++d) row[d] = 0.0f; break;
-      case 1: for (int d = 0; d < head_dim; ++d) row[d] = -1.5f; break;
-      case 2: row[rng.uniform_int(0, head_dim - 1)] = 3.0e38f; break;
-      case 3: row[0] = 448.0f; row[1] = 464.0f; row[2] = -447.9f; break;
-      case 4: for (int d = 0; d < head_dim; ++d) row[d] = rng.normal(1e-39f); break;
-      case 5: for (int d = 0; d < head_dim; ++d) row[d] = rng.normal(1e-12f); break;
-      default: break;
+      case 0:
+        for (int d = 0; d < head_dim; ++d) row[d] = 0.0f;
+        break;
+      case 1:
+        for (int d = 0; d < head_dim; ++d) row[d] = -1.5f;
+        break;
+      case 2:
+        row[rng.uniform_int(0, head_dim - 1)] = 3.0e38f;
+        break;
+      case 3:
+        row[0] = 448.0f;
+        row[1] = 464.0f;
+        row[2] = -447.9f;
+        break;
+      case 4:
+        for (int d = 0; d < head_dim; ++d) row[d] = rng.normal(1e-39f);
+        break;
+      case 5:
+        for (int d = 0; d < head_dim; ++d) row[d] = rng.normal(1e-12f);
+        break;
+      default:
+        break;
     }
   }
   return x;

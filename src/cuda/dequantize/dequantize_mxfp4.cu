@@ -22,8 +22,8 @@ constexpr int kValuesPerThread = 8;
 // m = 1 is 0.5, and the sign bit moves to bit 31 (code 8 is -0, as on the CPU).
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
   const uint32_t m = code & 7u;
-  const uint32_t magnitude = m >= 2u ? ((126u + (m >> 1)) << 23) | ((m & 1u) << 22)
-                                     : (m == 1u ? 0x3F000000u : 0u);
+  const uint32_t magnitude =
+      m >= 2u ? ((126u + (m >> 1)) << 23) | ((m & 1u) << 22) : (m == 1u ? 0x3F000000u : 0u);
   return __uint_as_float(magnitude | (code & 8u) << 28);
 }
 

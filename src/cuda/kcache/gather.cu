@@ -113,8 +113,8 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
       part[u] = static_cast<int>(item - key[u] * chunks_per_key);
       page[u] = source_key(p, key[u], &in_page[u]);
       if (page[u] == nullptr) continue;
-      chunk[u] = __ldcs(reinterpret_cast<const T*>(page[u] + in_page[u] * p.value_bytes +
-                                                   part[u] * kChunk));
+      chunk[u] = __ldcs(
+          reinterpret_cast<const T*>(page[u] + in_page[u] * p.value_bytes + part[u] * kChunk));
       if (part[u] == 0) {  // the key's first chunk also carries its scale, loaded here as well
         const uint8_t* scale_in = page[u] + static_cast<int64_t>(p.page_size) * p.value_bytes +
                                   in_page[u] * p.scale_bytes;
@@ -122,7 +122,8 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
           scale[u] = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
         } else {
           scale[u] = 0;
-          for (int b = 0; b < p.scale_bytes; ++b) scale[u] |= static_cast<uint32_t>(__ldg(scale_in + b)) << (8 * b);
+          for (int b = 0; b < p.scale_bytes; ++b)
+            scale[u] |= static_cast<uint32_t>(__ldg(scale_in + b)) << (8 * b);
         }
       }
     }
@@ -135,7 +136,8 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
       if constexpr (kScaleWord) {
         *reinterpret_cast<uint32_t*>(scale_out) = scale[u];
       } else {
-        for (int b = 0; b < p.scale_bytes; ++b) scale_out[b] = static_cast<uint8_t>(scale[u] >> (8 * b));
+        for (int b = 0; b < p.scale_bytes; ++b)
+          scale_out[b] = static_cast<uint8_t>(scale[u] >> (8 * b));
       }
     }
   }

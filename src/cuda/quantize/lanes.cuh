@@ -23,7 +23,7 @@
 
 namespace flashindexer::cuda::quant {
 
-constexpr int kLaneValues = 8;     // values of a row per lane
+constexpr int kLaneValues = 8;      // values of a row per lane
 constexpr int kBlockThreads = 256;  // 8 warps: enough loads in flight per SM without a loop
 using Bf16Bits = uint16_t;          // a bf16 element as its bits
 
@@ -73,7 +73,6 @@ inline bool rows_aligned(const TensorView& view, int64_t bytes) {
   }
   return true;
 }
-
 
 // The lanes of this lane's group, as a shuffle mask.
 template <int kLanes>
@@ -167,8 +166,8 @@ __device__ __forceinline__ uint2 fp8_codes(const float (&x)[kLaneValues], float 
 __device__ __forceinline__ uint32_t mxfp4_codes(const float (&x)[kLaneValues], unsigned mask,
                                                 uint32_t* scale_byte) {
   constexpr float kSmallestAmax = kE2M1Max * 0x1p-126f;
-  const float amax = fmaxf(group_max<kMxfp4BlockSize / kLaneValues>(lane_amax(x), mask),
-                           kSmallestAmax);
+  const float amax =
+      fmaxf(group_max<kMxfp4BlockSize / kLaneValues>(lane_amax(x), mask), kSmallestAmax);
   const uint32_t byte = codes::ue8m0_byte(__float_as_uint(__fdiv_rn(amax, kE2M1Max)));
   *scale_byte = byte;
   const float inverse = __fdiv_rn(1.0f, pow2(static_cast<int>(byte) - 127));  // exact
@@ -242,8 +241,8 @@ __device__ __forceinline__ float bf16_rounded(float x) {
 // for live rows and dead ones alike (the NeoX form exchanges halves between lanes four apart);
 // a dead row's position is not read.
 template <int kLanes>
-__device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
-                                           int64_t token, bool live, int lane, unsigned mask) {
+__device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope, int64_t token,
+                                           bool live, int lane, unsigned mask) {
   if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
   const int64_t at = token * rope.positions_stride;
   int64_t position = -1;
@@ -252,12 +251,14 @@ __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& 
                                   : __ldg(static_cast<const int32_t*>(rope.positions) + at);
   }
   const int local = lane * kLaneValues - rope.first_dim;  // first dim of the lane in the rotation
-  const bool rotates = position >= 0 && position < rope.table_rows && local >= 0 && local < kRopeDims;
+  const bool rotates =
+      position >= 0 && position < rope.table_rows && local >= 0 && local < kRopeDims;
   constexpr int kPairs = kRopeDims / 2;
   if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
     float partner[kLaneValues];  // x1 for a lane of the first half, x0 for one of the second
 #pragma unroll
-    for (int k = 0; k < kLaneValues; ++k) partner[k] = __shfl_xor_sync(mask, x[k], kPairs / kLaneValues);
+    for (int k = 0; k < kLaneValues; ++k)
+      partner[k] = __shfl_xor_sync(mask, x[k], kPairs / kLaneValues);
     if (!rotates) return;
     const bool first_half = local < kPairs;
     const int pair = first_half ? local : local - kPairs;

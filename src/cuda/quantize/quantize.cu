@@ -8,7 +8,8 @@ namespace flashindexer::cuda {
 namespace {
 
 Status unsupported_dim(const char* op, int64_t head_dim) {
-  return Status::Unsupported(concat(op, ": CUDA tensors take rows of 32, 64, 128 or 256 values, got ",
+  return Status::Unsupported(concat(op,
+                                    ": CUDA tensors take rows of 32, 64, 128 or 256 values, got ",
                                     head_dim, "; pass CPU tensors for other lengths"));
 }
 

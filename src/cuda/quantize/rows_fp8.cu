@@ -13,7 +13,8 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope)) fp8_rows_kernel(const RowJob job) {
+__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
+    fp8_rows_kernel(const RowJob job) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t first_row = thread / kLanes * kRowsPerGroup;
   const int lane = static_cast<int>(thread % kLanes);
@@ -77,10 +78,14 @@ void launch_rope_or_not(const RowJob& job, unsigned blocks, cudaStream_t stream)
 template <typename In>
 void launch_by_dim(const RowJob& job, unsigned blocks, cudaStream_t stream) {
   switch (job.head_dim) {
-    case 32: return launch_rope_or_not<In, 4>(job, blocks, stream);
-    case 64: return launch_rope_or_not<In, 8>(job, blocks, stream);
-    case 128: return launch_rope_or_not<In, 16>(job, blocks, stream);
-    default: return launch_rope_or_not<In, 32>(job, blocks, stream);
+    case 32:
+      return launch_rope_or_not<In, 4>(job, blocks, stream);
+    case 64:
+      return launch_rope_or_not<In, 8>(job, blocks, stream);
+    case 128:
+      return launch_rope_or_not<In, 16>(job, blocks, stream);
+    default:
+      return launch_rope_or_not<In, 32>(job, blocks, stream);
   }
 }
 

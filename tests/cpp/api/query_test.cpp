@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Query quantization and RoPE (query.h, rope.h; spec §2.2 - §2.4) on CPU tensors, against the
 // reference restatement of the formulas; the cache writer's fused key RoPE likewise.
+#include "reference/query.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <vector>
 
-#include "reference/query.h"
 #include "support/compare.h"
 #include "support/query_inputs.h"
 
@@ -48,8 +49,8 @@ QueryProblem make_problem(Rng& rng, int64_t tokens, int64_t heads, int head_dim,
   for (float& w : p.weight_values) w = rng.normal(2.0f);
   p.weights = float_tensor(weight_dtype, {tokens, heads}, p.weight_values);
   const int64_t table_rows = 37;
-  p.table = cos_sin_cache(rng.bernoulli(0.5) ? DType::kF32 : DType::kBF16, table_rows,
-                          p.table_values);
+  p.table =
+      cos_sin_cache(rng.bernoulli(0.5) ? DType::kF32 : DType::kBF16, table_rows, p.table_values);
   p.position_tensor_ = position_tensor(rng, position_dtype, tokens, table_rows, p.positions);
   p.rope.style = rope_case.style;
   p.rope.dims = rope_case.dims;
@@ -92,7 +93,8 @@ TEST(QueryQuantFp8, MatchesTheReferenceBitForBit) {
           quant.rope = p.rope;
           FI_ASSERT_OK(quantize_query_fp8(values.view(), weights_out.view(), p.q.view(),
                                           p.weights.view(), quant));
-          const float weight_scale = default_query_weight_scale(head_dim, static_cast<int>(p.heads));
+          const float weight_scale =
+              default_query_weight_scale(head_dim, static_cast<int>(p.heads));
           for (int64_t t = 0; t < p.tokens; ++t) {
             for (int64_t h = 0; h < p.heads; ++h) {
               const std::vector<float> x = rotated_head(p, t, h);
@@ -118,10 +120,10 @@ TEST(QueryQuantMxfp4, MatchesTheReferenceBitForBit) {
   for (DType q_dtype : {DType::kF32, DType::kBF16}) {
     for (int head_dim : {64, 128}) {
       for (const RopeCase& rope_case : kRopeCases) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(q_dtype) << " D=" << head_dim << " "
-                                          << describe(rope_case));
-        QueryProblem p = make_problem(rng, 11, 5, head_dim, q_dtype, DType::kF32, rope_case,
-                                      DType::kI64);
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(q_dtype) << " D=" << head_dim << " " << describe(rope_case));
+        QueryProblem p =
+            make_problem(rng, 11, 5, head_dim, q_dtype, DType::kF32, rope_case, DType::kI64);
         HostTensor values(DType::kE2M1x2, {p.tokens, p.heads, head_dim / 2});
         HostTensor scales(DType::kUE8M0, {p.tokens, p.heads, head_dim / 32});
         HostTensor weights_out(DType::kF32, {p.tokens, p.heads});
@@ -137,9 +139,11 @@ TEST(QueryQuantMxfp4, MatchesTheReferenceBitForBit) {
             const float want_w = reference::quantize_query_mxfp4_head(
                 want_values.data(), want_scales.data(), x.data(), head_dim,
                 p.weight_values[t * p.heads + h], 0.375f);
-            ASSERT_EQ(std::memcmp(want_values.data(), &values.at<uint8_t>({t, h, 0}), head_dim / 2), 0)
+            ASSERT_EQ(std::memcmp(want_values.data(), &values.at<uint8_t>({t, h, 0}), head_dim / 2),
+                      0)
                 << "token " << t << " head " << h;
-            ASSERT_EQ(std::memcmp(want_scales.data(), &scales.at<uint8_t>({t, h, 0}), head_dim / 32), 0)
+            ASSERT_EQ(
+                std::memcmp(want_scales.data(), &scales.at<uint8_t>({t, h, 0}), head_dim / 32), 0)
                 << "token " << t << " head " << h;
             ASSERT_TRUE(same_bits(want_w, weights_out.at<float>({t, h})));
           }
@@ -185,7 +189,8 @@ TEST(QueryQuantFp8, FoldsTheScaleIntoTheWeights) {
   HostTensor weights_out(DType::kF32, {1, 1});
   QueryQuantOptions quant;
   quant.eps = 1e-10f;
-  FI_ASSERT_OK(quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant));
+  FI_ASSERT_OK(
+      quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant));
   EXPECT_EQ(default_query_weight_scale(128, 1), static_cast<float>(1.0 / std::sqrt(128.0)));
   EXPECT_EQ(weights_out.data<float>()[0], (5.0f * 0x1p-7f) * default_query_weight_scale(128, 1));
   EXPECT_EQ(e4m3_to_float(values.bytes()[0]), 384.0f);  // 3 / 2^-7
@@ -202,7 +207,8 @@ TEST(QueryQuantFp8, AllZeroHeadTakesTheScaleOfEps) {
     QueryQuantOptions quant;
     quant.eps = eps;
     quant.weight_scale = 1.0f;
-    FI_ASSERT_OK(quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant));
+    FI_ASSERT_OK(
+        quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant));
     EXPECT_EQ(weights_out.data<float>()[0], pow2_ceil(eps / kE4M3Max)) << "eps " << eps;
   }
 }
@@ -215,31 +221,31 @@ TEST(QueryQuantFp8, RejectsBadOptionsNamingThem) {
   HostTensor table(DType::kF32, {8, 64});
   HostTensor positions = i32_tensor({3, 8});
   QueryQuantOptions quant;
-  EXPECT_TRUE(IsRejected(quantize_query_fp8(values.view(), weights_out.view(), q.view(),
-                                            weights.view(), quant),
-                         StatusCode::kInvalidArgument, {"eps"}));
+  EXPECT_TRUE(IsRejected(
+      quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant),
+      StatusCode::kInvalidArgument, {"eps"}));
   quant.eps = 1e-10f;
   quant.rope.style = RopeStyle::kNeox;
   quant.rope.cos_sin_cache = table.view();
   quant.rope.positions = positions.view();
-  EXPECT_TRUE(IsRejected(quantize_query_fp8(values.view(), weights_out.view(), q.view(),
-                                            weights.view(), quant),
-                         StatusCode::kInvalidArgument, {"rope.dims"}));
+  EXPECT_TRUE(IsRejected(
+      quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant),
+      StatusCode::kInvalidArgument, {"rope.dims"}));
   quant.rope.dims = RopeDims::kLast64;
-  EXPECT_TRUE(IsRejected(quantize_query_fp8(values.view(), weights_out.view(), q.view(),
-                                            weights.view(), quant),
-                         StatusCode::kInvalidArgument, {"rope.positions[1]=8"}));
+  EXPECT_TRUE(IsRejected(
+      quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant),
+      StatusCode::kInvalidArgument, {"rope.positions[1]=8"}));
   HostTensor narrow_table(DType::kF32, {8, 32});
   quant.rope.cos_sin_cache = narrow_table.view();
-  EXPECT_TRUE(IsRejected(quantize_query_fp8(values.view(), weights_out.view(), q.view(),
-                                            weights.view(), quant),
-                         StatusCode::kInvalidArgument, {"rope.cos_sin_cache"}));
+  EXPECT_TRUE(IsRejected(
+      quantize_query_fp8(values.view(), weights_out.view(), q.view(), weights.view(), quant),
+      StatusCode::kInvalidArgument, {"rope.cos_sin_cache"}));
   HostTensor q96(DType::kF32, {2, 4, 96});
   HostTensor values96(DType::kE4M3, {2, 4, 96});
   quant.rope = {};
-  EXPECT_TRUE(IsRejected(quantize_query_fp8(values96.view(), weights_out.view(), q96.view(),
-                                            weights.view(), quant),
-                         StatusCode::kInvalidArgument, {"D=96"}));
+  EXPECT_TRUE(IsRejected(
+      quantize_query_fp8(values96.view(), weights_out.view(), q96.view(), weights.view(), quant),
+      StatusCode::kInvalidArgument, {"D=96"}));
 }
 
 // insert_k_cache with the key's RoPE fused: each written key is the reference's rope, then the
@@ -292,9 +298,13 @@ TEST(InsertKCacheRope, MatchesReferenceRopeThenQuantize) {
           reference::quantize_mxfp4_row(values.data(), scales.data(), key.data(), D);
         }
         ASSERT_EQ(std::memcmp(cache.base() + cache.values_offset(slot), values.data(),
-                              cache.value_bytes()), 0) << "key " << i << " slot " << slot;
+                              cache.value_bytes()),
+                  0)
+            << "key " << i << " slot " << slot;
         ASSERT_EQ(std::memcmp(cache.base() + cache.scales_offset(slot), scales.data(),
-                              cache.scale_bytes()), 0) << "key " << i << " slot " << slot;
+                              cache.scale_bytes()),
+                  0)
+            << "key " << i << " slot " << slot;
       }
       for (int64_t slot = 0; slot < pages * page_size; ++slot) {
         if (written[slot]) continue;
