@@ -454,6 +454,45 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
   }
 }
 
+// A cos/sin cache whose rows are not 16-byte aligned (row stride 65) is read an entry at a time:
+// the same bytes as the CPU.
+TEST(QueryQuantCuda, UnalignedCosSinRowsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (DType table_dtype : {DType::kF32, DType::kBF16}) {
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(table_dtype) << " " << rope_style_name(style));
+      QueryRun run = query_run(rng, 77, 8, 128, DType::kBF16, style, RopeDims::kLast64, 0);
+      std::vector<float> values;
+      const HostTensor dense = cos_sin_cache(table_dtype, 1000, values);
+      HostTensor padded(table_dtype, {1000, 64}, 65);
+      for (int64_t p = 0; p < 1000; ++p) {
+        std::memcpy(padded.bytes() + p * 65 * dtype_size(table_dtype),
+                    dense.bytes() + p * 64 * dtype_size(table_dtype), 64 * dtype_size(table_dtype));
+      }
+      run.table = std::move(padded);
+      run.quant.rope.cos_sin_cache = run.table.view();
+      HostTensor want_values = poisoned(DType::kE4M3, {77, 8, 128});
+      HostTensor want_weights = poisoned(DType::kF32, {77, 8});
+      FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
+                                      run.weights.view(), run.quant));
+      const DeviceQuery device(run);
+      HostTensor got_values = poisoned(DType::kE4M3, {77, 8, 128});
+      HostTensor got_weights = poisoned(DType::kF32, {77, 8});
+      DeviceTensor device_values = to_device(got_values);
+      DeviceTensor device_weights = to_device(got_weights);
+      FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
+                                      device.weights.view, device.quant));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(got_values, device_values);
+      to_host(got_weights, device_weights);
+      ASSERT_TRUE(SameBytes(got_values, want_values));
+      ASSERT_TRUE(SameBytes(got_weights, want_weights));
+    }
+  }
+}
+
 // On CUDA tensors the positions are not read on the host: a token whose position lies outside
 // the cos/sin cache is quantized unrotated (what the CPU computes without RoPE for it).
 TEST(QueryQuantCuda, PositionOutsideTheTableLeavesTheTokenUnrotated) {

@@ -205,6 +205,7 @@ struct Rope {
   int first_dim = 0;
   const void* table = nullptr;  // [rows, 64]
   bool table_bf16 = false;
+  bool table_vector = false;  // rows start on 16 bytes: a lane's entries in one or two loads
   int64_t table_rows = 0;
   int64_t table_stride = 0;  // elements
   const void* positions = nullptr;
@@ -221,16 +222,48 @@ inline Rope rope_of(const RopeOptions& options, int head_dim) {
   rope.table_bf16 = options.cos_sin_cache.dtype == DType::kBF16;
   rope.table_rows = options.cos_sin_cache.shape[0];
   rope.table_stride = options.cos_sin_cache.stride[0];
+  rope.table_vector = rows_aligned(options.cos_sin_cache, 16);
   rope.positions = options.positions.data;
   rope.positions_i64 = options.positions.dtype == DType::kI64;
   rope.positions_stride = options.positions.stride[0];
   return rope;
 }
 
-__device__ __forceinline__ float rope_entry(const Rope& rope, int64_t position, int column) {
+// Entries [column, column + kCount) of cos/sin row `position` (kCount 4 or 8; `column` a multiple
+// of kCount, so on aligned rows they are one or two 16-byte loads, or one 8-byte load).
+template <int kCount>
+__device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& rope,
+                                             int64_t position, int column) {
   const int64_t at = position * rope.table_stride + column;
-  return rope.table_bf16 ? load_float(static_cast<const Bf16Bits*>(rope.table) + at)
-                         : load_float(static_cast<const float*>(rope.table) + at);
+  if (rope.table_vector && rope.table_bf16) {
+    const Bf16Bits* p = static_cast<const Bf16Bits*>(rope.table) + at;
+    uint32_t words[kCount / 2];
+    if constexpr (kCount == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+      words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+    } else {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      words[0] = v.x, words[1] = v.y;
+    }
+#pragma unroll
+    for (int w = 0; w < kCount / 2; ++w) {
+      out[2 * w] = __uint_as_float(words[w] << 16);
+      out[2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
+    }
+  } else if (rope.table_vector) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(rope.table) + at);
+#pragma unroll
+    for (int v = 0; v < kCount / 4; ++v) {
+      const float4 f = __ldg(p + v);
+      out[4 * v] = f.x, out[4 * v + 1] = f.y, out[4 * v + 2] = f.z, out[4 * v + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      out[k] = rope.table_bf16 ? load_float(static_cast<const Bf16Bits*>(rope.table) + at + k)
+                               : load_float(static_cast<const float*>(rope.table) + at + k);
+    }
+  }
 }
 
 __device__ __forceinline__ float bf16_rounded(float x) {
@@ -262,25 +295,30 @@ __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& 
     if (!rotates) return;
     const bool first_half = local < kPairs;
     const int pair = first_half ? local : local - kPairs;
+    float c[kLaneValues];
+    float s[kLaneValues];
+    rope_entries(c, rope, position, pair);
+    rope_entries(s, rope, position, kPairs + pair);
 #pragma unroll
     for (int k = 0; k < kLaneValues; ++k) {
-      const float c = rope_entry(rope, position, pair + k);
-      const float s = rope_entry(rope, position, kPairs + pair + k);
-      const float rotated = first_half ? __fsub_rn(__fmul_rn(x[k], c), __fmul_rn(partner[k], s))
-                                       : __fadd_rn(__fmul_rn(x[k], c), __fmul_rn(partner[k], s));
+      const float rotated = first_half
+                                ? __fsub_rn(__fmul_rn(x[k], c[k]), __fmul_rn(partner[k], s[k]))
+                                : __fadd_rn(__fmul_rn(x[k], c[k]), __fmul_rn(partner[k], s[k]));
       x[k] = bf16_rounded(rotated);
     }
   } else {
     if (!rotates) return;
+    constexpr int kLanePairs = kLaneValues / 2;
+    float c[kLanePairs];
+    float s[kLanePairs];
+    rope_entries(c, rope, position, local / 2);
+    rope_entries(s, rope, position, kPairs + local / 2);
 #pragma unroll
-    for (int i = 0; i < kLaneValues / 2; ++i) {
-      const int pair = local / 2 + i;
-      const float c = rope_entry(rope, position, pair);
-      const float s = rope_entry(rope, position, kPairs + pair);
+    for (int i = 0; i < kLanePairs; ++i) {
       const float x0 = x[2 * i];
       const float x1 = x[2 * i + 1];
-      x[2 * i] = bf16_rounded(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
-      x[2 * i + 1] = bf16_rounded(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
+      x[2 * i] = bf16_rounded(__fsub_rn(__fmul_rn(x0, c[i]), __fmul_rn(x1, s[i])));
+      x[2 * i + 1] = bf16_rounded(__fadd_rn(__fmul_rn(x1, c[i]), __fmul_rn(x0, s[i])));
     }
   }
 }
