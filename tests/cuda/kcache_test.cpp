@@ -390,5 +390,66 @@ TEST(GatherKWorkspaceCuda, WorkspaceShorterThanTheLengthsIsFilledAndNotOverrun) 
   ASSERT_EQ(std::memcmp(got.scales.bytes(), full.scales.bytes(), got.scales.byte_size()), 0);
 }
 
+// Insert then gather captured in one CUDA graph (no host synchronisation or allocation inside
+// either op), replayed: the CPU's bytes.
+TEST(InsertKCacheCuda, InsertAndGatherReplayFromACudaGraph) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
+    SCOPED_TRACE(kformat_name(format));
+    const int page_size = 64;
+    const int64_t pages = 6;
+    const InsertCase c{format, DType::kBF16, DType::kI64, page_size, 128, 0, RopeStyle::kNeox};
+    CacheBuffer want(format, pages, page_size, 128,
+                     PagedKCache::page_bytes(format, page_size, 128));
+    // Every slot once, in a shuffled order: the gather below then reads only written keys.
+    InsertBatch b = make_batch(rng, c, pages * page_size, pages * page_size);
+    std::vector<int64_t> order(static_cast<size_t>(pages * page_size));
+    std::iota(order.begin(), order.end(), 0);
+    rng.shuffle(order);
+    for (int64_t i = 0; i < b.mapped; ++i) b.slots.data<int64_t>()[i] = order[i];
+    FI_ASSERT_OK(insert_k_cache(want.cache(), b.keys.view(), b.slot_view(), b.insert));
+    HostTensor table(DType::kI32, {2, 3});
+    for (int i = 0; i < 6; ++i) table.data<int32_t>()[i] = 5 - i;
+    const HostTensor cu = i32_tensor({0, 150, 320});
+    Workspace want_ws = poisoned_workspace(format, 128, 320, 0);
+    FI_ASSERT_OK(gather_k_workspace(want_ws.values.view(), want_ws.scales.view(), want.cache(),
+                                    table.view(), cu.view()));
+
+    CacheBuffer start(format, pages, page_size, 128,
+                      PagedKCache::page_bytes(format, page_size, 128));
+    DeviceCache cache = to_device(start);
+    const DeviceTensor keys = to_device(b.keys), slots = to_device(b.slots);
+    const DeviceTensor rope_table = to_device(b.table), positions = to_device(b.positions);
+    const DeviceTensor device_table = to_device(table), device_cu = to_device(cu);
+    Workspace got = poisoned_workspace(format, 128, 320, 0);
+    DeviceTensor values = to_device(got.values), scales = to_device(got.scales);
+    KeyInsertOptions insert = b.insert;
+    insert.rope.cos_sin_cache = rope_table.view;
+    insert.rope.positions = positions.view;
+    TensorView slot_view = slots.view;
+    slot_view.shape[0] = b.mapped;
+    CapturedGraph graph;
+    FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
+      RunOptions options;
+      options.cuda_stream = stream;
+      const Status inserted = insert_k_cache(cache.cache, keys.view, slot_view, insert, options);
+      if (!inserted.ok()) return inserted;
+      return gather_k_workspace(values.view, scales.view, cache.cache, device_table.view,
+                                device_cu.view, options);
+    }));
+    ASSERT_EQ(graph.replay(3), cudaSuccess);
+    std::vector<uint8_t> got_cache(static_cast<size_t>(want.total_bytes()));
+    ASSERT_EQ(
+        cudaMemcpy(got_cache.data(), cache.buffer.get(), got_cache.size(), cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    ASSERT_EQ(std::memcmp(got_cache.data(), want.base(), got_cache.size()), 0);
+    to_host(got.values, values);
+    to_host(got.scales, scales);
+    ASSERT_TRUE(SameBytes(got.values, want_ws.values));
+    ASSERT_TRUE(SameBytes(got.scales, want_ws.scales));
+  }
+}
+
 }  // namespace
 }  // namespace fitest
