@@ -33,6 +33,11 @@ def _pow2_ceil_exponent(x):
     return exponent - (mantissa == 0.5).to(exponent.dtype)
 
 
+def _pow2(exponent):
+    """2^e as float32, built on the bits (exact; e in [-126, 127])."""
+    return ((exponent.to(torch.int32) + 127) << 23).view(torch.float32)
+
+
 def _e2m1_codes(a):
     """E2M1 magnitude index of |x| >= 0 (nearest even, saturating), by its thresholds."""
     index = torch.zeros_like(a, dtype=torch.uint8)
@@ -47,13 +52,13 @@ def torch_quantize(keys, fmt):
     x = keys.float()
     if fmt == "fp8":
         amax = x.abs().amax(dim=-1).clamp_min(1e-4)
-        scale = torch.ldexp(torch.ones_like(amax), _pow2_ceil_exponent(amax / 448.0))
+        scale = _pow2(_pow2_ceil_exponent(amax / 448.0))
         values = (x / scale[:, None]).to(torch.float8_e4m3fn).view(torch.uint8)
         return values, scale.view(torch.uint8).view(-1, 4)
     blocks = x.view(x.shape[0], D // 32, 32)
     amax = blocks.abs().amax(dim=-1).clamp_min(6.0 * 2.0**-126)
     exponent = _pow2_ceil_exponent(amax / 6.0).clamp(-127, 127)
-    scaled = blocks / torch.ldexp(torch.ones_like(amax), exponent)[..., None]
+    scaled = blocks / _pow2(exponent)[..., None]
     codes = _e2m1_codes(scaled.abs()) | (torch.signbit(scaled).to(torch.uint8) << 3)
     codes = codes.view(x.shape[0], D)
     values = codes[:, 0::2] | (codes[:, 1::2] << 4)

@@ -15,7 +15,7 @@ import torch
 from .. import cases
 from ..report import Row, Table
 from ..timing import L2Flush, graph_ms
-from .kcache import _copy_ms, _e2m1_codes, _pow2_ceil_exponent
+from .kcache import _copy_ms, _e2m1_codes, _pow2, _pow2_ceil_exponent
 
 QueryCase = namedtuple("QueryCase", "name format rope tokens heads")
 D = 128
@@ -46,14 +46,14 @@ def torch_query(q, weights, fmt, weight_scale, table=None, positions=None):
     x = q.float()
     if fmt == "fp8":
         amax = x.abs().amax(dim=-1).clamp_min(EPS)
-        sigma = torch.ldexp(torch.ones_like(amax), _pow2_ceil_exponent(amax / 448.0))
+        sigma = _pow2(_pow2_ceil_exponent(amax / 448.0))
         values = (x / sigma[..., None]).to(torch.float8_e4m3fn)
         return values, (weights * sigma) * weight_scale
     t, h, _ = x.shape
     blocks = x.view(t, h, D // 32, 32)
     amax = blocks.abs().amax(dim=-1).clamp_min(6.0 * 2.0**-126)
     exponent = _pow2_ceil_exponent(amax / 6.0).clamp(-127, 127)
-    scaled = blocks / torch.ldexp(torch.ones_like(amax), exponent)[..., None]
+    scaled = blocks / _pow2(exponent)[..., None]
     codes = (_e2m1_codes(scaled.abs()) | (torch.signbit(scaled).to(torch.uint8) << 3)).view(t, h, D)
     values = codes[..., 0::2] | (codes[..., 1::2] << 4)
     return (values, (exponent + 127).to(torch.uint8)), weights * weight_scale
