@@ -89,7 +89,10 @@ def _insert_case(ctx, fi, case, flush):
     n = case.keys
     pages = n // PAGE
     keys = torch.randn(n, D, device="cuda", dtype=torch.bfloat16) * 4
-    slots = torch.randperm(pages * PAGE, device="cuda")[:n]
+    # As an engine writes a prefill: consecutive keys fill a page, the pages in a shuffled order.
+    page_order = torch.randperm(pages, device="cuda")
+    key_index = torch.arange(n, device="cuda")
+    slots = page_order[key_index // PAGE] * PAGE + key_index % PAGE
     ours, peer = Cache(fi, case.format, pages), Cache(fi, case.format, pages)
     page_of, row_of = slots // PAGE, slots % PAGE
 
@@ -148,9 +151,10 @@ def run(ctx):
 
     table = Table("GPU K cache writes and gathers (insert_k_cache, gather_k_workspace)", "ms",
                   "PyTorch", "GB/s", "same-bytes copy", command=ctx.command("kcache"),
-                  notes="bf16 keys x 128, int64 slots over shuffled pages of 64 keys; gather: 16 "
-                        "requests over shuffled pages. CUDA-graph replays, L2 flushed before "
-                        "each; the copy moves the same bytes in the same run.")
+                  notes="bf16 keys x 128; insert: int64 slots filling pages of 64 keys in order, "
+                        "the pages shuffled; gather: 16 requests over shuffled pages. CUDA-graph "
+                        "replays, L2 flushed before each; the copy moves the same bytes in the "
+                        "same run.")
     ctx.start(table)
     flush = L2Flush()
     iters = ctx.iters(30)
