@@ -50,8 +50,8 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
                       const TensorView& slot_mapping, const RunOptions& options = {});
 
 struct KeyInsertOptions {
-  // RoPE on each key before its quantization (rope.h), at positions [N'] (row i of keys at
-  // positions[i]; read only for rows with a slot >= 0).
+  // RoPE on each key before its quantization (rope.h): positions has at least N entries, row i
+  // of keys rotates at positions[i], read only for rows whose slot is >= 0.
   RopeOptions rope;
 };
 
