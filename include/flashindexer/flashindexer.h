@@ -9,6 +9,8 @@
 #include "flashindexer/logits.h"
 #include "flashindexer/planning.h"
 #include "flashindexer/quantize.h"
+#include "flashindexer/query.h"
+#include "flashindexer/rope.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"

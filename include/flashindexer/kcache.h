@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "flashindexer/rope.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 
@@ -41,16 +42,34 @@ struct PagedKCache {
 
 // Quantizes `keys` (spec §3.2 / §3.3 by the cache format) and writes key i into slot
 // slot_mapping[i]; slots < 0 are skipped. Rows of `keys` beyond slot_mapping's length are
-// ignored (CUDA-graph padding).
+// ignored (CUDA-graph padding). A slot at or past num_pages * page_size is an error on CPU
+// tensors; on CUDA tensors (where reading the mapping would need a host synchronisation) the
+// kernel skips it, so nothing is written out of the cache.
 // keys: [N', D] f32 or bf16 with N' >= N; slot_mapping: [N] i64 or i32.
 Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
                       const TensorView& slot_mapping, const RunOptions& options = {});
+
+struct KeyInsertOptions {
+  // RoPE on each key before its quantization (rope.h): positions has at least N entries, row i
+  // of keys rotates at positions[i], read only for rows whose slot is >= 0.
+  RopeOptions rope;
+};
+
+// The same, with the key's RoPE fused in.
+Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
+                      const TensorView& slot_mapping, const KeyInsertOptions& insert,
+                      const RunOptions& options = {});
 
 // Copies each request's keys into the packed prefill workspace (spec §4.6):
 //   for request r and j < cu_seq_lens[r+1] - cu_seq_lens[r]:
 //     ws[cu_seq_lens[r] + j] = cache key at page block_table[r, j / page_size], row j % page_size.
 // values: [Nws, D] e4m3 or [Nws, D/2] e2m1x2 (out); scales: [Nws] f32 or [Nws, D/32] ue8m0 (out);
 // block_table: [R, P] i32; cu_seq_lens: [R + 1] i32, nondecreasing, cu_seq_lens[R] <= Nws.
+// On CPU tensors the offsets and the pages a request needs are checked (an error names them). On
+// CUDA tensors they live on the device and are not read by the host: a workspace key whose offsets
+// are out of order, whose page index is past the table's width or whose page id is outside
+// [0, num_pages) is left unwritten, and so are keys at or past Nws; nothing is read or written out
+// of bounds.
 Status gather_k_workspace(const TensorView& values, const TensorView& scales,
                           const PagedKCache& cache, const TensorView& block_table,
                           const TensorView& cu_seq_lens, const RunOptions& options = {});

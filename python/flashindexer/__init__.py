@@ -33,6 +33,7 @@ from .planning import (
     reslice_block_table,
 )
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
+from .query import Rope, default_query_weight_scale, quantize_query_fp8, quantize_query_mxfp4
 from .ops import (
     QuantizedTensor,
     build_info,
@@ -80,3 +81,4 @@ __all__ += [
     "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
     "reslice_block_table",
 ]
+__all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]

@@ -17,7 +17,8 @@ Conventions shared by every op:
 * Errors: ValueError (bad shape, stride, range, device), TypeError (bad dtype),
   NotImplementedError (valid, but this build or device cannot run it: today ``mqa_logits``,
   ``paged_mqa_logits``, ``indexer_prefill``, ``indexer_decode`` (FP8, D = 128), ``topk_per_row``,
-  ``dequantize_k_fp8`` and the DCP pack / merge of ``flashindexer.dist`` run on CUDA tensors).
+  the quantizers, the query quantizers, ``insert_k_cache``, ``gather_k_workspace`` and the DCP
+  pack / merge of ``flashindexer.dist`` run on CUDA tensors).
   Messages name the argument.
   The GIL is released while an op runs.
 """
@@ -124,13 +125,23 @@ def dequantize_mxfp4(values, scales, *, out=None, stream=None, cpu_threads=0):
 # The paged K cache
 
 
-def insert_k_cache(cache: PagedKCache, keys, slot_mapping, *, stream=None, cpu_threads=0):
+def insert_k_cache(cache: PagedKCache, keys, slot_mapping, *, rope=None, stream=None,
+                   cpu_threads=0):
     """Quantizes ``keys`` (by the cache's format) and writes key i into slot slot_mapping[i].
 
     keys: [N', D] float32 or bfloat16 with N' >= N; slot_mapping: [N] int64 or int32; slots < 0
-    are skipped; key ``slot`` lives in page slot // page_size, row slot % page_size.
+    are skipped; key ``slot`` lives in page slot // page_size, row slot % page_size. A slot past
+    the cache is an error on CPU tensors and skipped on CUDA tensors (no host sync).
+    rope: optional ``flashindexer.Rope`` applied to each key before its quantization.
     Writes cache.data in place and returns None.
     """
+    if rope is not None:
+        from .query import _rope_args
+
+        _C.insert_k_cache_rope(cache, raw(keys), raw(slot_mapping),
+                               stream=stream_handle(stream, [keys]), cpu_threads=cpu_threads,
+                               **_rope_args(rope))
+        return
     _C.insert_k_cache(cache, raw(keys), raw(slot_mapping), stream_handle(stream, [keys]),
                       cpu_threads)
 

@@ -18,13 +18,15 @@ topk_per_row(logits, k, ...)          [rows, k] int32
 topk_per_row_out(out!, logits, ...)   None; writes out (declared mutated)
 indexer_prefill(...)                  [M, k] int32
 indexer_decode(...)                   [B * next_n, k] int32
+quantize_query_fp8(q, weights, ...)   (values [T, H, D] float8_e4m3fn, weights_out [T, H] f32)
+quantize_query_mxfp4(q, weights, ...) (values, scales, weights_out) of the MXFP4 query form
+insert_k_cache_rope(cache!, ...)      None; insert_k_cache with the key's RoPE fused in
 ====================================  ==========================================================
 
 Every op has a fake (meta) implementation giving the output shapes, so it traces under
 torch.compile, and runs on PyTorch's current CUDA stream with workspace from PyTorch's caching
 allocator (the indexer's, kept per device, stream and k after its first call), so it can be
-captured in a CUDA graph (the ops whose CUDA backend exists:
-topk_per_row and dequantize_k_fp8; the others raise NotImplementedError on CUDA tensors).
+captured in a CUDA graph (every op above has a CUDA backend).
 Quantized operands are passed as separate values / scales tensors (scales None for FP8
 queries); the paged cache as its uint8 page tensor plus page_size, head_dim and format.
 The Python functions of the same names below wrap the ops with the argument forms of
@@ -294,3 +296,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     return torch.ops.flashindexer.indexer_decode(
         q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
         context_lens, block_table, k, sorted)
+
+
+# The query quantizers and insert_k_cache with RoPE (torch_query.py).
+from .torch_query import insert_k_cache_rope, quantize_query_fp8, quantize_query_mxfp4  # noqa: E402,F401

@@ -12,6 +12,7 @@
 
 #include "dist_bindings.h"
 #include "planning_bindings.h"
+#include "query_bindings.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/nccl.h"
 #include "tensor_args.h"
@@ -301,6 +302,7 @@ NB_MODULE(_C, m) {
 
   fi::python::register_dist(m);
   fi::python::register_planning(m);
+  fi::python::register_query(m);
 
   m.def("topk_per_row_cpu_workspace_size", &fi::topk_per_row_cpu_workspace_size, nb::arg("k"),
         nb::arg("threads") = 0);

@@ -4,13 +4,16 @@
 
 #include "api/checks/scoring.h"
 #include "api/dispatch.h"
+#include "api/rope.h"
 #include "core/access.h"
+#include "cuda/cuda_ops.h"
 #include "flashindexer/formats.h"
 
 namespace flashindexer {
 
 Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
-                      const TensorView& slot_mapping, const RunOptions& options) {
+                      const TensorView& slot_mapping, const KeyInsertOptions& insert,
+                      const RunOptions& options) {
   ArgCheck check("insert_k_cache");
   check_cache(check, cache);
   check.tensor("keys", keys, {DType::kF32, DType::kBF16}, 2)
@@ -21,8 +24,12 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
       .on_device("slot_mapping", slot_mapping, keys.device)
       .require(cache.device == keys.device, "cache is on ", device_name(cache.device),
                ", expected ", device_name(keys.device), " like keys");
+  check_rope(check, insert.rope, cache.head_dim, slot_mapping.shape[0], keys.device);
   if (!check.ok()) return check.status();
-  if (keys.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (keys.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::insert_k_cache(cache, keys, slot_mapping, insert.rope, options.cuda_stream);
+  }
   const int64_t slots = cache.num_pages * cache.page_size;
   for (int64_t i = 0; i < slot_mapping.shape[0] && check.ok(); ++i) {
     const int64_t slot = slot_mapping.dtype == DType::kI64
@@ -30,10 +37,16 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
                              : *element<int32_t>(slot_mapping, i);
     check.require(slot < slots, "slot_mapping[", i, "]=", slot,
                   " is out of range, expected -1 or 0 <= slot < ", slots);
+    if (slot >= 0 && insert.rope.enabled()) check_rope_position(check, insert.rope, i);
   }
   if (!check.ok()) return check.status();
-  cpu::insert_k_cache(cache, keys, slot_mapping, cpu_threads(options));
+  cpu::insert_k_cache(cache, keys, slot_mapping, insert.rope, cpu_threads(options));
   return Status::Ok();
+}
+
+Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
+                      const TensorView& slot_mapping, const RunOptions& options) {
+  return insert_k_cache(cache, keys, slot_mapping, KeyInsertOptions{}, options);
 }
 
 Status gather_k_workspace(const TensorView& values, const TensorView& scales,
@@ -58,7 +71,12 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
                ", expected ", device_name(values.device), " like values");
   if (mxfp4) check.dim("scales", scales, 1, cache.head_dim / kMxfp4BlockSize);
   if (!check.ok()) return check.status();
-  if (values.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (values.device == Device::kCUDA) {
+    // The lengths and pages live on the device: the kernel skips what is out of range.
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::gather_k_workspace(values, scales, cache, block_table, cu_seq_lens,
+                                    options.cuda_stream);
+  }
   const int64_t requests = block_table.shape[0];
   check.require(*element<int32_t>(cu_seq_lens, 0) >= 0, "cu_seq_lens[0] is negative");
   for (int64_t r = 0; r < requests && check.ok(); ++r) {

@@ -58,7 +58,10 @@ Status quantize_k_fp8(const TensorView& values, const TensorView& scales, const 
   ArgCheck check("quantize_k_fp8");
   check_fp8_pair(check, values, scales, input, "input", {DType::kF32, DType::kBF16});
   if (!check.ok()) return check.status();
-  if (input.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (input.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::quantize_k_fp8(values, scales, input, options.cuda_stream);
+  }
   cpu::quantize_k_fp8(values, scales, input, cpu_threads(options));
   return Status::Ok();
 }
@@ -81,7 +84,10 @@ Status quantize_mxfp4(const TensorView& values, const TensorView& scales, const 
   ArgCheck check("quantize_mxfp4");
   check_mxfp4_pair(check, values, scales, input, "input", {DType::kF32, DType::kBF16});
   if (!check.ok()) return check.status();
-  if (input.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (input.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::quantize_mxfp4(values, scales, input, options.cuda_stream);
+  }
   cpu::quantize_mxfp4(values, scales, input, cpu_threads(options));
   return Status::Ok();
 }
@@ -91,7 +97,10 @@ Status dequantize_mxfp4(const TensorView& out, const TensorView& values, const T
   ArgCheck check("dequantize_mxfp4");
   check_mxfp4_pair(check, values, scales, out, "out", {DType::kF32});
   if (!check.ok()) return check.status();
-  if (out.device == Device::kCUDA) return not_on_cuda(check.op());
+  if (out.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::dequantize_mxfp4(out, values, scales, options.cuda_stream);
+  }
   cpu::dequantize_mxfp4(out, values, scales, cpu_threads(options));
   return Status::Ok();
 }

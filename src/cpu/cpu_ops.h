@@ -9,6 +9,8 @@
 #include "flashindexer/indexer.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
+#include "flashindexer/query.h"
+#include "flashindexer/rope.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"
@@ -25,7 +27,7 @@ void dequantize_mxfp4(const TensorView& out, const TensorView& values, const Ten
                       int threads);
 
 void insert_k_cache(const PagedKCache& cache, const TensorView& keys,
-                    const TensorView& slot_mapping, int threads);
+                    const TensorView& slot_mapping, const RopeOptions& rope, int threads);
 void gather_k_workspace(const TensorView& values, const TensorView& scales,
                         const PagedKCache& cache, const TensorView& block_table,
                         const TensorView& cu_seq_lens, int threads);
@@ -74,6 +76,21 @@ namespace flashindexer::cpu {
 
 // One row of spec §3.2 / §3.3 quantization, shared by the quantizers and the cache writer.
 void quantize_k_fp8_row(uint8_t* values, float* scale, const float* x, int head_dim);
+// The same with the amax floor given (the query form's eps; keys use 1e-4).
+void quantize_fp8_row(uint8_t* values, float* scale, const float* x, int head_dim, float floor);
+
+// RoPE (rope.h) on one vector of head_dim floats at cos_sin_cache row `position`, in place; the
+// rotated values rounded to bf16.
+void apply_rope(float* x, int head_dim, const RopeOptions& rope, int64_t position);
+int64_t rope_position(const RopeOptions& rope, int64_t row);
+
+// The query quantizers of query.h; quant.weight_scale is resolved (nonzero).
+void quantize_query_fp8(const TensorView& values, const TensorView& weights_out,
+                        const TensorView& q, const TensorView& weights,
+                        const QueryQuantOptions& quant, int threads);
+void quantize_query_mxfp4(const TensorView& values, const TensorView& scales,
+                          const TensorView& weights_out, const TensorView& q,
+                          const TensorView& weights, const QueryQuantOptions& quant, int threads);
 void quantize_mxfp4_row(uint8_t* values, uint8_t* scales, const float* x, int head_dim);
 
 }  // namespace flashindexer::cpu

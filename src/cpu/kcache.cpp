@@ -25,7 +25,7 @@ KeyLocation locate(const PagedKCache& cache, int64_t page, int64_t row) {
 }  // namespace
 
 void insert_k_cache(const PagedKCache& cache, const TensorView& keys,
-                    const TensorView& slot_mapping, int threads) {
+                    const TensorView& slot_mapping, const RopeOptions& rope, int threads) {
   const int64_t count = slot_mapping.shape[0];
   const int head_dim = cache.head_dim;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -35,6 +35,7 @@ void insert_k_cache(const PagedKCache& cache, const TensorView& keys,
     if (slot < 0) continue;
     float key[kMaxHeadDim];
     load_floats(key, keys, i * keys.stride[0], head_dim);
+    if (rope.enabled()) apply_rope(key, head_dim, rope, rope_position(rope, i));
     const KeyLocation at = locate(cache, slot / cache.page_size, slot % cache.page_size);
     if (cache.format == KFormat::kFP8) {
       float scale;

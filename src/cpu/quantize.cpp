@@ -21,7 +21,11 @@ float row_amax(const float* x, int n) {
 }  // namespace
 
 void quantize_k_fp8_row(uint8_t* values, float* scale, const float* x, int head_dim) {
-  const float row_scale = pow2_ceil(std::max(row_amax(x, head_dim), 1e-4f) / kE4M3Max);
+  quantize_fp8_row(values, scale, x, head_dim, 1e-4f);
+}
+
+void quantize_fp8_row(uint8_t* values, float* scale, const float* x, int head_dim, float floor) {
+  const float row_scale = pow2_ceil(std::max(row_amax(x, head_dim), floor) / kE4M3Max);
   // Dividing by a power of two is exact, so multiplying by its reciprocal is the same.
   const float inverse = 1.0f / row_scale;
   for (int d = 0; d < head_dim; ++d) values[d] = float_to_e4m3(x[d] * inverse);

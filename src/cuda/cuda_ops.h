@@ -6,6 +6,8 @@
 #include "flashindexer/indexer.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
+#include "flashindexer/query.h"
+#include "flashindexer/rope.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 #include "flashindexer/topk.h"
@@ -15,6 +17,34 @@ namespace flashindexer::cuda {
 // out [N, D] f32 = e4m3(values [N, D]) * scales [N] f32.
 Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const TensorView& scales,
                         void* stream);
+
+// The quantizers of flashindexer/quantize.h on CUDA tensors, bit for bit the CPU's. The
+// quantizers take rows of 32, 64, 128 or 256 values (kUnsupported otherwise).
+Status quantize_k_fp8(const TensorView& values, const TensorView& scales, const TensorView& input,
+                      void* stream);
+Status quantize_mxfp4(const TensorView& values, const TensorView& scales, const TensorView& input,
+                      void* stream);
+Status dequantize_mxfp4(const TensorView& out, const TensorView& values, const TensorView& scales,
+                        void* stream);
+
+// The page-cache ops of flashindexer/kcache.h on CUDA tensors, bit for bit the CPU's on valid
+// input. Device-side values are not checked on the host: insert skips slots past the cache,
+// gather skips keys whose offsets or pages are out of range (see src/cuda/kcache/).
+Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
+                      const TensorView& slot_mapping, const RopeOptions& rope, void* stream);
+Status gather_k_workspace(const TensorView& values, const TensorView& scales,
+                          const PagedKCache& cache, const TensorView& block_table,
+                          const TensorView& cu_seq_lens, void* stream);
+
+// The query quantizers of flashindexer/query.h on CUDA tensors; quant.weight_scale is resolved
+// (nonzero). D 64 or 128.
+Status quantize_query_fp8(const TensorView& values, const TensorView& weights_out,
+                          const TensorView& q, const TensorView& weights,
+                          const QueryQuantOptions& quant, void* stream);
+Status quantize_query_mxfp4(const TensorView& values, const TensorView& scales,
+                            const TensorView& weights_out, const TensorView& q,
+                            const TensorView& weights, const QueryQuantOptions& quant,
+                            void* stream);
 
 // mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8 or MXFP4, H 32
 // or 64, D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and

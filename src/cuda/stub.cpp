@@ -22,6 +22,32 @@ Status dequantize_k_fp8(const TensorView&, const TensorView&, const TensorView&,
   return not_on_cuda("dequantize_k_fp8");
 }
 
+Status quantize_k_fp8(const TensorView&, const TensorView&, const TensorView&, void*) {
+  return not_on_cuda("quantize_k_fp8");
+}
+Status quantize_mxfp4(const TensorView&, const TensorView&, const TensorView&, void*) {
+  return not_on_cuda("quantize_mxfp4");
+}
+Status dequantize_mxfp4(const TensorView&, const TensorView&, const TensorView&, void*) {
+  return not_on_cuda("dequantize_mxfp4");
+}
+Status insert_k_cache(const PagedKCache&, const TensorView&, const TensorView&, const RopeOptions&,
+                      void*) {
+  return not_on_cuda("insert_k_cache");
+}
+Status gather_k_workspace(const TensorView&, const TensorView&, const PagedKCache&,
+                          const TensorView&, const TensorView&, void*) {
+  return not_on_cuda("gather_k_workspace");
+}
+Status quantize_query_fp8(const TensorView&, const TensorView&, const TensorView&,
+                          const TensorView&, const QueryQuantOptions&, void*) {
+  return not_on_cuda("quantize_query_fp8");
+}
+Status quantize_query_mxfp4(const TensorView&, const TensorView&, const TensorView&,
+                            const TensorView&, const TensorView&, const QueryQuantOptions&, void*) {
+  return not_on_cuda("quantize_query_mxfp4");
+}
+
 Status mqa_logits(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                   const TensorView&, const TensorView&, const TensorView&, bool, void*) {
   return not_on_cuda("mqa_logits");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `flashindexer run`, the execution: the K cache built and gathered on the CPU, then every batch
-// scored on the chosen device (dense logits + top-k, and the indexer), each op timed, and what
-// the checks read downloaded to the host.
+// `flashindexer run`, the execution: the K cache built and gathered on the chosen device, then
+// every batch scored there (dense logits + top-k, and the indexer), each op timed, and what the
+// checks read downloaded to the host.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -135,8 +135,8 @@ struct KeyStore {
   QuantizedTensor workspace;  // values [Nws, D] e4m3, scales [Nws] f32
 };
 
-// Builds the key store on the CPU (insert_k_cache and gather_k_workspace have no CUDA kernels
-// yet), timing both, and copies what the checks read back into `result`.
+// Builds the key store in `memory` (insert_k_cache from the f32 keys, then gather_k_workspace of
+// the prefill chunk), timing both, and copies what the checks read back into `result`.
 Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
                        const Workload& workload) {
   const int64_t num_keys = static_cast<int64_t>(workload.slot_mapping.size());
@@ -181,28 +181,14 @@ Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
   return download_vector(&result->workspace_scales, memory, workspace.scales.data, workspace_keys);
 }
 
-// The same key store in `memory` (a CUDA device), copied from the host results.
-Status upload_key_store(KeyStore* store, DeviceMemory& memory, const RunResult& result) {
-  store->cache.device = memory.device();
-  CLI_RETURN_IF_ERROR(memory.upload(&store->cache.data, result.cache.data(), result.cache.size()));
-  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
-  CLI_RETURN_IF_ERROR(upload_view(&store->workspace.values, memory, result.workspace_values,
-                                  DType::kE4M3, {workspace_keys, kHeadDim}));
-  return upload_view(&store->workspace.scales, memory, result.workspace_scales, DType::kF32,
-                     {workspace_keys});
-}
-
 }  // namespace
 
 Status execute(RunResult* result, const Workload& workload, Device device) {
   result->device = device;
   const Preset& preset = *workload.preset;
-  DeviceMemory host(Device::kCPU);
+  DeviceMemory memory(device);
   KeyStore store;
-  CLI_RETURN_IF_ERROR(build_key_store(&store, result, host, workload));
-  DeviceMemory device_memory(device);
-  DeviceMemory& memory = device == Device::kCPU ? host : device_memory;
-  if (device != Device::kCPU) CLI_RETURN_IF_ERROR(upload_key_store(&store, memory, *result));
+  CLI_RETURN_IF_ERROR(build_key_store(&store, result, memory, workload));
 
   // The indexer takes caller-owned scratch, so that its timing includes no allocation (on CUDA
   // it holds the logits slab the rows run through).

@@ -35,10 +35,10 @@ void print_header(const Workload& workload, Device device, const RunResult& resu
              preset.heads, kHeadDim, preset.topk, kPageSize, workload.num_pages,
              workload.page_stride_bytes);
   fmt::print(
-      "k cache (on the CPU): insert_k_cache {} keys {:.2f} ms, gather_k_workspace {} keys "
-      "{:.2f} ms\n",
-      workload.slot_mapping.size(), result.insert_ms, result.workspace_scales.size(),
-      result.gather_ms);
+      "k cache (on the {}): insert_k_cache {} keys {:.3f} ms, gather_k_workspace {} keys "
+      "{:.3f} ms\n",
+      device == Device::kCPU ? "CPU" : "GPU", workload.slot_mapping.size(), result.insert_ms,
+      result.workspace_scales.size(), result.gather_ms);
   for (const Batch& batch : workload.batches) {
     std::string contexts;
     for (const RequestShape& request : batch.shape->requests) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The steps of `flashindexer run` (run.h), in three files:
-//   execute.cpp  builds the K cache (on the CPU), scores the workload's batches on the chosen
-//                device (dense logits + top-k, and the indexer), timing each op;
+//   execute.cpp  builds the K cache and scores the workload's batches on the chosen device
+//                (insert and gather, dense logits + top-k, and the indexer), timing each op;
 //   verify.cpp   checks on the host
 //                1. the K cache and the gathered workspace against the reference quantizer,
 //                2. indexer_* == topk_per_row(*mqa_logits) as sets on every row (a library
@@ -35,7 +35,7 @@ struct BatchResult {
 };
 
 struct RunResult {
-  Device device = Device::kCPU;           // where the batches were scored
+  Device device = Device::kCPU;           // where the cache was built and the batches scored
   std::vector<uint8_t> cache;             // [num_pages, page_stride_bytes] u8 after the insert
   std::vector<uint8_t> workspace_values;  // [Nws, D] e4m3 after the gather
   std::vector<float> workspace_scales;    // [Nws] f32
@@ -44,8 +44,8 @@ struct RunResult {
   std::vector<BatchResult> batches;  // parallel to Workload::batches
 };
 
-// Builds the key store (on the CPU), scores every batch on `device`, and copies what the checks
-// read back to the host.
+// Builds the key store and scores every batch on `device`, and copies what the checks read back
+// to the host.
 Status execute(RunResult* result, const Workload& workload, Device device);
 
 // Rows checked against the reference oracle, per phase.

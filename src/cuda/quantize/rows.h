@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// One kernel per format quantizes rows of D values wherever they come from and go: a [N, D]
+// or [T, H, D] view into a view (quantize_k_fp8, quantize_mxfp4, the query quantizers) or keys
+// into their slots of the paged cache (insert_k_cache), with RoPE before and the query weights
+// folded after when asked. A job says which; the kernels are in rows_fp8.cu and rows_mxfp4.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/quantize/lanes.cuh"
+#include "flashindexer/status.h"
+
+namespace flashindexer::cuda::quant {
+
+// Where row r's codes and scales go.
+struct Destination {
+  // A view: values row r at values + value_rows.offset(r) (bytes); its scale(s) at
+  // scales + scale_rows.offset(r) (f32 elements for FP8, bytes for MXFP4).
+  uint8_t* values = nullptr;
+  Rows value_rows;
+  void* scales = nullptr;
+  Rows scale_rows;
+  // Or the paged cache (slots != nullptr): row r into slot slots[r]; slots < 0 or at or past
+  // num_slots are skipped.
+  const void* slots = nullptr;
+  bool slots_i64 = false;
+  uint8_t* cache = nullptr;
+  int64_t page_stride = 0;
+  int page_size = 0;
+  int64_t num_slots = 0;
+};
+
+// The query weights: weights_out[r] = weights[r] * (sigma_r for FP8) * weight_scale.
+struct WeightFold {
+  const void* weights = nullptr;  // null: no weights
+  bool weights_bf16 = false;
+  Rows weight_rows;
+  float* weights_out = nullptr;
+  Rows weights_out_rows;
+  float weight_scale = 1.0f;
+};
+
+struct RowJob {
+  const void* input = nullptr;
+  bool input_bf16 = false;
+  Rows input_rows;
+  int64_t rows = 0;
+  int head_dim = 0;
+  int64_t rows_per_token = 1;  // RoPE position of row r: positions[r / rows_per_token]
+  float floor = 1e-4f;         // FP8: the amax floor
+  bool vector = false;         // every row and destination allows the lanes' vector accesses
+  Rope rope;
+  Destination destination;
+  WeightFold weights;
+};
+
+// Head dims the kernels take: D/8 lanes per row, a power of two up to a warp.
+inline bool head_dim_supported(int64_t head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// Each group of D/8 lanes quantizes this many rows, their loads issued together: twice the bytes
+// in flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
+// kernel needs both; a bound forcing more blocks per SM spilled).
+constexpr int kRowsPerGroup = 2;
+// Registers: at most 64 a thread (4 blocks of 256 threads per SM, each thread with 32 bytes of
+// bf16 loads in flight); the RoPE kernels, which hold a row's partner half too, up to 80 (3
+// blocks), and with f32 input (64 bytes of loads in flight) up to 128 (2 blocks): tighter bounds
+// spilled.
+template <typename In>
+constexpr int min_blocks_per_sm(bool rope) {
+  return !rope ? 4 : (sizeof(In) == 4 ? 2 : 3);
+}
+
+// Where one row's codes go and whether it is written at all (a row past the end, or a cache
+// slot < 0 or past the cache, is not).
+struct RowTarget {
+  bool live = false;
+  uint8_t* values = nullptr;
+  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
+};
+
+// value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
+// scale_element: bytes of one element of the scales view.
+__device__ __forceinline__ RowTarget row_target(const RowJob& job, int64_t row, int value_bytes,
+                                                int scale_bytes, int scale_element) {
+  RowTarget target;
+  if (row >= job.rows) return target;
+  const Destination& to = job.destination;
+  if (to.slots != nullptr) {
+    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + row)
+                                      : __ldg(static_cast<const int32_t*>(to.slots) + row);
+    if (slot < 0 || slot >= to.num_slots) return target;
+    const int64_t page_index = divide(slot, to.page_size);
+    uint8_t* page = to.cache + page_index * to.page_stride;
+    const int64_t in_page = slot - page_index * to.page_size;
+    target.values = page + in_page * value_bytes;
+    target.scales = page + static_cast<int64_t>(to.page_size) * value_bytes + in_page * scale_bytes;
+  } else {
+    target.values = to.values + to.value_rows.offset(row);
+    if (to.scales != nullptr) {
+      target.scales = static_cast<uint8_t*>(to.scales) + to.scale_rows.offset(row) * scale_element;
+    }
+  }
+  target.live = true;
+  return target;
+}
+
+// The weight of row `row` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
+// form, w * weight_scale in the MXFP4 form (sigma null).
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, int64_t row,
+                                            const float* sigma) {
+  if (fold.weights == nullptr) return;
+  const int64_t at = fold.weight_rows.offset(row);
+  float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + at)
+                              : load_float(static_cast<const float*>(fold.weights) + at);
+  if (sigma != nullptr) w = __fmul_rn(w, *sigma);
+  fold.weights_out[fold.weights_out_rows.offset(row)] = __fmul_rn(w, fold.weight_scale);
+}
+
+Status launch_fp8_rows(const RowJob& job, cudaStream_t stream, const char* op);
+Status launch_mxfp4_rows(const RowJob& job, cudaStream_t stream, const char* op);
+
+}  // namespace flashindexer::cuda::quant
