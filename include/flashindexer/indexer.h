@@ -44,7 +44,7 @@ struct IndexerOptions {
   // the call's own row ranges as bounds (logits width: keys.shape[0] for prefill,
   // block_table.shape[1] * page_size for decode). On CUDA such a call takes the dense path (the
   // logits slab, then the consumer's selection; kFused is refused) and needs the same workspace.
-  CandidateInput candidates;
+  CandidateInput candidates = {};
 };
 
 // out: [M, >= k] i32 (out); the other arguments as mqa_logits.

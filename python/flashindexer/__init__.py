@@ -14,7 +14,14 @@ the ops as torch.library custom ops (importing it imports PyTorch; this package 
 Importing this package never initialises CUDA.
 """
 
-from . import _C, dist, planning, reference
+from . import _C, candidates, dist, planning, reference
+from .candidates import (
+    apply_candidate_mask,
+    candidate_blocks_to_sparse_indices,
+    candidate_topk_per_row,
+    select_candidate_blocks,
+    sparse_topk_remap,
+)
 from .dist import (
     dcp_merge_topk,
     dcp_pack_candidates,
@@ -77,4 +84,8 @@ __all__ += [
 __all__ += [
     "PrefillChunk", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
     "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
+]
+__all__ += [
+    "apply_candidate_mask", "candidate_blocks_to_sparse_indices", "candidate_topk_per_row",
+    "candidates", "select_candidate_blocks", "sparse_topk_remap",
 ]

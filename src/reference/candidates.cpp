@@ -123,14 +123,16 @@ void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
   if (vllm_compatible) reference::apply_candidate_mask(logits, rows, candidates, block_size);
   for (int64_t t = 0; t < out.shape[0]; ++t) {
     const Visible vis = visible_columns(candidate_bounds(rows, t), width);
-    // The positions the row may select, each once.
+    // The blocks the row's candidates name, then the positions it may select, each once.
+    const int64_t row_blocks = (vis.count() + block_size - 1) / block_size;
+    std::vector<bool> named(static_cast<size_t>(row_blocks), false);
+    for (int64_t i = 0; i < candidates.shape[1]; ++i) {
+      const int64_t c = *element<int32_t>(candidates, t, i);
+      if (c >= 0 && c < row_blocks) named[c] = true;
+    }
     std::vector<int64_t> positions;
     for (int64_t p = 0; p < vis.count(); ++p) {
-      bool inside = vllm_compatible;
-      for (int64_t i = 0; i < candidates.shape[1] && !inside; ++i) {
-        inside = *element<int32_t>(candidates, t, i) == p / block_size;
-      }
-      if (inside) positions.push_back(p);
+      if (vllm_compatible || named[p / block_size]) positions.push_back(p);
     }
     std::sort(positions.begin(), positions.end(), [&](int64_t a, int64_t b) {
       return ranks_before(logit_at(logits, t, vis.start + a), a,

@@ -42,7 +42,9 @@ struct DeviceCase {
 DeviceBuffer poisoned_workspace(size_t bytes) {
   DeviceBuffer buffer(bytes);
   EXPECT_EQ(buffer.error(), cudaSuccess);
-  if (bytes > 0) EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  if (bytes > 0) {
+    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  }
   return buffer;
 }
 
