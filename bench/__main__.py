@@ -5,8 +5,8 @@ The product benchmark of FlashIndexer, over its Python module: every op on the c
 bench/cases.py against a same-run peer (PyTorch on the GPU, NumPy on the CPU) and the same-run
 ceilings, with the other projects' numbers quoted from an earlier run in their own column.
 Routines: topk, scoring, indexer, dequantize, overhead, candidates (GPU); cpu; all (every
-routine the device runs). --markdown PATH writes the tables as one page (docs/benchmarks.md). Method:
-bench/README.md.
+routine the device runs). --markdown PATH writes the tables as one page (docs/benchmarks.md).
+Method: bench/README.md.
 """
 import argparse
 import importlib

@@ -114,8 +114,8 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
 
 // The candidate input of a consumer layer's indexer call (IndexerOptions::candidates).
 struct CandidateInput {
-  TensorView blocks;      // [rows, C] i32 (one row per query row); undefined: unrestricted
-  int block_size = 0;     // cb
+  TensorView blocks;             // [rows, C] i32 (one row per query row); undefined: unrestricted
+  int block_size = 0;            // cb
   bool vllm_compatible = false;  // as CandidateTopKOptions::vllm_compatible
   bool defined() const { return blocks.defined(); }
 };

@@ -42,9 +42,8 @@ void apply_candidate_mask_binding(nb::handle logits, nb::handle candidates, int 
   const TensorView candidate_view = args.input("candidates", candidates);
   const CandidateRows rows = bounds_of(args, ks, ke, row_repeat);
   const RunOptions options = args.options(stream, nb::none(), cpu_threads);
-  args.run([&] {
-    return apply_candidate_mask(logits_view, rows, candidate_view, block_size, options);
-  });
+  args.run(
+      [&] { return apply_candidate_mask(logits_view, rows, candidate_view, block_size, options); });
 }
 
 void candidate_topk_per_row_binding(nb::handle out, nb::handle logits, nb::handle candidates,
@@ -68,8 +67,7 @@ void candidate_topk_per_row_binding(nb::handle out, nb::handle logits, nb::handl
 void candidate_blocks_to_sparse_indices_binding(nb::handle sparse_indices, nb::handle end,
                                                 nb::handle candidates, int block_size,
                                                 int sparse_block, nb::handle ks, nb::handle ke,
-                                                int row_repeat, uintptr_t stream,
-                                                int cpu_threads) {
+                                                int row_repeat, uintptr_t stream, int cpu_threads) {
   ArgumentList args("candidate_blocks_to_sparse_indices");
   const TensorView candidate_view = args.input("candidates", candidates);
   const CandidateRows rows = bounds_of(args, ks, ke, row_repeat);
@@ -111,12 +109,11 @@ void register_candidates(nb::module_& m) {
         nb::arg("block_size"), any("ks"), any("ke"), nb::arg("row_repeat") = 1, stream, threads);
   m.def("candidate_topk_per_row", &candidate_topk_per_row_binding, any("out"), any("logits"),
         any("candidates"), nb::arg("block_size"), nb::arg("k"), any("ks"), any("ke"),
-        nb::arg("row_repeat") = 1, nb::arg("sorted") = false,
-        nb::arg("vllm_compatible") = false, stream, workspace, threads);
+        nb::arg("row_repeat") = 1, nb::arg("sorted") = false, nb::arg("vllm_compatible") = false,
+        stream, workspace, threads);
   m.def("candidate_blocks_to_sparse_indices", &candidate_blocks_to_sparse_indices_binding,
         any("sparse_indices"), any("end"), any("candidates"), nb::arg("block_size"),
-        nb::arg("sparse_block"), any("ks"), any("ke"), nb::arg("row_repeat") = 1, stream,
-        threads);
+        nb::arg("sparse_block"), any("ks"), any("ke"), nb::arg("row_repeat") = 1, stream, threads);
   m.def("sparse_topk_remap", &sparse_topk_remap_binding, any("out"), any("columns"),
         any("sparse_indices"), nb::arg("sparse_block"), any("ks"), nb::arg("row_repeat") = 1,
         stream, threads);
@@ -136,13 +133,13 @@ void register_candidates(nb::module_& m) {
       [](int64_t rows, int64_t width, int num_blocks, int block_size, int k, int device) {
         size_t bytes = 0;
         ArgumentList::run_on(device, [&] {
-          bytes = candidate_topk_per_row_cuda_workspace_size(rows, width, num_blocks, block_size,
-                                                             k);
+          bytes =
+              candidate_topk_per_row_cuda_workspace_size(rows, width, num_blocks, block_size, k);
         });
         return bytes;
       },
-      nb::arg("rows"), nb::arg("width"), nb::arg("num_blocks"), nb::arg("block_size"),
-      nb::arg("k"), nb::arg("device") = -1);
+      nb::arg("rows"), nb::arg("width"), nb::arg("num_blocks"), nb::arg("block_size"), nb::arg("k"),
+      nb::arg("device") = -1);
 }
 
 }  // namespace flashindexer::python

@@ -23,21 +23,22 @@ void check_block_size(ArgCheck& check, int block_size) {
 }
 
 void check_num_blocks(ArgCheck& check, const char* name, int64_t num_blocks) {
-  check.require(num_blocks >= 1 && num_blocks <= kMaxCandidateBlocks, name, "=", num_blocks,
-                " candidate blocks per row is not supported, expected 1 <= C <= ",
-                kMaxCandidateBlocks);
+  check.require(
+      num_blocks >= 1 && num_blocks <= kMaxCandidateBlocks, name, "=", num_blocks,
+      " candidate blocks per row is not supported, expected 1 <= C <= ", kMaxCandidateBlocks);
 }
 
 // The bounds of `rows` op rows on `device`; `need_ke`: ke is required (every op but the remap).
-void check_candidate_rows(ArgCheck& check, const CandidateRows& bounds, int64_t rows,
-                          Device device, bool need_ke) {
+void check_candidate_rows(ArgCheck& check, const CandidateRows& bounds, int64_t rows, Device device,
+                          bool need_ke) {
   check.require(bounds.row_repeat >= 1, "row_repeat=", bounds.row_repeat, ", expected >= 1");
   if (!check.ok()) return;
-  check.require(rows % bounds.row_repeat == 0, "the ", rows, " rows are not a multiple of row_repeat=",
-                bounds.row_repeat);
+  check.require(rows % bounds.row_repeat == 0, "the ", rows,
+                " rows are not a multiple of row_repeat=", bounds.row_repeat);
   const int64_t bound_rows = rows / bounds.row_repeat;
   check.optional_tensor("ks", bounds.ks, {DType::kI32}, 1);
-  if (bounds.ks.defined()) check.dim("ks", bounds.ks, 0, bound_rows).on_device("ks", bounds.ks, device);
+  if (bounds.ks.defined())
+    check.dim("ks", bounds.ks, 0, bound_rows).on_device("ks", bounds.ks, device);
   if (need_ke || bounds.ke.defined()) {
     const int rank = bounds.ke.rank == 2 ? 2 : 1;
     check.tensor("ke", bounds.ke, {DType::kI32}, rank).on_device("ke", bounds.ke, device);
@@ -61,8 +62,7 @@ void check_logits(ArgCheck& check, const TensorView& logits) {
   if (check.ok()) check.stride_at_least("logits", logits, 0, logits.shape[1]);
 }
 
-void check_candidates(ArgCheck& check, const TensorView& candidates, int64_t rows,
-                      Device device) {
+void check_candidates(ArgCheck& check, const TensorView& candidates, int64_t rows, Device device) {
   check.tensor("candidates", candidates, {DType::kI32}, 2)
       .dim("candidates", candidates, 0, rows)
       .on_device("candidates", candidates, device);
@@ -80,8 +80,11 @@ Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
   check_block_size(check, block_size);
   if (!check.ok()) return check.status();
   const int64_t count = logits.shape[0];
-  check.tensor("out", out, {DType::kI32}, 2).dim("out", out, 0, count)
-      .dim_at_least("out", out, 1, num_blocks).on_device("out", out, logits.device);
+  check.tensor("out", out, {DType::kI32}, 2)
+      .dim("out", out, 0, count)
+      .dim_at_least("out", out, 1, num_blocks)
+      .on_device("out", out, logits.device);
+  if (check.ok()) check.stride_at_least("out", out, 0, num_blocks);
   check_candidate_rows(check, rows, count, logits.device, true);
   if (!check.ok()) return check.status();
   if (logits.device == Device::kCUDA) {
@@ -113,8 +116,8 @@ Status apply_candidate_mask(const TensorView& logits, const CandidateRows& rows,
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::apply_candidate_mask(logits, rows, candidates, block_size, options.cuda_stream);
   }
-  cpu::apply_candidate_mask(logits, cpu::candidate_row_bounds(rows, count), candidates,
-                            block_size, cpu_threads(options));
+  cpu::apply_candidate_mask(logits, cpu::candidate_row_bounds(rows, count), candidates, block_size,
+                            cpu_threads(options));
   return Status::Ok();
 }
 
@@ -135,8 +138,7 @@ Status candidate_topk_per_row(const TensorView& out, const TensorView& logits,
   if (logits.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::candidate_topk_per_row(out, logits, rows, candidates, block_size, k,
-                                        topk_options.sorted, topk_options.vllm_compatible,
-                                        options);
+                                        topk_options.sorted, topk_options.vllm_compatible, options);
   }
   cpu::candidate_topk_per_row(out, logits, cpu::candidate_row_bounds(rows, count), candidates,
                               block_size, k, topk_options.sorted, topk_options.vllm_compatible,
@@ -175,7 +177,12 @@ Status candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, cons
       .dim("sparse_indices", sparse_indices, 0, count)
       .dim("sparse_indices", sparse_indices, 1, candidates.shape[1] * ratio)
       .on_device("sparse_indices", sparse_indices, device)
-      .tensor("end", end, {DType::kI32}, 1).dim("end", end, 0, count).on_device("end", end, device);
+      .tensor("end", end, {DType::kI32}, 1)
+      .dim("end", end, 0, count)
+      .on_device("end", end, device);
+  if (check.ok()) {
+    check.stride_at_least("sparse_indices", sparse_indices, 0, sparse_indices.shape[1]);
+  }
   check_candidate_rows(check, rows, count, device, true);
   if (!check.ok()) return check.status();
   if (device == Device::kCUDA) {
@@ -199,12 +206,15 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
   if (!check.ok()) return check.status();
   const Device device = columns.device;
   const int64_t count = columns.shape[0];
-  check.tensor("out", out, {DType::kI32}, 2).dim("out", out, 0, count)
-      .dim("out", out, 1, columns.shape[1]).on_device("out", out, device)
+  check.tensor("out", out, {DType::kI32}, 2)
+      .dim("out", out, 0, count)
+      .dim("out", out, 1, columns.shape[1])
+      .on_device("out", out, device)
       .tensor("sparse_indices", sparse_indices, {DType::kI32}, 2)
       .dim("sparse_indices", sparse_indices, 0, count)
       .dim_at_least("sparse_indices", sparse_indices, 1, 1)
       .on_device("sparse_indices", sparse_indices, device);
+  if (check.ok()) check.stride_at_least("out", out, 0, out.shape[1]);
   check_candidate_rows(check, rows, count, device, false);
   if (!check.ok()) return check.status();
   if (device == Device::kCUDA) {

@@ -127,8 +127,8 @@ void select_candidate_blocks(const TensorView& out, const TensorView& logits,
       int32_t* out_row = element<int32_t>(out, t, 0);
       for (int64_t i = 0; i < num_blocks; ++i) {
         const bool valid = static_cast<size_t>(i) < kept && (keys[i] >> 32) != minus_inf_key;
-        out_row[i * out.stride[1]] = valid ? static_cast<int32_t>(~static_cast<uint32_t>(keys[i]))
-                                           : -1;
+        out_row[i * out.stride[1]] =
+            valid ? static_cast<int32_t>(~static_cast<uint32_t>(keys[i])) : -1;
       }
     }
   }
@@ -150,8 +150,7 @@ void apply_candidate_mask(const TensorView& logits, const std::vector<RowBound>&
 
 void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
                             const std::vector<RowBound>& bounds, const TensorView& candidates,
-                            int block_size, int k, bool sorted, bool vllm_compatible,
-                            int threads) {
+                            int block_size, int k, bool sorted, bool vllm_compatible, int threads) {
   const int64_t width = logits.shape[1];
 #pragma omp parallel num_threads(threads)
   {
@@ -170,8 +169,7 @@ void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
         push_positions(selector, element<float>(logits, t, vis.start), 0, vis.count);
       } else {
         const int64_t row_blocks = (vis.count + block_size - 1) / block_size;
-        kept_blocks(blocks, row_candidates, candidates.stride[1], candidates.shape[1],
-                    row_blocks);
+        kept_blocks(blocks, row_candidates, candidates.stride[1], candidates.shape[1], row_blocks);
         // Runs of consecutive blocks are pushed together (fewer, fuller pushes).
         for (size_t i = 0; i < blocks.size();) {
           size_t j = i + 1;

@@ -30,8 +30,7 @@ void apply_candidate_mask(const TensorView& logits, const std::vector<RowBound>&
 // With vllm_compatible the logits are masked in place first.
 void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
                             const std::vector<RowBound>& bounds, const TensorView& candidates,
-                            int block_size, int k, bool sorted, bool vllm_compatible,
-                            int threads);
+                            int block_size, int k, bool sorted, bool vllm_compatible, int threads);
 void candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, const TensorView& end,
                                         const TensorView& candidates,
                                         const std::vector<RowBound>& bounds, int block_size,

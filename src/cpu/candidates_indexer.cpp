@@ -46,19 +46,16 @@ void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                const CandidateInput& candidates, int threads) {
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
-  const std::vector<RowBound> bounds =
-      candidate_row_bounds(CandidateRows::prefill(ks, ke), rows);
+  const std::vector<RowBound> bounds = candidate_row_bounds(CandidateRows::prefill(ks, ke), rows);
   const int64_t batch = std::min(rows_per_batch(width, 1), std::max<int64_t>(rows, 1));
   std::vector<float> storage(static_cast<size_t>(batch * std::max<int64_t>(width, 1)));
   for (int64_t first = 0; first < rows; first += batch) {
     const int64_t count = std::min(batch, rows - first);
-    const TensorView logits =
-        TensorView::contiguous(storage.data(), DType::kF32, {count, width});
+    const TensorView logits = TensorView::contiguous(storage.data(), DType::kF32, {count, width});
     const QuantizedTensor batch_q{row_slice(q.values, first, count),
                                   row_slice(q.scales, first, count)};
-    mqa_logits(logits, batch_q, keys, row_slice(weights, first, count),
-               row_slice(ks, first, count), row_slice(ke, first, count), /*clean=*/false,
-               threads);
+    mqa_logits(logits, batch_q, keys, row_slice(weights, first, count), row_slice(ks, first, count),
+               row_slice(ke, first, count), /*clean=*/false, threads);
     select_batch(out, logits, bounds, candidates, first, count, k, sorted, threads);
   }
 }
@@ -73,10 +70,9 @@ void candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
   const int64_t width = block_table.shape[1] * cache.page_size;
   std::vector<RowBound> bounds(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) bounds[r] = {0, rows::decode_row_end(context_lens, next_n, r)};
-  const int64_t requests = std::min(rows_per_batch(width, next_n) / next_n,
-                                    std::max<int64_t>(batch_size, 1));
-  std::vector<float> storage(
-      static_cast<size_t>(requests * next_n * std::max<int64_t>(width, 1)));
+  const int64_t requests =
+      std::min(rows_per_batch(width, next_n) / next_n, std::max<int64_t>(batch_size, 1));
+  std::vector<float> storage(static_cast<size_t>(requests * next_n * std::max<int64_t>(width, 1)));
   for (int64_t first = 0; first < batch_size; first += requests) {
     const int64_t count = std::min(requests, batch_size - first);
     const TensorView logits =

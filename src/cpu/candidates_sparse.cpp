@@ -37,14 +37,14 @@ void candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, const 
       const int64_t last = kept.empty() ? 0 : kept.back();
       int32_t* row = element<int32_t>(sparse_indices, t, 0);
       for (int64_t i = 0; i < slots; ++i) {
-        row[i] = static_cast<int32_t>((i < static_cast<int64_t>(kept.size()) ? kept[i] : last) +
-                                      base);
+        row[i] =
+            static_cast<int32_t>((i < static_cast<int64_t>(kept.size()) ? kept[i] : last) + base);
       }
       const int64_t valid =
-          kept.empty() ? 0
-                       : (static_cast<int64_t>(kept.size()) - 1) * sparse_block +
-                             std::clamp<int64_t>(b.ke - (last * sparse_block + b.ks), 1,
-                                                 sparse_block);
+          kept.empty()
+              ? 0
+              : (static_cast<int64_t>(kept.size()) - 1) * sparse_block +
+                    std::clamp<int64_t>(b.ke - (last * sparse_block + b.ks), 1, sparse_block);
       *element<int32_t>(end, t) = static_cast<int32_t>(valid);
     }
   }

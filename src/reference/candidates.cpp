@@ -77,9 +77,8 @@ void select_candidate_blocks(const TensorView& out, const TensorView& logits,
     // Step 3: the best min(C, nblocks) blocks; -inf ones are not kept.
     std::vector<int64_t> ids(static_cast<size_t>(nblocks));
     std::iota(ids.begin(), ids.end(), 0);
-    std::sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
-      return block_ranks_before(score[a], a, score[b], b);
-    });
+    std::sort(ids.begin(), ids.end(),
+              [&](int64_t a, int64_t b) { return block_ranks_before(score[a], a, score[b], b); });
     const int64_t selected = std::min<int64_t>(num_blocks, nblocks);
     for (int64_t i = 0; i < num_blocks; ++i) {
       const bool kept = i < selected && score[ids[i]] != -kInf;
@@ -117,8 +116,8 @@ void apply_candidate_mask(const TensorView& logits, const CandidateRows& rows,
 }
 
 void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
-                            const CandidateRows& rows, const TensorView& candidates,
-                            int block_size, int k, bool vllm_compatible) {
+                            const CandidateRows& rows, const TensorView& candidates, int block_size,
+                            int k, bool vllm_compatible) {
   const int64_t width = logits.shape[1];
   if (vllm_compatible) reference::apply_candidate_mask(logits, rows, candidates, block_size);
   for (int64_t t = 0; t < out.shape[0]; ++t) {
@@ -135,8 +134,8 @@ void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
       if (vllm_compatible || named[p / block_size]) positions.push_back(p);
     }
     std::sort(positions.begin(), positions.end(), [&](int64_t a, int64_t b) {
-      return ranks_before(logit_at(logits, t, vis.start + a), a,
-                          logit_at(logits, t, vis.start + b), b);
+      return ranks_before(logit_at(logits, t, vis.start + a), a, logit_at(logits, t, vis.start + b),
+                          b);
     });
     for (int64_t i = 0; i < k; ++i) {
       *element<int32_t>(out, t, i) =

@@ -29,8 +29,8 @@ void apply_candidate_mask(const TensorView& logits, const CandidateRows& rows,
 // Output sorted best first under the total order of topk.h. With vllm_compatible the logits are
 // masked in place first (apply_candidate_mask).
 void candidate_topk_per_row(const TensorView& out, const TensorView& logits,
-                            const CandidateRows& rows, const TensorView& candidates,
-                            int block_size, int k, bool vllm_compatible);
+                            const CandidateRows& rows, const TensorView& candidates, int block_size,
+                            int k, bool vllm_compatible);
 void candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, const TensorView& end,
                                         const TensorView& candidates, const CandidateRows& rows,
                                         int block_size, int sparse_block);

@@ -82,8 +82,8 @@ std::vector<Shape> gpu_shapes(Rng& rng) {
 HostTensor gpu_select(const CandidateCase& c, const DeviceCase& d) {
   HostTensor out = poisoned_topk_output(c.rows, c.num_blocks + 3);
   DeviceTensor device_out = to_device(out);
-  const DeviceBuffer workspace = poisoned_workspace(select_candidate_blocks_cuda_workspace_size(
-      c.rows, c.width, c.num_blocks, c.block_size));
+  const DeviceBuffer workspace = poisoned_workspace(
+      select_candidate_blocks_cuda_workspace_size(c.rows, c.width, c.num_blocks, c.block_size));
   RunOptions options = with_workspace(workspace);
   const Status status = select_candidate_blocks(device_out.view, d.logits.view, d.bounds(),
                                                 c.num_blocks, c.block_size, options);
@@ -118,12 +118,12 @@ TEST(CandidateMaskCuda, IsBitIdenticalToTheCpu) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (const Shape& s : gpu_shapes(rng)) {
-    CandidateCase c = make_candidate_case(rng, s.form, s.rows, s.width, s.block_size,
-                                          s.num_blocks, s.row_repeat, Fill::kSpecial, 0.3);
+    CandidateCase c = make_candidate_case(rng, s.form, s.rows, s.width, s.block_size, s.num_blocks,
+                                          s.row_repeat, Fill::kSpecial, 0.3);
     SCOPED_TRACE(c.describe());
     HostTensor expected = copy_of(c.logits);
-    FI_ASSERT_OK(apply_candidate_mask(expected.view(), c.bounds(), c.candidates.view(),
-                                      c.block_size));
+    FI_ASSERT_OK(
+        apply_candidate_mask(expected.view(), c.bounds(), c.candidates.view(), c.block_size));
     const DeviceCase d(c);
     FI_ASSERT_OK(apply_candidate_mask(d.logits.view, d.bounds(), d.candidates.view, c.block_size));
     HostTensor got = copy_of(c.logits);
@@ -136,12 +136,11 @@ HostTensor gpu_consumer(const CandidateCase& c, const DeviceCase& d, int k, bool
                         bool vllm) {
   HostTensor out = poisoned_topk_output(c.rows, k + 2);
   DeviceTensor device_out = to_device(out);
-  const DeviceBuffer workspace = poisoned_workspace(candidate_topk_per_row_cuda_workspace_size(
-      c.rows, c.width, c.num_blocks, c.block_size, k));
-  const Status status = candidate_topk_per_row(device_out.view, d.logits.view, d.bounds(),
-                                               d.candidates.view, c.block_size, k,
-                                               CandidateTopKOptions{sorted, vllm},
-                                               with_workspace(workspace));
+  const DeviceBuffer workspace = poisoned_workspace(
+      candidate_topk_per_row_cuda_workspace_size(c.rows, c.width, c.num_blocks, c.block_size, k));
+  const Status status = candidate_topk_per_row(
+      device_out.view, d.logits.view, d.bounds(), d.candidates.view, c.block_size, k,
+      CandidateTopKOptions{sorted, vllm}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -156,8 +155,8 @@ TEST(CandidateTopKCuda, ExactAndVllmCompatibleAreBitIdenticalToTheCpuAndRepeat) 
       CandidateCase c = make_candidate_case(rng, s.form, s.rows, s.width, s.block_size,
                                             s.num_blocks, s.row_repeat, fill, 0.2);
       const int k = static_cast<int>(std::min<int64_t>(
-          kMaxTopK, rng.pick(std::vector<int64_t>{1, 512, 2048,
-                                                  int64_t{c.num_blocks} * c.block_size + 3})));
+          kMaxTopK,
+          rng.pick(std::vector<int64_t>{1, 512, 2048, int64_t{c.num_blocks} * c.block_size + 3})));
       for (bool vllm : {false, true}) {
         for (bool sorted : {false, true}) {
           SCOPED_TRACE(c.describe() + " k=" + std::to_string(k) + (vllm ? " vllm" : " exact") +
@@ -189,16 +188,16 @@ TEST(SparseIndicesCuda, IndicesEndAndRemapAreBitIdenticalToTheCpu) {
       if (block_size % sparse_block != 0 || block_size / sparse_block > 2) continue;
       for (BoundsForm form : {BoundsForm::kPrefill, BoundsForm::kDecode}) {
         const int C = static_cast<int>(rng.pick(std::vector<int64_t>{1, 16, 512, 2048, 4096}));
-        CandidateCase c = make_candidate_case(rng, form, 40, rng.uniform_int(1, 40000),
-                                              block_size, C, static_cast<int>(rng.uniform_int(1, 4)),
-                                              Fill::kRandom, 0.2);
+        CandidateCase c =
+            make_candidate_case(rng, form, 40, rng.uniform_int(1, 40000), block_size, C,
+                                static_cast<int>(rng.uniform_int(1, 4)), Fill::kRandom, 0.2);
         SCOPED_TRACE(c.describe() + " SBK=" + std::to_string(sparse_block));
         const int64_t S = int64_t{C} * (block_size / sparse_block);
         HostTensor expected(DType::kI32, {c.rows, S});
         HostTensor expected_end(DType::kI32, {c.rows});
         FI_ASSERT_OK(candidate_blocks_to_sparse_indices(expected.view(), expected_end.view(),
-                                                        c.candidates.view(), c.bounds(),
-                                                        block_size, sparse_block));
+                                                        c.candidates.view(), c.bounds(), block_size,
+                                                        sparse_block));
         const DeviceCase d(c);
         HostTensor got = poisoned_topk_output(c.rows, S);
         HostTensor end(DType::kI32, {c.rows});
@@ -237,8 +236,8 @@ TEST(SparseIndicesCuda, IndicesEndAndRemapAreBitIdenticalToTheCpu) {
 TEST(CandidateTopKCuda, V41FlashShapeIsBitIdenticalToTheCpu) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  CandidateCase c = make_candidate_case(rng, BoundsForm::kDecode, 64, 131072, 8, 2048, 1,
-                                        Fill::kRandom, 0.0);
+  CandidateCase c =
+      make_candidate_case(rng, BoundsForm::kDecode, 64, 131072, 8, 2048, 1, Fill::kRandom, 0.0);
   HostTensor expected = poisoned_topk_output(c.rows, 2048 + 3);
   FI_ASSERT_OK(select_candidate_blocks(expected.view(), c.logits.view(), c.bounds(), 2048, 8));
   const DeviceCase d(c);
@@ -259,7 +258,8 @@ TEST(CandidateTopKCuda, V41FlashShapeIsBitIdenticalToTheCpu) {
 HostTensor source_candidates(Rng& rng, const HostTensor& logits, const CandidateRows& rows,
                              int64_t count, int num_blocks, int block_size) {
   HostTensor cand(DType::kI32, {count, num_blocks});
-  EXPECT_TRUE(select_candidate_blocks(cand.view(), logits.view(), rows, num_blocks, block_size).ok());
+  EXPECT_TRUE(
+      select_candidate_blocks(cand.view(), logits.view(), rows, num_blocks, block_size).ok());
   for (int64_t i = 0; i < count * num_blocks; ++i) {
     if (rng.bernoulli(0.1)) {
       cand.data<int32_t>()[i] = static_cast<int32_t>(rng.uniform_int(-3, 100000));
@@ -277,9 +277,9 @@ TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
       const int64_t keys = rng.uniform_int(3000, 12000);
       const int k = static_cast<int>(rng.pick(std::vector<int64_t>{64, 512, 2048}));
       const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{16, 128, 2048}));
-      SCOPED_TRACE(::testing::Message() << "H=" << heads << " rows=" << rows << " keys=" << keys
-                                        << " k=" << k << " C=" << num_blocks
-                                        << (vllm ? " vllm" : " exact"));
+      SCOPED_TRACE(::testing::Message()
+                   << "H=" << heads << " rows=" << rows << " keys=" << keys << " k=" << k
+                   << " C=" << num_blocks << (vllm ? " vllm" : " exact"));
       PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
       const DevicePrefill device(p);
       HostTensor logits = poisoned_logits(rows, keys);
@@ -297,14 +297,17 @@ TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
         IndexerOptions indexer_options;
         indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
         for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
-          SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows
-                                            << (sorted ? " sorted" : " unsorted"));
+          SCOPED_TRACE(::testing::Message()
+                       << "batch rows " << batch_rows << (sorted ? " sorted" : " unsorted"));
+          // A workspace of about batch_rows rows: the top-k scratch bound, alignment slack,
+          // then per row its logits and the consumer's arrays (many small batches).
           const size_t per_row = (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 +
-                                 num_blocks * 4 + 64 * 4;
-          const DeviceBuffer workspace =
-              poisoned_workspace(batch_rows == 0 ? indexer_cuda_workspace_size(k)
-                                                 : topk_per_row_cuda_workspace_size(1 << 20, 1 << 20, k) +
-                                                       8192 + batch_rows * per_row);
+                                 num_blocks * 4 + 4 * 256;
+          const DeviceBuffer workspace = poisoned_workspace(
+              batch_rows == 0
+                  ? indexer_cuda_workspace_size(k)
+                  : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
+                        batch_rows * per_row);
           HostTensor out = poisoned_topk_output(rows, k, k + 4);
           DeviceTensor device_out = to_device(out);
           FI_ASSERT_OK(indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
@@ -381,12 +384,12 @@ TEST(IndexerConsumerCuda, TheFusedPathRefusesCandidates) {
   IndexerOptions indexer_options;
   indexer_options.path = IndexerPath::kFused;
   indexer_options.candidates = CandidateInput{labelled_cuda(cand.view()), 8, false};
-  EXPECT_TRUE(IsRejected(indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
-                                         labelled_cuda(p.keys.view()),
-                                         labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()),
-                                         labelled_cuda(p.ke.view()), 16, TopKOptions{},
-                                         indexer_options),
-                         StatusCode::kInvalidArgument, {"fused path", "candidates"}));
+  EXPECT_TRUE(
+      IsRejected(indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
+                                 labelled_cuda(p.keys.view()), labelled_cuda(p.weights.view()),
+                                 labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 16,
+                                 TopKOptions{}, indexer_options),
+                 StatusCode::kInvalidArgument, {"fused path", "candidates"}));
 }
 
 }  // namespace

@@ -48,10 +48,10 @@ Status timed(double* milliseconds, const DeviceMemory& memory, Op&& op) {
 
 }  // namespace
 
-Status run_candidate_layers(BatchResult* result, DeviceMemory& memory, const Batch& batch,
-                            const Preset& preset, const TensorView& logits,
-                            const std::function<Status(const IndexerOptions&, const TensorView&)>&
-                                run_indexer) {
+Status run_candidate_layers(
+    BatchResult* result, DeviceMemory& memory, const Batch& batch, const Preset& preset,
+    const TensorView& logits,
+    const std::function<Status(const IndexerOptions&, const TensorView&)>& run_indexer) {
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int C = preset.candidate_blocks;
   const int cb = preset.candidate_block_size;
@@ -93,13 +93,13 @@ std::vector<std::string> check_candidate_layers(const Workload& workload, const 
     const int64_t rows = static_cast<int64_t>(batch.rows.size());
     std::vector<int32_t> ks_host, ke_host;
     row_bounds(batch, &ks_host, &ke_host);
-    const CandidateRows bounds = CandidateRows::prefill(
-        TensorView::contiguous(ks_host.data(), DType::kI32, {rows}),
-        TensorView::contiguous(ke_host.data(), DType::kI32, {rows}));
+    const CandidateRows bounds =
+        CandidateRows::prefill(TensorView::contiguous(ks_host.data(), DType::kI32, {rows}),
+                               TensorView::contiguous(ke_host.data(), DType::kI32, {rows}));
     std::vector<float> logits_copy = got.logits;
-    const TensorView logits = TensorView::contiguous(logits_copy.data(), DType::kF32,
-                                                     {rows, batch.logits_width})
-                                  .with_row_stride(got.logits_row_stride);
+    const TensorView logits =
+        TensorView::contiguous(logits_copy.data(), DType::kF32, {rows, batch.logits_width})
+            .with_row_stride(got.logits_row_stride);
     std::vector<int32_t> expected_blocks(static_cast<size_t>(rows * C));
     reference::select_candidate_blocks(
         TensorView::contiguous(expected_blocks.data(), DType::kI32, {rows, C}), logits, bounds, C,

@@ -41,8 +41,8 @@ int64_t padded_row_stride(int64_t width) { return (width + 256 + 255) / 256 * 25
 
 // Scores one batch densely (logits, then topk_per_row) and with the indexer, timing each.
 // Prefill batches score `workspace`; decode batches score `cache` through their block table.
-Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, const Preset& preset,
-                 const QuantizedTensor& workspace, const PagedKCache& cache,
+Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
+                 const Preset& preset, const QuantizedTensor& workspace, const PagedKCache& cache,
                  const RunOptions& indexer_run) {
   const int heads = preset.heads;
   const int k = preset.topk;

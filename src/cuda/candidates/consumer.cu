@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kUniqueThreads)
 
 __global__ void __launch_bounds__(kGatherThreads)
     gather_kernel(float* compact, int64_t compact_pitch, const int32_t* blocks,
-                  const int32_t* lengths, const float* logits, int64_t logits_stride,
-                  int64_t width, BoundRows rows, int num_candidates, int block_size) {
+                  const int32_t* lengths, const float* logits, int64_t logits_stride, int64_t width,
+                  BoundRows rows, int num_candidates, int block_size) {
   const int64_t t = blockIdx.x;
   const Visible vis = visible_of(rows, t, width);
   const int64_t n = lengths[t];
@@ -120,8 +120,7 @@ __global__ void __launch_bounds__(kRemapThreads)
 }
 
 __global__ void __launch_bounds__(kRemapThreads)
-    row_range_kernel(int32_t* starts, int32_t* ends, int64_t count, BoundRows rows,
-                     int64_t width) {
+    row_range_kernel(int32_t* starts, int32_t* ends, int64_t count, BoundRows rows, int64_t width) {
   const int64_t t = blockIdx.x * int64_t{kRemapThreads} + threadIdx.x;
   if (t >= count) return;
   const Visible vis = visible_of(rows, t, width);
@@ -176,17 +175,15 @@ Status run_consumer(const char* op, int32_t* out, int64_t out_stride, const Logi
                        kRemapThreads, 0, stream>>>(scratch.row_starts, scratch.row_ends,
                                                    logits.rows, bounds, logits.width);
     if (Status status = launch_status(op); !status.ok()) return status;
-    if (Status status = to_status(launch_mask(logits.data, logits.stride, logits.rows,
-                                              logits.width, bounds, candidates.data,
-                                              candidates.stride, candidates.count,
-                                              candidates.block_size, stream),
+    if (Status status = to_status(launch_mask(logits.data, logits.stride, logits.rows, logits.width,
+                                              bounds, candidates.data, candidates.stride,
+                                              candidates.count, candidates.block_size, stream),
                                   op, "kernel launch");
         !status.ok()) {
       return status;
     }
     const TensorView logits_view =
-        TensorView::contiguous(logits.data, DType::kF32, {logits.rows, logits.width},
-                               Device::kCUDA)
+        TensorView::contiguous(logits.data, DType::kF32, {logits.rows, logits.width}, Device::kCUDA)
             .with_row_stride(logits.stride);
     const TensorView starts =
         TensorView::contiguous(scratch.row_starts, DType::kI32, {logits.rows}, Device::kCUDA);
@@ -207,10 +204,9 @@ Status run_consumer(const char* op, int32_t* out, int64_t out_stride, const Logi
       scratch.compact, scratch.compact_pitch, scratch.blocks, scratch.lengths, logits.data,
       logits.stride, logits.width, bounds, candidates.count, candidates.block_size);
   if (Status status = launch_status(op); !status.ok()) return status;
-  const TensorView compact =
-      TensorView::contiguous(scratch.compact, DType::kF32, {logits.rows, compact_width},
-                             Device::kCUDA)
-          .with_row_stride(scratch.compact_pitch);
+  const TensorView compact = TensorView::contiguous(scratch.compact, DType::kF32,
+                                                    {logits.rows, compact_width}, Device::kCUDA)
+                                 .with_row_stride(scratch.compact_pitch);
   const TensorView lengths =
       TensorView::contiguous(scratch.lengths, DType::kI32, {logits.rows}, Device::kCUDA);
   if (Status status =
@@ -250,8 +246,8 @@ Status candidate_topk_per_row(const TensorView& out, const TensorView& logits,
       !status.ok()) {
     return status;
   }
-  void* arrays = carver.take<unsigned char>(
-      candidates::consumer_array_bytes(count, num_blocks, block_size));
+  void* arrays =
+      carver.take<unsigned char>(candidates::consumer_array_bytes(count, num_blocks, block_size));
   candidates::ConsumerScratch scratch =
       candidates::carve_consumer_arrays(arrays, count, num_blocks, block_size);
   scratch.topk_run = options;

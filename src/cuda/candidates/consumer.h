@@ -33,9 +33,9 @@ struct CandidateRowsOnDevice {
 // The scratch of one call: exact mode uses blocks, lengths and compact; the vLLM-compatible mode
 // uses row_starts and row_ends; both pass topk_run (stream + the top-k's scratch) to the top-k.
 struct ConsumerScratch {
-  int32_t* blocks = nullptr;    // [rows, C]
-  int32_t* lengths = nullptr;   // [rows]
-  float* compact = nullptr;     // [rows, compact_pitch]
+  int32_t* blocks = nullptr;   // [rows, C]
+  int32_t* lengths = nullptr;  // [rows]
+  float* compact = nullptr;    // [rows, compact_pitch]
   int64_t compact_pitch = 0;
   int32_t* row_starts = nullptr;  // [rows]
   int32_t* row_ends = nullptr;    // [rows]

@@ -30,21 +30,22 @@ struct ConsumerBatches {
 };
 
 Status carve_consumer_batches(const char* op, const RunOptions& options, int64_t width, int k,
-                              int num_blocks, int block_size, int64_t row_unit,
-                              int64_t group_rows, ConsumerBatches* batches) {
+                              int num_blocks, int block_size, int64_t row_unit, int64_t group_rows,
+                              ConsumerBatches* batches) {
   const size_t topk_bytes = topk_per_row_workspace_bound(k);
   const int64_t pitch = slab_pitch(width);
   const size_t per_row = static_cast<size_t>(pitch) * sizeof(float) +
                          candidates::consumer_array_bytes(1, num_blocks, block_size);
   // Alignment slack: the start, the four consumer arrays, the slab.
   const size_t fixed = topk_bytes + 6 * kSlabAlignment;
-  const size_t available =
-      options.workspace == nullptr || options.workspace_bytes < fixed ? 0
-                                                                      : options.workspace_bytes - fixed;
+  const size_t available = options.workspace == nullptr || options.workspace_bytes < fixed
+                               ? 0
+                               : options.workspace_bytes - fixed;
   int64_t rows = static_cast<int64_t>(available / per_row) / row_unit * row_unit;
   if (rows < row_unit) {
     return Status::WorkspaceTooSmall(concat(
-        op, ": a consumer call (candidates) on CUDA tensors needs RunOptions.workspace of at least ",
+        op,
+        ": a consumer call (candidates) on CUDA tensors needs RunOptions.workspace of at least ",
         fixed + per_row * row_unit, " bytes for ", width, " keys per row and C=", num_blocks,
         ", cb=", block_size, " (", row_unit, " rows at a time); indexer_cuda_workspace_size(k=", k,
         ") = ", indexer_workspace_size(k), " is the recommended size; got ",
@@ -87,10 +88,9 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
   ConsumerBatches batches;
-  if (Status status = carve_consumer_batches(op, options, width, k,
-                                             static_cast<int>(input.blocks.shape[1]),
-                                             input.block_size, 1, 256 / q.values.shape[1],
-                                             &batches);
+  if (Status status =
+          carve_consumer_batches(op, options, width, k, static_cast<int>(input.blocks.shape[1]),
+                                 input.block_size, 1, 256 / q.values.shape[1], &batches);
       !status.ok()) {
     return status;
   }
@@ -110,10 +110,10 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
     const candidates::BoundRows bounds =
         candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke));
     const TensorView batch_out = leading_rows(out, first, count);
-    if (Status status = candidates::run_consumer(
-            op, batch_out.ptr<int32_t>(), out.stride[0], {batches.logits, batches.pitch, count, width},
-            bounds, candidate_rows_from(input, first), k, sorted, input.vllm_compatible,
-            batches.scratch);
+    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                                 {batches.logits, batches.pitch, count, width},
+                                                 bounds, candidate_rows_from(input, first), k,
+                                                 sorted, input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
     }
@@ -131,9 +131,9 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
   const int next_n = static_cast<int>(q.values.shape[1]);
   const int64_t width = block_table.shape[1] * cache.page_size;
   ConsumerBatches batches;
-  if (Status status = carve_consumer_batches(op, options, width, k,
-                                             static_cast<int>(input.blocks.shape[1]),
-                                             input.block_size, next_n, next_n, &batches);
+  if (Status status =
+          carve_consumer_batches(op, options, width, k, static_cast<int>(input.blocks.shape[1]),
+                                 input.block_size, next_n, next_n, &batches);
       !status.ok()) {
     return status;
   }
@@ -157,11 +157,10 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
     candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(batch_lens));
     if (batch_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
     const TensorView batch_out = leading_rows(out, first * next_n, batch_rows);
-    if (Status status = candidates::run_consumer(
-            op, batch_out.ptr<int32_t>(), out.stride[0],
-            {batches.logits, batches.pitch, batch_rows, width}, bounds,
-            candidate_rows_from(input, first * next_n), k, sorted, input.vllm_compatible,
-            batches.scratch);
+    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                                 {batches.logits, batches.pitch, batch_rows, width},
+                                                 bounds, candidate_rows_from(input, first * next_n),
+                                                 k, sorted, input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
     }

@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(kMaskThreads)
   const int64_t ks = rows.ks_of(t);
   const Visible vis = visible_of(rows, t, width);
   // Blocks of the row whose columns meet this window: [first_block, first_block + kBitmapWords*32).
-  const int64_t first_block = window_start > vis.start ? (window_start - vis.start) / block_size : 0;
+  const int64_t first_block =
+      window_start > vis.start ? (window_start - vis.start) / block_size : 0;
   for (int i = threadIdx.x; i < kBitmapWords; i += kMaskThreads) flags[i] = 0;
   if (threadIdx.x == 0) edge = 0;
   __syncthreads();

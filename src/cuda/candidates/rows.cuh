@@ -20,7 +20,7 @@ struct BoundRows {
   int64_t ke_stride1 = 1;
   int64_t ke_columns = 1;
   int row_repeat = 1;
-  int causal_next_n = 0;        // > 0: the causal decode form, bound row = request
+  int causal_next_n = 0;  // > 0: the causal decode form, bound row = request
 
   __device__ __forceinline__ int64_t ks_of(int64_t t) const {
     return ks == nullptr ? 0 : ks[(t / row_repeat) * ks_stride];

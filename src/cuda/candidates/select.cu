@@ -95,10 +95,11 @@ Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
   const int64_t count = logits.shape[0];
   const int64_t width = logits.shape[1];
   const int64_t blocks = (width + block_size - 1) / block_size;
-  const size_t needed = select_candidate_blocks_workspace_size(count, width, num_blocks, block_size);
+  const size_t needed =
+      select_candidate_blocks_workspace_size(count, width, num_blocks, block_size);
   candidates::Carver carver(options);
-  if (Status status = carver.check(op, needed,
-                                   "select_candidate_blocks_cuda_workspace_size(rows, width, C, cb)");
+  if (Status status = carver.check(
+          op, needed, "select_candidate_blocks_cuda_workspace_size(rows, width, C, cb)");
       !status.ok()) {
     return status;
   }

@@ -92,8 +92,7 @@ Status candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, cons
   const int ratio = block_size / sparse_block;
   const int slots = static_cast<int>(candidates.shape[1]) * ratio;
   candidates::sparse_indices_kernel<<<static_cast<unsigned>(count), candidates::kSparseThreads,
-                                      slots * sizeof(int32_t),
-                                      static_cast<cudaStream_t>(stream)>>>(
+                                      slots * sizeof(int32_t), static_cast<cudaStream_t>(stream)>>>(
       sparse_indices.ptr<int32_t>(), sparse_indices.stride[0], end.ptr<int32_t>(), end.stride[0],
       candidates.ptr<const int32_t>(), candidates.stride[0], static_cast<int>(candidates.shape[1]),
       ratio, sparse_block, candidates::bound_rows_of(rows));

@@ -34,9 +34,9 @@ class Carver {
   Status check(const char* op, size_t needed, const char* size_query) {
     if (needed == 0) return Status::Ok();
     if (base_ == nullptr || bytes_ < needed) {
-      return Status::WorkspaceTooSmall(concat(op, ": CUDA tensors need RunOptions.workspace of at least ",
-                                              needed, " bytes (", size_query, "); got ",
-                                              base_ == nullptr ? 0 : bytes_, " bytes"));
+      return Status::WorkspaceTooSmall(
+          concat(op, ": CUDA tensors need RunOptions.workspace of at least ", needed, " bytes (",
+                 size_query, "); got ", base_ == nullptr ? 0 : bytes_, " bytes"));
     }
     if (reinterpret_cast<uintptr_t>(base_) % 16 != 0) {
       return Status::InvalidArgument(

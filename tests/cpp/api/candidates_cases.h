@@ -29,12 +29,11 @@ struct CandidateCase {
   HostTensor ke;          // [rows / row_repeat], or [B, n] (kDecode2D)
   HostTensor candidates;  // [rows, C] i32
   CandidateRows bounds() const {
-    return form == BoundsForm::kPrefill
-               ? CandidateRows::prefill(ks.view(), ke.view(), row_repeat)
-               : CandidateRows::decode(ke.view(), row_repeat);
+    return form == BoundsForm::kPrefill ? CandidateRows::prefill(ks.view(), ke.view(), row_repeat)
+                                        : CandidateRows::decode(ke.view(), row_repeat);
   }
   std::string describe() const {
-    return std::string(form == BoundsForm::kPrefill ? "prefill"
+    return std::string(form == BoundsForm::kPrefill  ? "prefill"
                        : form == BoundsForm::kDecode ? "decode"
                                                      : "decode [B, n]") +
            " rows=" + std::to_string(rows) + " width=" + std::to_string(width) +
@@ -63,21 +62,33 @@ inline void fill_candidate_bounds(Rng& rng, CandidateCase& c) {
       int64_t start = cuts[r];
       int64_t end = rng.uniform_int(start, cuts[r + 1]);
       switch (t) {
-        case 0: end = start; break;
-        case 1: end = std::min(start + 1, c.width); break;
-        case 2: end = std::min<int64_t>(start + c.block_size - 1, cuts[r + 1]); break;
-        case 3: start = 0; end = c.width; break;
-        case 4: start = rng.uniform_int(0, c.width); end = c.width + rng.uniform_int(1, 20); break;
-        default: break;
+        case 0:
+          end = start;
+          break;
+        case 1:
+          end = std::min(start + 1, c.width);
+          break;
+        case 2:
+          end = std::min<int64_t>(start + c.block_size - 1, cuts[r + 1]);
+          break;
+        case 3:
+          start = 0;
+          end = c.width;
+          break;
+        case 4:
+          start = rng.uniform_int(0, c.width);
+          end = c.width + rng.uniform_int(1, 20);
+          break;
+        default:
+          break;
       }
       c.ks.data<int32_t>()[t] = static_cast<int32_t>(start);
       c.ke.data<int32_t>()[t] = static_cast<int32_t>(end);
     }
     return;
   }
-  c.ke = c.form == BoundsForm::kDecode2D
-             ? HostTensor(DType::kI32, {bound_rows / 2, 2})
-             : HostTensor(DType::kI32, {bound_rows});
+  c.ke = c.form == BoundsForm::kDecode2D ? HostTensor(DType::kI32, {bound_rows / 2, 2})
+                                         : HostTensor(DType::kI32, {bound_rows});
   for (int64_t t = 0; t < bound_rows; ++t) {
     int64_t end = rng.uniform_int(0, c.width);
     if (t == 0) end = 0;
@@ -92,8 +103,8 @@ inline void fill_candidate_bounds(Rng& rng, CandidateCase& c) {
 // the width, and rows of random blocks.
 inline void fill_candidate_rows(Rng& rng, CandidateCase& c, double mangle) {
   c.candidates = HostTensor(DType::kI32, {c.rows, c.num_blocks});
-  reference::select_candidate_blocks(c.candidates.view(), c.logits.view(), c.bounds(),
-                                     c.num_blocks, c.block_size);
+  reference::select_candidate_blocks(c.candidates.view(), c.logits.view(), c.bounds(), c.num_blocks,
+                                     c.block_size);
   const int64_t width_blocks = (c.width + c.block_size - 1) / c.block_size;
   for (int64_t t = 0; t < c.rows; ++t) {
     int32_t* row = c.candidates.data<int32_t>() + t * c.num_blocks;
@@ -102,12 +113,24 @@ inline void fill_candidate_rows(Rng& rng, CandidateCase& c, double mangle) {
       if (random_row) row[i] = static_cast<int32_t>(rng.uniform_int(-1, width_blocks));
       if (!rng.bernoulli(mangle)) continue;
       switch (rng.uniform_int(0, 5)) {
-        case 0: row[i] = row[rng.uniform_int(0, c.num_blocks - 1)]; break;  // duplicate
-        case 1: row[i] = -1; break;
-        case 2: row[i] = static_cast<int32_t>(rng.uniform_int(-1000, -2)); break;
-        case 3: row[i] = static_cast<int32_t>(width_blocks + rng.uniform_int(0, 3)); break;
-        case 4: row[i] = 0x7ffffff0; break;
-        default: row[i] = static_cast<int32_t>(rng.uniform_int(0, width_blocks)); break;
+        case 0:
+          row[i] = row[rng.uniform_int(0, c.num_blocks - 1)];
+          break;  // duplicate
+        case 1:
+          row[i] = -1;
+          break;
+        case 2:
+          row[i] = static_cast<int32_t>(rng.uniform_int(-1000, -2));
+          break;
+        case 3:
+          row[i] = static_cast<int32_t>(width_blocks + rng.uniform_int(0, 3));
+          break;
+        case 4:
+          row[i] = 0x7ffffff0;
+          break;
+        default:
+          row[i] = static_cast<int32_t>(rng.uniform_int(0, width_blocks));
+          break;
       }
     }
   }
@@ -142,8 +165,10 @@ inline CandidateCase make_candidate_case(Rng& rng, BoundsForm form, int64_t rows
 
 // A copy of a host tensor (same shape and strides).
 inline HostTensor copy_of(const HostTensor& from) {
-  std::vector<int64_t> shape(from.view().shape.begin(), from.view().shape.begin() + from.view().rank);
-  HostTensor to(from.view().dtype, shape, from.view().rank >= 2 ? from.stride(from.view().rank - 2) : 0);
+  std::vector<int64_t> shape(from.view().shape.begin(),
+                             from.view().shape.begin() + from.view().rank);
+  HostTensor to(from.view().dtype, shape,
+                from.view().rank >= 2 ? from.stride(from.view().rank - 2) : 0);
   std::memcpy(to.bytes(), from.bytes(), from.byte_size());
   return to;
 }

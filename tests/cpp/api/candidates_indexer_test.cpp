@@ -17,9 +17,11 @@ namespace {
 HostTensor consumer_candidates(Rng& rng, const HostTensor& logits, const CandidateRows& rows,
                                int64_t count, int num_blocks, int block_size) {
   HostTensor cand(DType::kI32, {count, num_blocks});
-  EXPECT_TRUE(select_candidate_blocks(cand.view(), logits.view(), rows, num_blocks, block_size).ok());
+  EXPECT_TRUE(
+      select_candidate_blocks(cand.view(), logits.view(), rows, num_blocks, block_size).ok());
   for (int64_t i = 0; i < count * num_blocks; ++i) {
-    if (rng.bernoulli(0.15)) cand.data<int32_t>()[i] = static_cast<int32_t>(rng.uniform_int(-3, 5000));
+    if (rng.bernoulli(0.15))
+      cand.data<int32_t>()[i] = static_cast<int32_t>(rng.uniform_int(-3, 5000));
   }
   return cand;
 }
@@ -33,9 +35,9 @@ TEST(IndexerConsumer, PrefillEqualsTheConsumerOverMqaLogits) {
       const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 16, 64}));
       const int block_size = static_cast<int>(rng.pick(std::vector<int64_t>{8, 16}));
       const int k = static_cast<int>(rng.pick(std::vector<int64_t>{8, 64, 300}));
-      SCOPED_TRACE(::testing::Message() << describe(c) << " M=" << M << " N=" << N << " C="
-                                        << num_blocks << " cb=" << block_size << " k=" << k
-                                        << (vllm ? " vllm" : " exact"));
+      SCOPED_TRACE(::testing::Message()
+                   << describe(c) << " M=" << M << " N=" << N << " C=" << num_blocks
+                   << " cb=" << block_size << " k=" << k << (vllm ? " vllm" : " exact"));
       PrefillProblem p = make_prefill_problem(rng, c.format, M, N, c.heads, c.head_dim);
       HostTensor logits = poisoned_logits(M, N);
       FI_ASSERT_OK(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(),
@@ -93,14 +95,14 @@ TEST(IndexerConsumer, DecodeEqualsTheConsumerOverPagedLogitsForNextN1To4) {
       }
       HostTensor expected = poisoned_topk_output(rows, k);
       HostTensor masked = copy_of(logits);
-      FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), bounds, cand.view(), 8,
-                                          k, CandidateTopKOptions{true, vllm}));
+      FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), bounds, cand.view(), 8, k,
+                                          CandidateTopKOptions{true, vllm}));
       IndexerOptions indexer_options;
       indexer_options.candidates = CandidateInput{cand.view(), 8, vllm};
       HostTensor out = poisoned_topk_output(rows, k, k + 3);
       FI_ASSERT_OK(indexer_decode(out.view(), p.q.view(), p.cache.cache(), p.weights.view(),
-                                  p.context_lens.view(), p.block_table.view(), k,
-                                  TopKOptions{true}, indexer_options));
+                                  p.context_lens.view(), p.block_table.view(), k, TopKOptions{true},
+                                  indexer_options));
       EXPECT_TRUE(SameTopK(out, expected, k, true));
     }
   }
@@ -124,8 +126,7 @@ TEST(IndexerConsumer, RejectsBadCandidateInputNamingIt) {
                          {"indexer_options.candidates.blocks", "[7, 4]"}));
   EXPECT_TRUE(IsRejected(run(wrong_dtype.view(), 8), StatusCode::kInvalidArgument,
                          {"indexer_options.candidates.blocks", "i64"}));
-  EXPECT_TRUE(IsRejected(run(too_many.view(), 8), StatusCode::kInvalidArgument,
-                         {"5000", "4096"}));
+  EXPECT_TRUE(IsRejected(run(too_many.view(), 8), StatusCode::kInvalidArgument, {"5000", "4096"}));
   EXPECT_TRUE(IsRejected(run(good.view(), 0), StatusCode::kInvalidArgument,
                          {"indexer_options.candidates.block_size=0"}));
 }

@@ -28,17 +28,15 @@ std::vector<Shape> shapes(Rng& rng) {
       {BoundsForm::kPrefill, 12, 5, 8, 4, 1},      // narrower than one block
       {BoundsForm::kPrefill, 16, 37, 8, 16, 1},    // fewer blocks than C
       {BoundsForm::kPrefill, 24, 1000, 8, 16, 1},  // many more blocks than C
-      {BoundsForm::kPrefill, 16, 700, 16, 32, 2},
-      {BoundsForm::kDecode, 16, 500, 8, 8, 1},
-      {BoundsForm::kDecode, 24, 333, 8, 16, 3},
-      {BoundsForm::kDecode2D, 16, 260, 8, 64, 4},
-      {BoundsForm::kDecode, 8, 200, 1, 64, 2},     // cb 1: blocks are keys
-      {BoundsForm::kPrefill, 8, 0, 8, 4, 1},       // zero-width logits
+      {BoundsForm::kPrefill, 16, 700, 16, 32, 2}, {BoundsForm::kDecode, 16, 500, 8, 8, 1},
+      {BoundsForm::kDecode, 24, 333, 8, 16, 3},   {BoundsForm::kDecode2D, 16, 260, 8, 64, 4},
+      {BoundsForm::kDecode, 8, 200, 1, 64, 2},  // cb 1: blocks are keys
+      {BoundsForm::kPrefill, 8, 0, 8, 4, 1},    // zero-width logits
   };
-  list.push_back({rng.pick(std::vector<BoundsForm>{BoundsForm::kPrefill, BoundsForm::kDecode}),
-                  rng.uniform_int(8, 40), rng.uniform_int(1, 3000),
-                  static_cast<int>(rng.uniform_int(1, 32)), static_cast<int>(rng.uniform_int(1, 300)),
-                  static_cast<int>(rng.uniform_int(1, 4))});
+  list.push_back(
+      {rng.pick(std::vector<BoundsForm>{BoundsForm::kPrefill, BoundsForm::kDecode}),
+       rng.uniform_int(8, 40), rng.uniform_int(1, 3000), static_cast<int>(rng.uniform_int(1, 32)),
+       static_cast<int>(rng.uniform_int(1, 300)), static_cast<int>(rng.uniform_int(1, 4))});
   return list;
 }
 
@@ -71,14 +69,14 @@ TEST(CandidateBlocks, SelectionEqualsReferenceOnRandomAndAdversarialRows) {
                                             s.num_blocks, s.row_repeat, fill);
       SCOPED_TRACE(c.describe() + " fill " + std::to_string(static_cast<int>(fill)));
       HostTensor expected(DType::kI32, {c.rows, c.num_blocks});
-      reference::select_candidate_blocks(expected.view(), c.logits.view(), c.bounds(),
-                                         c.num_blocks, c.block_size);
+      reference::select_candidate_blocks(expected.view(), c.logits.view(), c.bounds(), c.num_blocks,
+                                         c.block_size);
       for (int threads : {1, 3}) {
         HostTensor out = poisoned_topk_output(c.rows, c.num_blocks + 2);
         RunOptions options;
         options.cpu_threads = threads;
-        FI_ASSERT_OK(select_candidate_blocks(out.view(), c.logits.view(), c.bounds(),
-                                             c.num_blocks, c.block_size, options));
+        FI_ASSERT_OK(select_candidate_blocks(out.view(), c.logits.view(), c.bounds(), c.num_blocks,
+                                             c.block_size, options));
         expect_same_i32(out, expected, c.num_blocks, "select");
         EXPECT_TRUE(ColumnsBeyondKUntouched(out, c.num_blocks));
       }
@@ -89,14 +87,14 @@ TEST(CandidateBlocks, SelectionEqualsReferenceOnRandomAndAdversarialRows) {
 // One row, cb 4, C 4: blocks {0: 1, 2, NaN | 1: 5 | 2: -inf x4 | 3: 7 | 4: 5 | 5: 3 (newest)}.
 TEST(CandidateBlocks, NanRanksWithInfinityTiesGoToTheSmallerBlockAndTheNewestIsPinned) {
   const float nan = std::nanf("");
-  std::vector<float> row = {1, 2, nan, 0, 5, 5, 5, 5, -kInf, -kInf, -kInf, -kInf,
-                            7, 0, 0, 0, 5, 1, 1, 1, 3, 3};
+  std::vector<float> row = {1,     2, nan, 0, 5, 5, 5, 5, -kInf, -kInf, -kInf,
+                            -kInf, 7, 0,   0, 0, 5, 1, 1, 1,     3,     3};
   HostTensor logits(DType::kF32, {1, static_cast<int64_t>(row.size())});
   std::copy(row.begin(), row.end(), logits.data<float>());
   HostTensor ke = i32_tensor({static_cast<int32_t>(row.size())});
   HostTensor out = poisoned_topk_output(1, 8);
-  FI_ASSERT_OK(select_candidate_blocks(out.view(), logits.view(), CandidateRows::decode(ke.view()),
-                                       8, 4));
+  FI_ASSERT_OK(
+      select_candidate_blocks(out.view(), logits.view(), CandidateRows::decode(ke.view()), 8, 4));
   // NaN block 0 and pinned block 5 score +inf (smaller id first), then 7 (block 3), the tie at 5
   // (blocks 1 and 4, smaller first); block 2 is -inf, so -1; then the unused slots.
   EXPECT_EQ(topk_row(out, 0, 8), (std::vector<int32_t>{0, 5, 3, 1, 4, -1, -1, -1}));
@@ -119,8 +117,8 @@ TEST(CandidateBlocks, ZeroWidthAndEmptyRowsGiveOnlyMinusOne) {
   HostTensor logits(DType::kF32, {2, 0});
   HostTensor ke = i32_tensor({0, 0});
   HostTensor out = poisoned_topk_output(2, 4);
-  FI_ASSERT_OK(select_candidate_blocks(out.view(), logits.view(), CandidateRows::decode(ke.view()),
-                                       4, 8));
+  FI_ASSERT_OK(
+      select_candidate_blocks(out.view(), logits.view(), CandidateRows::decode(ke.view()), 4, 8));
   for (int64_t r = 0; r < 2; ++r) EXPECT_EQ(topk_row(out, r, 4), std::vector<int32_t>(4, -1));
 }
 
@@ -129,12 +127,11 @@ TEST(CandidateBlocks, ZeroWidthAndEmptyRowsGiveOnlyMinusOne) {
 TEST(CandidateMask, EqualsReferenceOnRandomAndAdversarialRows) {
   FI_SEEDED_RNG(rng);
   for (const Shape& s : shapes(rng)) {
-    CandidateCase c = make_candidate_case(rng, s.form, s.rows, s.width, s.block_size,
-                                          s.num_blocks, s.row_repeat, Fill::kSpecial, 0.3);
+    CandidateCase c = make_candidate_case(rng, s.form, s.rows, s.width, s.block_size, s.num_blocks,
+                                          s.row_repeat, Fill::kSpecial, 0.3);
     SCOPED_TRACE(c.describe());
     HostTensor expected = copy_of(c.logits);
-    reference::apply_candidate_mask(expected.view(), c.bounds(), c.candidates.view(),
-                                    c.block_size);
+    reference::apply_candidate_mask(expected.view(), c.bounds(), c.candidates.view(), c.block_size);
     HostTensor got = copy_of(c.logits);
     FI_ASSERT_OK(apply_candidate_mask(got.view(), c.bounds(), c.candidates.view(), c.block_size));
     expect_same_bits(got, expected);
@@ -168,9 +165,9 @@ TEST(CandidateTopK, EqualsReferenceExactAndVllmCompatible) {
                                             s.num_blocks, s.row_repeat, fill, 0.2);
       // k around the candidate positions: fewer than k (a -1 tail, or -inf fill) and more.
       const int k = static_cast<int>(std::min<int64_t>(
-          kMaxTopK, rng.pick(std::vector<int64_t>{
-                        1, 7, std::max<int64_t>(1, c.num_blocks * c.block_size / 2),
-                        c.num_blocks * c.block_size + 5})));
+          kMaxTopK,
+          rng.pick(std::vector<int64_t>{1, 7, std::max<int64_t>(1, c.num_blocks * c.block_size / 2),
+                                        c.num_blocks * c.block_size + 5})));
       for (bool vllm : {false, true}) {
         for (bool sorted : {false, true}) {
           SCOPED_TRACE(c.describe() + " k=" + std::to_string(k) + (vllm ? " vllm" : " exact") +
@@ -200,8 +197,8 @@ TEST(CandidateTopK, EqualsReferenceExactAndVllmCompatible) {
 // differ only where the blocks hold fewer than k positions or the edge flag fires.
 TEST(CandidateTopK, VllmCompatibleIsMaskThenTopKAndExactDiffersOnlyInTheTwoCorners) {
   FI_SEEDED_RNG(rng);
-  CandidateCase c = make_candidate_case(rng, BoundsForm::kPrefill, 32, 600, 8, 4, 1,
-                                        Fill::kRandom, 0.3);
+  CandidateCase c =
+      make_candidate_case(rng, BoundsForm::kPrefill, 32, 600, 8, 4, 1, Fill::kRandom, 0.3);
   const int k = 40;  // 4 blocks of 8 hold 32 positions at most: fewer than k
   HostTensor masked = copy_of(c.logits);
   FI_ASSERT_OK(apply_candidate_mask(masked.view(), c.bounds(), c.candidates.view(), 8));
@@ -221,7 +218,8 @@ TEST(CandidateTopK, VllmCompatibleIsMaskThenTopKAndExactDiffersOnlyInTheTwoCorne
   expect_same_i32(compatible, restated, k, "vllm-compatible vs mask + topk_per_row");
   HostTensor exact = poisoned_topk_output(c.rows, k);
   FI_ASSERT_OK(candidate_topk_per_row(exact.view(), c.logits.view(), c.bounds(),
-                                      c.candidates.view(), 8, k, CandidateTopKOptions{true, false}));
+                                      c.candidates.view(), 8, k,
+                                      CandidateTopKOptions{true, false}));
   for (int64_t t = 0; t < c.rows; ++t) {
     const int64_t ks = c.ks.data<int32_t>()[t];
     const int64_t ke = c.ke.data<int32_t>()[t];
@@ -276,9 +274,9 @@ TEST(SparseIndices, EqualReferenceForRatioOneAndTwo) {
       if (block_size % sparse_block != 0 || block_size / sparse_block > 2) continue;
       for (BoundsForm form : {BoundsForm::kPrefill, BoundsForm::kDecode}) {
         const int C = static_cast<int>(rng.pick(std::vector<int64_t>{1, 4, 32, 128}));
-        CandidateCase c = make_candidate_case(rng, form, 24, rng.uniform_int(1, 4000), block_size,
-                                              C, static_cast<int>(rng.uniform_int(1, 3)),
-                                              Fill::kRandom, 0.2);
+        CandidateCase c =
+            make_candidate_case(rng, form, 24, rng.uniform_int(1, 4000), block_size, C,
+                                static_cast<int>(rng.uniform_int(1, 3)), Fill::kRandom, 0.2);
         SCOPED_TRACE(c.describe() + " SBK=" + std::to_string(sparse_block));
         const int64_t S = int64_t{C} * (block_size / sparse_block);
         HostTensor expected(DType::kI32, {c.rows, S});
@@ -288,8 +286,8 @@ TEST(SparseIndices, EqualReferenceForRatioOneAndTwo) {
                                                       sparse_block);
         HostTensor got = poisoned_topk_output(c.rows, S);
         HostTensor end = poisoned_topk_output(c.rows, 1);
-        const TensorView end_view = TensorView::contiguous(end.data<int32_t>(), DType::kI32,
-                                                           {c.rows});
+        const TensorView end_view =
+            TensorView::contiguous(end.data<int32_t>(), DType::kI32, {c.rows});
         FI_ASSERT_OK(candidate_blocks_to_sparse_indices(got.view(), end_view, c.candidates.view(),
                                                         c.bounds(), block_size, sparse_block));
         expect_same_i32(got, expected, S, "sparse_indices");
@@ -311,9 +309,8 @@ TEST(SparseIndices, FollowTheSeedConventionsOnAWorkedRow) {
   std::copy(values, values + 4, cand.data<int32_t>());
   HostTensor sparse = poisoned_topk_output(1, 8);
   HostTensor end(DType::kI32, {1});
-  FI_ASSERT_OK(candidate_blocks_to_sparse_indices(sparse.view(), end.view(), cand.view(),
-                                                  CandidateRows::prefill(ks.view(), ke.view()),
-                                                  16, 8));
+  FI_ASSERT_OK(candidate_blocks_to_sparse_indices(
+      sparse.view(), end.view(), cand.view(), CandidateRows::prefill(ks.view(), ke.view()), 16, 8));
   // base = 13 / 8 = 1; padding repeats the last kept block.
   EXPECT_EQ(topk_row(sparse, 0, 8), (std::vector<int32_t>{1, 2, 5, 6, 6, 6, 6, 6}));
   // (4 - 1) * 8 + clamp(58 - (5 * 8 + 13), 1, 8) = 24 + 5.
@@ -331,8 +328,8 @@ TEST(SparseIndices, FollowTheSeedConventionsOnAWorkedRow) {
 TEST(SparseRemap, EqualsReference) {
   FI_SEEDED_RNG(rng);
   for (int sparse_block : {8, 16}) {
-    CandidateCase c = make_candidate_case(rng, BoundsForm::kPrefill, 16, 2000, sparse_block, 32,
-                                          2, Fill::kRandom, 0.2);
+    CandidateCase c = make_candidate_case(rng, BoundsForm::kPrefill, 16, 2000, sparse_block, 32, 2,
+                                          Fill::kRandom, 0.2);
     HostTensor sparse(DType::kI32, {c.rows, 32});
     HostTensor end(DType::kI32, {c.rows});
     FI_ASSERT_OK(candidate_blocks_to_sparse_indices(sparse.view(), end.view(), c.candidates.view(),
@@ -346,8 +343,8 @@ TEST(SparseRemap, EqualsReference) {
     reference::sparse_topk_remap(expected.view(), columns.view(), sparse.view(), c.bounds(),
                                  sparse_block);
     HostTensor got = poisoned_topk_output(c.rows, k);
-    FI_ASSERT_OK(sparse_topk_remap(got.view(), columns.view(), sparse.view(), c.bounds(),
-                                   sparse_block));
+    FI_ASSERT_OK(
+        sparse_topk_remap(got.view(), columns.view(), sparse.view(), c.bounds(), sparse_block));
     expect_same_i32(got, expected, k, "remap");
   }
 }
@@ -360,8 +357,8 @@ TEST(SparseRemap, SparseRouteEqualsTheExactDenseConsumer) {
   for (int block_size : {8, 16}) {
     for (BoundsForm form : {BoundsForm::kPrefill, BoundsForm::kDecode}) {
       const int C = 16;
-      CandidateCase c = make_candidate_case(rng, form, 20, rng.uniform_int(50, 3000), block_size,
-                                            C, 1, Fill::kFewTies, 0.0);
+      CandidateCase c = make_candidate_case(rng, form, 20, rng.uniform_int(50, 3000), block_size, C,
+                                            1, Fill::kFewTies, 0.0);
       SCOPED_TRACE(c.describe());
       // Bounds inside the logits, and each block named once.
       for (int64_t r = 0; r < c.ke.size(0); ++r) {
@@ -380,17 +377,17 @@ TEST(SparseRemap, SparseRouteEqualsTheExactDenseConsumer) {
       const int64_t S = int64_t{C} * (block_size / sparse_block);
       HostTensor sparse(DType::kI32, {c.rows, S});
       HostTensor end(DType::kI32, {c.rows});
-      FI_ASSERT_OK(candidate_blocks_to_sparse_indices(sparse.view(), end.view(),
-                                                      c.candidates.view(), c.bounds(), block_size,
-                                                      sparse_block));
+      FI_ASSERT_OK(candidate_blocks_to_sparse_indices(
+          sparse.view(), end.view(), c.candidates.view(), c.bounds(), block_size, sparse_block));
       HostTensor sparse_logits(DType::kF32, {c.rows, S * sparse_block});
       for (int64_t t = 0; t < c.rows; ++t) {
         const int64_t ks = c.form == BoundsForm::kPrefill ? c.ks.data<int32_t>()[t] : 0;
         for (int64_t j = 0; j < S * sparse_block; ++j) {
           const int64_t key = int64_t{sparse.at<int32_t>({t, j / sparse_block})} * sparse_block +
                               ks % sparse_block + j % sparse_block;
-          sparse_logits.at<float>({t, j}) =
-              j < end.data<int32_t>()[t] ? c.logits.at<float>({t, key}) : bits_float(kPoisonLogitBits);
+          sparse_logits.at<float>({t, j}) = j < end.data<int32_t>()[t]
+                                                ? c.logits.at<float>({t, key})
+                                                : bits_float(kPoisonLogitBits);
         }
       }
       const int k = 20;
