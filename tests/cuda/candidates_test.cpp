@@ -301,13 +301,12 @@ TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
                        << "batch rows " << batch_rows << (sorted ? " sorted" : " unsorted"));
           // A workspace of about batch_rows rows: the top-k scratch bound, alignment slack,
           // then per row its logits and the consumer's arrays (many small batches).
-          const size_t per_row = (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 +
-                                 num_blocks * 4 + 4 * 256;
+          const size_t per_row =
+              (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 + num_blocks * 4 + 4 * 256;
           const DeviceBuffer workspace = poisoned_workspace(
-              batch_rows == 0
-                  ? indexer_cuda_workspace_size(k)
-                  : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
-                        batch_rows * per_row);
+              batch_rows == 0 ? indexer_cuda_workspace_size(k)
+                              : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
+                                    batch_rows * per_row);
           HostTensor out = poisoned_topk_output(rows, k, k + 4);
           DeviceTensor device_out = to_device(out);
           FI_ASSERT_OK(indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
@@ -373,6 +372,63 @@ TEST(IndexerConsumerCuda, DecodeEqualsTheCpuConsumerOverTheGpuLogits) {
       EXPECT_TRUE(SameTopK(out, expected, k, true));
     }
   }
+}
+
+// The source (select_candidate_blocks) and the consumer layer (indexer_decode with candidates)
+// captured in one CUDA graph, replayed: the same bits as the direct calls.
+TEST(IndexerConsumerCuda, SourceAndConsumerReplayInACudaGraph) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config;
+  config.batch = 16;
+  config.next_n = 2;
+  config.max_len = 20000;
+  DecodeProblem p = make_decode_problem(rng, config);
+  const DevicePaged device(p);
+  const int64_t rows = p.rows();
+  const int64_t width = p.block_table.size(1) * config.page_size;
+  const int k = 512, num_blocks = 256, block_size = 8;
+  HostTensor ends(DType::kI32, {rows});
+  for (int64_t r = 0; r < rows; ++r) ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
+  DeviceTensor device_ends = to_device(ends);
+  DeviceTensor logits = to_device(poisoned_logits(rows, width));
+  DeviceTensor blocks = to_device(poisoned_topk_output(rows, num_blocks));
+  const DeviceBuffer select_workspace = poisoned_workspace(
+      select_candidate_blocks_cuda_workspace_size(rows, width, num_blocks, block_size));
+  const DeviceBuffer indexer_workspace = poisoned_workspace(indexer_cuda_workspace_size(k));
+  IndexerOptions consumer;
+  consumer.candidates = CandidateInput{blocks.view, block_size, false};
+  auto run = [&](DeviceTensor& out, cudaStream_t stream) -> Status {
+    RunOptions on_stream;
+    on_stream.cuda_stream = stream;
+    if (Status s = paged_mqa_logits(logits.view, device.q.view(), device.cache.cache,
+                                    device.weights.view, device.context_lens.view,
+                                    device.block_table.view, LogitsOptions{false}, on_stream);
+        !s.ok()) {
+      return s;
+    }
+    if (Status s = select_candidate_blocks(blocks.view, logits.view,
+                                           CandidateRows::decode(device_ends.view), num_blocks,
+                                           block_size, with_workspace(select_workspace, stream));
+        !s.ok()) {
+      return s;
+    }
+    return indexer_decode(out.view, device.q.view(), device.cache.cache, device.weights.view,
+                          device.context_lens.view, device.block_table.view, k, TopKOptions{},
+                          consumer, with_workspace(indexer_workspace, stream));
+  };
+  HostTensor direct = poisoned_topk_output(rows, k);
+  DeviceTensor direct_out = to_device(direct);
+  FI_ASSERT_OK(run(direct_out, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(direct, direct_out);
+  HostTensor replayed = poisoned_topk_output(rows, k);
+  DeviceTensor replayed_out = to_device(replayed);
+  CapturedGraph graph;
+  FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) { return run(replayed_out, stream); }));
+  ASSERT_EQ(graph.replay(3), cudaSuccess);
+  to_host(replayed, replayed_out);
+  EXPECT_EQ(std::memcmp(replayed.bytes(), direct.bytes(), direct.byte_size()), 0);
 }
 
 TEST(IndexerConsumerCuda, TheFusedPathRefusesCandidates) {
