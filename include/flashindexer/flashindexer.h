@@ -2,6 +2,7 @@
 // FlashIndexer: the sparse-attention indexer of DeepSeek Sparse Attention models.
 #pragma once
 
+#include "flashindexer/candidates.h"
 #include "flashindexer/dist.h"
 #include "flashindexer/formats.h"
 #include "flashindexer/indexer.h"

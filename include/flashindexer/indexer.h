@@ -13,6 +13,7 @@
 // the call is asynchronous on the stream, never synchronizes and can be captured in a graph.
 #pragma once
 
+#include "flashindexer/candidates.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
 #include "flashindexer/status.h"
@@ -37,6 +38,13 @@ struct IndexerOptions {
   // the caller knows it (a serving engine knows its requests' context lengths); 0 = unknown. It
   // only picks the path (a wrong value costs time, never the answer); must be >= 0.
   int64_t min_row_keys = 0;
+  // A DeepSeek-V4.1 consumer layer (candidates.h): when candidates.blocks is defined ([rows, C]
+  // i32, one row per query row), the call selects only inside the named blocks of
+  // candidates.block_size positions, exactly candidate_topk_per_row over the call's logits with
+  // the call's own row ranges as bounds (logits width: keys.shape[0] for prefill,
+  // block_table.shape[1] * page_size for decode). On CUDA such a call takes the dense path (the
+  // logits slab, then the consumer's selection; kFused is refused) and needs the same workspace.
+  CandidateInput candidates = {};
 };
 
 // out: [M, >= k] i32 (out); the other arguments as mqa_logits.

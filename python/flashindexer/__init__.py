@@ -14,7 +14,14 @@ the ops as torch.library custom ops (importing it imports PyTorch; this package 
 Importing this package never initialises CUDA.
 """
 
-from . import _C, dist, planning, reference
+from . import _C, candidates, dist, planning, reference
+from .candidates import (
+    apply_candidate_mask,
+    candidate_blocks_to_sparse_indices,
+    candidate_topk_per_row,
+    select_candidate_blocks,
+    sparse_topk_remap,
+)
 from .dist import (
     dcp_merge_topk,
     dcp_pack_candidates,
@@ -82,3 +89,7 @@ __all__ += [
     "reslice_block_table",
 ]
 __all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]
+__all__ += [
+    "apply_candidate_mask", "candidate_blocks_to_sparse_indices", "candidate_topk_per_row",
+    "candidates", "select_candidate_blocks", "sparse_topk_remap",
+]

@@ -31,7 +31,12 @@ PRESETS = {
     "v32": (64, 8192, 8, 8192, 64, 2048),
     "v4flash": (64, 8192, 8, 8192, 64, 512),
     "glm5": (64, 8192, 8, 8192, 32, 2048),
+    "v41flash": (64, 8192, 8, 8192, 32, 512),
+    "v41small": (32, 2048, 4, 1500, 32, 64),
 }
+# DeepSeek-V4.1 two-level presets: (C candidate blocks, cb positions per block) of the candidate
+# source whose blocks a consumer layer on the same rows selects inside.
+CANDIDATE_PRESETS = {"v41flash": (2048, 8), "v41small": (12, 8)}
 RUN_DEFAULT_PRESET = "v32"  # as `flashindexer run`
 BENCH_DEFAULT_PRESET = "small"
 EXIT_MISMATCH = 1
@@ -170,7 +175,46 @@ def _oracle(name, selected, exact, tolerance, k, starts, rows):
     return True
 
 
-def _run_on(device, prefill, decodes, verify_rows):
+def _numpy_consumer(logits, ks, ke, candidates, block_size, k):
+    """The exact consumer restated: the k best positions of the row inside the named blocks
+    (larger first, NaN last, then the smaller position), -1 past them."""
+    out = np.full((logits.shape[0], k), -1, np.int32)
+    for t in range(logits.shape[0]):
+        named = set(candidates[t][candidates[t] >= 0].tolist())
+        scores = logits[t, ks[t]:ke[t]]
+        inside = [p for p in range(ke[t] - ks[t]) if p // block_size in named]
+        best = sorted(inside, key=lambda p: (np.isnan(scores[p]),
+                                             0.0 if np.isnan(scores[p]) else -scores[p], p))[:k]
+        out[t, :len(best)] = best
+    return out
+
+
+def _run_candidates(preset, on_prefill, logits, rows):
+    """The V4.1 layers on the prefill chunk: a candidate source over its logits, then a consumer
+    layer on the same rows; its output equals the consumer's selection over the same logits on
+    every row and a NumPy restatement on the sampled rows."""
+    num_blocks, block_size = CANDIDATE_PRESETS[preset]
+    k, ks, ke = on_prefill["k"], on_prefill["ks"], on_prefill["ke"]
+    candidates = fi.select_candidate_blocks(logits, num_blocks, block_size, ks=ks, ke=ke)
+    top = _host(fi.indexer_prefill(**on_prefill, sorted=True, candidates=candidates,
+                                   candidate_block_size=block_size))
+    expected = _host(fi.candidate_topk_per_row(logits, candidates, block_size, k, ks=ks, ke=ke,
+                                               sorted=True))
+    ok = _same_sets("consumer indexer_prefill", top, expected, k)
+    host_logits, host_candidates = _host(logits), _host(candidates)
+    host_ks, host_ke = _host(ks), _host(ke)
+    restated = _numpy_consumer(host_logits[rows], host_ks[rows], host_ke[rows],
+                               host_candidates[rows], block_size, k)
+    if not np.array_equal(top[rows], restated):
+        print("consumer indexer_prefill: MISMATCH against the restated consumer")
+        ok = False
+    print(f"candidate source (C={num_blocks}, cb={block_size}) + consumer indexer_prefill: "
+          f"{top.shape[0]} rows equal candidate_topk_per_row(logits), {rows.size} verified "
+          "against the restated consumer")
+    return ok
+
+
+def _run_on(device, prefill, decodes, verify_rows, preset=None):
     """Runs and checks the workload on `device`; True when every check passes."""
     tensor_cores = device == "cuda"  # the CUDA scoring sums FP8 products on tensor cores
     on_prefill, on_decodes = _on_device(prefill, decodes, device)
@@ -192,6 +236,8 @@ def _run_on(device, prefill, decodes, verify_rows):
         ok &= _oracle("indexer_prefill", top[rows], exact, tolerance, k, part["ks"], rows)
     print(f"indexer_prefill: {top.shape[0]} rows equal topk_per_row(logits), {rows.size} "
           "verified against the reference")
+    if preset in CANDIDATE_PRESETS:
+        ok &= _run_candidates(preset, on_prefill, logits, rows)
 
     # The decode batches share verify_rows evenly, as in `flashindexer run`.
     for index, (decode, on_decode) in enumerate(zip(decodes, on_decodes)):
@@ -232,13 +278,13 @@ def command_run(args):
     print(f"flashindexer {fi.__version__} run: preset {args.preset}, device {device}, "
           f"seed {args.seed}")
     try:
-        ok = _run_on(device, prefill, decodes, args.verify_rows)
+        ok = _run_on(device, prefill, decodes, args.verify_rows, args.preset)
     except NotImplementedError as error:
         if args.device != "auto" or device == "cpu":
             print(f"error: {error}", file=sys.stderr)
             return EXIT_FAILURE
         print(f"note: the CUDA backend does not run this workload ({error}): running on the CPU")
-        ok = _run_on("cpu", prefill, decodes, args.verify_rows)
+        ok = _run_on("cpu", prefill, decodes, args.verify_rows, args.preset)
     print("PASS" if ok else "FAIL")
     return 0 if ok else EXIT_MISMATCH
 

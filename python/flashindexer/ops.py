@@ -338,7 +338,8 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
 
 
 def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
-                    stream=None, cpu_threads=0, path="auto", min_row_keys=0):
+                    stream=None, cpu_threads=0, path="auto", min_row_keys=0, candidates=None,
+                    candidate_block_size=0, vllm_compatible=False):
     """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
     [M, N] logits in memory.
 
@@ -354,6 +355,10 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     are long enough for it to be level or ahead (thresholds measured per k, lower when the chunk
     packs several requests; cuda_prefill_path tells the path of given arguments), else the dense
     one. A wrong value costs time, never the answer. Ignored on the CPU.
+    candidates: a DeepSeek-V4.1 consumer layer's [M, C] int32 candidate blocks of
+    ``candidate_block_size`` positions (flashindexer.candidates): the rows select only inside
+    them, exactly candidate_topk_per_row of the logits with (ks, ke) as bounds (vllm_compatible:
+    vLLM's mask-then-top-k). On CUDA such a call takes the dense path.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
@@ -362,18 +367,23 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted, stream,
-                       workspace, cpu_threads, path, min_row_keys)
+                       workspace, cpu_threads, path, min_row_keys, raw(candidates),
+                       candidate_block_size, vllm_compatible)
     return out
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, *, sorted=False,
-                   out=None, workspace=None, stream=None, cpu_threads=0, path="auto"):
+                   out=None, workspace=None, stream=None, cpu_threads=0, path="auto",
+                   candidates=None, candidate_block_size=0, vllm_compatible=False):
     """topk_per_row(paged_mqa_logits(...), k) exactly, without the logits in memory.
 
     q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
     weights: [B * next_n, H] float32; context_lens: [B] or [B, next_n] int32;
     block_table: [B, P] int32. Returns out [B * next_n, k] int32 of context positions, -1 past
     a row's visible keys. CUDA inputs: workspace and path as indexer_prefill.
+    candidates ([B * next_n, C] int32), candidate_block_size, vllm_compatible: as
+    indexer_prefill, with each row's own visible range as its bounds (logits width
+    P * page_size).
     """
     q = _quantized("q", q)
     if out is None:
@@ -382,7 +392,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
                       raw(context_lens), raw(block_table), k, sorted, stream, workspace,
-                      cpu_threads, path)
+                      cpu_threads, path, raw(candidates), candidate_block_size, vllm_compatible)
     return out
 
 

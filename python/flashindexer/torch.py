@@ -21,6 +21,13 @@ indexer_decode(...)                   [B * next_n, k] int32
 quantize_query_fp8(q, weights, ...)   (values [T, H, D] float8_e4m3fn, weights_out [T, H] f32)
 quantize_query_mxfp4(q, weights, ...) (values, scales, weights_out) of the MXFP4 query form
 insert_k_cache_rope(cache!, ...)      None; insert_k_cache with the key's RoPE fused in
+select_candidate_blocks(logits, ...)  [rows, C] int32 (V4.1 candidate source)
+apply_candidate_mask(logits!, ...)    None; masks logits in place (declared mutated)
+candidate_topk_per_row(logits, ...)   [rows, k] int32 (V4.1 consumer, exact)
+candidate_blocks_to_sparse_indices    (sparse_indices [rows, S] int32, end [rows] int32)
+sparse_topk_remap(columns, ...)       [rows, k] int32
+indexer_prefill_candidates(...)       [M, k] int32 (indexer_prefill of a consumer layer)
+indexer_decode_candidates(...)        [B * next_n, k] int32
 ====================================  ==========================================================
 
 Every op has a fake (meta) implementation giving the output shapes, so it traces under
@@ -38,6 +45,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import candidates as _candidates
 from . import ops as _ops
 from .cache import PagedKCache
 
@@ -285,14 +293,25 @@ def topk_per_row(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=Fal
     return torch.ops.flashindexer.topk_per_row(logits, k, ks, ke, lengths, next_n, sorted)
 
 
-def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0):
+def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, candidates=None,
+                    candidate_block_size=0, vllm_compatible=False):
     q_values, q_scales = _split(q)
+    if candidates is not None:
+        return torch.ops.flashindexer.indexer_prefill_candidates(
+            q_values, q_scales, keys[0], keys[1], weights, ks, ke, k, candidates,
+            candidate_block_size, vllm_compatible, sorted)
     return torch.ops.flashindexer.indexer_prefill(q_values, q_scales, keys[0], keys[1], weights,
                                                   ks, ke, k, sorted, min_row_keys)
 
 
-def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False):
+def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False,
+                   candidates=None, candidate_block_size=0, vllm_compatible=False):
     q_values, q_scales = _split(q)
+    if candidates is not None:
+        return torch.ops.flashindexer.indexer_decode_candidates(
+            q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format,
+            weights, context_lens, block_table, k, candidates, candidate_block_size,
+            vllm_compatible, sorted)
     return torch.ops.flashindexer.indexer_decode(
         q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
         context_lens, block_table, k, sorted)
@@ -300,3 +319,143 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
 
 # The query quantizers and insert_k_cache with RoPE (torch_query.py).
 from .torch_query import insert_k_cache_rope, quantize_query_fp8, quantize_query_mxfp4  # noqa: E402,F401
+
+
+# ----------------------------------------------------------------------------------------------
+# DeepSeek-V4.1 candidate blocks (flashindexer.candidates); row bounds as ke, optional ks and
+# row_repeat. Their CUDA workspace comes from PyTorch's caching allocator on each call.
+
+
+@torch.library.custom_op("flashindexer::select_candidate_blocks", mutates_args=())
+def _select_candidate_blocks(logits: Tensor, num_blocks: int, block_size: int, ke: Tensor,
+                             ks: Optional[Tensor] = None, row_repeat: int = 1) -> Tensor:
+    return _candidates.select_candidate_blocks(logits, num_blocks, block_size, ke=ke, ks=ks,
+                                               row_repeat=row_repeat)
+
+
+@_select_candidate_blocks.register_fake
+def _(logits, num_blocks, block_size, ke, ks=None, row_repeat=1):
+    return logits.new_empty((logits.shape[0], num_blocks), dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::apply_candidate_mask", mutates_args=("logits",))
+def _apply_candidate_mask(logits: Tensor, candidates: Tensor, block_size: int, ke: Tensor,
+                          ks: Optional[Tensor] = None, row_repeat: int = 1) -> None:
+    _candidates.apply_candidate_mask(logits, candidates, block_size, ke=ke, ks=ks,
+                                     row_repeat=row_repeat)
+
+
+@_apply_candidate_mask.register_fake
+def _(logits, candidates, block_size, ke, ks=None, row_repeat=1):
+    return None
+
+
+@torch.library.custom_op("flashindexer::candidate_topk_per_row", mutates_args=())
+def _candidate_topk_per_row(logits: Tensor, candidates: Tensor, block_size: int, k: int,
+                            ke: Tensor, ks: Optional[Tensor] = None, row_repeat: int = 1,
+                            sorted: bool = False) -> Tensor:
+    return _candidates.candidate_topk_per_row(logits, candidates, block_size, k, ke=ke, ks=ks,
+                                              row_repeat=row_repeat, sorted=sorted)
+
+
+@_candidate_topk_per_row.register_fake
+def _(logits, candidates, block_size, k, ke, ks=None, row_repeat=1, sorted=False):
+    return logits.new_empty((logits.shape[0], k), dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::candidate_blocks_to_sparse_indices", mutates_args=())
+def _candidate_blocks_to_sparse_indices(candidates: Tensor, block_size: int, sparse_block: int,
+                                        ke: Tensor, ks: Optional[Tensor] = None,
+                                        row_repeat: int = 1) -> Tuple[Tensor, Tensor]:
+    return _candidates.candidate_blocks_to_sparse_indices(candidates, block_size, sparse_block,
+                                                          ke=ke, ks=ks, row_repeat=row_repeat)
+
+
+@_candidate_blocks_to_sparse_indices.register_fake
+def _(candidates, block_size, sparse_block, ke, ks=None, row_repeat=1):
+    rows, count = candidates.shape[0], candidates.shape[1]
+    return (candidates.new_empty((rows, count * (block_size // sparse_block)), dtype=torch.int32),
+            candidates.new_empty((rows,), dtype=torch.int32))
+
+
+@torch.library.custom_op("flashindexer::sparse_topk_remap", mutates_args=())
+def _sparse_topk_remap(columns: Tensor, sparse_indices: Tensor, sparse_block: int,
+                       ks: Optional[Tensor] = None, row_repeat: int = 1) -> Tensor:
+    return _candidates.sparse_topk_remap(columns, sparse_indices, sparse_block, ks=ks,
+                                         row_repeat=row_repeat)
+
+
+@_sparse_topk_remap.register_fake
+def _(columns, sparse_indices, sparse_block, ks=None, row_repeat=1):
+    return torch.empty_like(columns, dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::indexer_prefill_candidates", mutates_args=())
+def _indexer_prefill_candidates(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
+                                k_scales: Tensor, weights: Tensor, ks: Tensor, ke: Tensor, k: int,
+                                candidates: Tensor, candidate_block_size: int,
+                                vllm_compatible: bool = False, sorted: bool = False) -> Tensor:
+    return _ops.indexer_prefill(_q(q_values, q_scales), (k_values, k_scales), weights, ks, ke, k,
+                                sorted=sorted, candidates=candidates,
+                                candidate_block_size=candidate_block_size,
+                                vllm_compatible=vllm_compatible)
+
+
+@_indexer_prefill_candidates.register_fake
+def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, k, candidates,
+      candidate_block_size, vllm_compatible=False, sorted=False):
+    return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
+
+
+@torch.library.custom_op("flashindexer::indexer_decode_candidates", mutates_args=())
+def _indexer_decode_candidates(q_values: Tensor, q_scales: Optional[Tensor], cache: Tensor,
+                               page_size: int, head_dim: int, format: str, weights: Tensor,
+                               context_lens: Tensor, block_table: Tensor, k: int,
+                               candidates: Tensor, candidate_block_size: int,
+                               vllm_compatible: bool = False, sorted: bool = False) -> Tensor:
+    return _ops.indexer_decode(_q(q_values, q_scales), _cache(cache, page_size, head_dim, format),
+                               weights, context_lens, block_table, k, sorted=sorted,
+                               candidates=candidates, candidate_block_size=candidate_block_size,
+                               vllm_compatible=vllm_compatible)
+
+
+@_indexer_decode_candidates.register_fake
+def _(q_values, q_scales, cache, page_size, head_dim, format, weights, context_lens, block_table,
+      k, candidates, candidate_block_size, vllm_compatible=False, sorted=False):
+    return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
+
+
+def select_candidate_blocks(logits, num_blocks, block_size, ke, ks=None, row_repeat=1):
+    return torch.ops.flashindexer.select_candidate_blocks(logits, num_blocks, block_size, ke, ks,
+                                                          row_repeat)
+
+
+def apply_candidate_mask(logits, candidates, block_size, ke, ks=None, row_repeat=1):
+    torch.ops.flashindexer.apply_candidate_mask(logits, candidates, block_size, ke, ks, row_repeat)
+    return logits
+
+
+def candidate_topk_per_row(logits, candidates, block_size, k, ke, ks=None, row_repeat=1,
+                           sorted=False, vllm_compatible=False):
+    """The exact consumer, or with vllm_compatible vLLM's mask (in place) then the top-k over the
+    rows' visible columns [ks, min(ke, width))."""
+    if not vllm_compatible:
+        return torch.ops.flashindexer.candidate_topk_per_row(logits, candidates, block_size, k, ke,
+                                                             ks, row_repeat, sorted)
+    apply_candidate_mask(logits, candidates, block_size, ke, ks, row_repeat)
+    width = logits.shape[1]
+    ke_rows = ke.reshape(-1).repeat_interleave(row_repeat).clamp(max=width)
+    ks_rows = (torch.zeros_like(ke_rows) if ks is None
+               else ks.repeat_interleave(row_repeat).clamp(max=width))
+    return topk_per_row(logits, k, ks=ks_rows, ke=torch.maximum(ke_rows, ks_rows), sorted=sorted)
+
+
+def candidate_blocks_to_sparse_indices(candidates, block_size, sparse_block, ke, ks=None,
+                                       row_repeat=1):
+    return torch.ops.flashindexer.candidate_blocks_to_sparse_indices(
+        candidates, block_size, sparse_block, ke, ks, row_repeat)
+
+
+def sparse_topk_remap(columns, sparse_indices, sparse_block, ks=None, row_repeat=1):
+    return torch.ops.flashindexer.sparse_topk_remap(columns, sparse_indices, sparse_block, ks,
+                                                    row_repeat)

@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "candidates_bindings.h"
 #include "dist_bindings.h"
 #include "planning_bindings.h"
 #include "query_bindings.h"
@@ -200,14 +201,18 @@ fi::IndexerPath parse_path(const char* op, const std::string& path) {
 void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
                      nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
                      bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
-                     const std::string& path, int64_t min_row_keys) {
+                     const std::string& path, int64_t min_row_keys, nb::handle candidates,
+                     int candidate_block_size, bool candidate_vllm_compatible) {
   ArgumentList args("indexer_prefill");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView out_view = args.output("out", out);
   const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
-  const fi::IndexerOptions indexer_options{.path = parse_path("indexer_prefill", path),
-                                           .min_row_keys = min_row_keys};
+  const fi::IndexerOptions indexer_options{
+      .path = parse_path("indexer_prefill", path),
+      .min_row_keys = min_row_keys,
+      .candidates = {args.input("candidates", candidates), candidate_block_size,
+                     candidate_vllm_compatible}};
   args.run([&] {
     return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
                                fi::TopKOptions{.sorted = sorted}, indexer_options, options);
@@ -226,13 +231,17 @@ std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_ke
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
                     nb::handle weights, nb::handle context_lens, nb::handle block_table, int k,
                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
-                    const std::string& path) {
+                    const std::string& path, nb::handle candidates, int candidate_block_size,
+                    bool candidate_vllm_compatible) {
   ArgumentList args("indexer_decode");
   const DecodeInputs in =
       decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
   const fi::TensorView out_view = args.output("out", out);
   const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
-  const fi::IndexerOptions indexer_options{.path = parse_path("indexer_decode", path)};
+  const fi::IndexerOptions indexer_options{
+      .path = parse_path("indexer_decode", path),
+      .candidates = {args.input("candidates", candidates), candidate_block_size,
+                     candidate_vllm_compatible}};
   args.run([&] {
     return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens,
                               in.block_table, k, fi::TopKOptions{.sorted = sorted},
@@ -293,13 +302,17 @@ NB_MODULE(_C, m) {
   m.def("indexer_prefill", &indexer_prefill, any("out"), any("q_values"), any("q_scales"),
         any("k_values"), any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
-        nb::arg("min_row_keys") = 0);
+        nb::arg("min_row_keys") = 0, any("candidates") = nb::none(),
+        nb::arg("candidate_block_size") = 0, nb::arg("candidate_vllm_compatible") = false);
   m.def("cuda_prefill_path", &cuda_prefill_path, nb::arg("k"), nb::arg("path") = "auto",
         nb::arg("min_row_keys") = 0, nb::arg("num_keys") = 0);
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
-        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto");
+        nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
+        any("candidates") = nb::none(), nb::arg("candidate_block_size") = 0,
+        nb::arg("candidate_vllm_compatible") = false);
 
+  fi::python::register_candidates(m);
   fi::python::register_dist(m);
   fi::python::register_planning(m);
   fi::python::register_query(m);

@@ -6,6 +6,8 @@
 #include "api/checks/topk.h"
 #include "api/dispatch.h"
 #include "core/heuristics.h"
+#include "cpu/candidates.h"
+#include "cuda/candidates/candidates.h"
 #include "cuda/cuda_ops.h"
 
 namespace flashindexer {
@@ -13,7 +15,32 @@ namespace {
 
 // The options the deprecated overloads read from RunOptions (they stay for one release).
 IndexerOptions indexer_options_of(const RunOptions& options) {
-  return IndexerOptions{options.indexer_path, options.min_row_keys};
+  IndexerOptions indexer_options;
+  indexer_options.path = options.indexer_path;
+  indexer_options.min_row_keys = options.min_row_keys;
+  return indexer_options;
+}
+
+// A consumer layer's candidate input: [rows, C] i32 on the call's device, 1 <= C <= 4096, and a
+// block size of 1..4096 positions; the fused path is not a consumer.
+void check_candidate_input(ArgCheck& check, const IndexerOptions& indexer_options, int64_t rows,
+                           Device device) {
+  const CandidateInput& input = indexer_options.candidates;
+  if (!input.defined()) return;
+  check.tensor("indexer_options.candidates.blocks", input.blocks, {DType::kI32}, 2)
+      .dim("indexer_options.candidates.blocks", input.blocks, 0, rows)
+      .on_device("indexer_options.candidates.blocks", input.blocks, device);
+  if (!check.ok()) return;
+  check.require(input.blocks.shape[1] >= 1 && input.blocks.shape[1] <= kMaxCandidateBlocks,
+                "indexer_options.candidates.blocks has ", input.blocks.shape[1],
+                " candidate blocks per row, which is not supported: expected 1 <= C <= ",
+                kMaxCandidateBlocks);
+  check.require(input.block_size >= 1 && input.block_size <= 4096,
+                "indexer_options.candidates.block_size=", input.block_size,
+                " is not supported, expected 1 <= block_size <= 4096");
+  check.require(device != Device::kCUDA || indexer_options.path != IndexerPath::kFused,
+                "the fused path does not take candidates; pass IndexerPath::kAuto or kDense (a "
+                "consumer call runs the dense path)");
 }
 
 // indexer_prefill; `min_row_keys_name` names the argument min_row_keys came in, for the message.
@@ -28,7 +55,19 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
   check.require(indexer_options.min_row_keys >= 0, min_row_keys_name, " is ",
                 indexer_options.min_row_keys,
                 "; expected >= 0 (the fewest keys a row sees, 0 when unknown)");
+  check_candidate_input(check, indexer_options, dims.rows, q.values.device);
   if (!check.ok()) return check.status();
+  const CandidateInput& candidates = indexer_options.candidates;
+  if (candidates.defined()) {
+    if (out.device == Device::kCUDA) {
+      if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+      return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k,
+                                             topk_options.sorted, candidates, options);
+    }
+    cpu::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
+                                   candidates, cpu_threads(options));
+    return Status::Ok();
+  }
   if (out.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
@@ -86,7 +125,19 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
       check_paged_scoring(check, q, cache, weights, context_lens, block_table, -1);
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
+  check_candidate_input(check, indexer_options, dims.rows, q.values.device);
   if (!check.ok()) return check.status();
+  const CandidateInput& candidates = indexer_options.candidates;
+  if (candidates.defined()) {
+    if (out.device == Device::kCUDA) {
+      if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+      return cuda::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                            topk_options.sorted, candidates, options);
+    }
+    cpu::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                  topk_options.sorted, candidates, cpu_threads(options));
+    return Status::Ok();
+  }
   if (out.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,

@@ -4,6 +4,7 @@
 // cannot run (kUnsupported, the op named) or for a machine without a device. Compiled only when
 // CUDA is off, so src/api calls its cuda:: entries the same way in every build.
 #include "core/checks.h"
+#include "cuda/candidates/candidates.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/dcp/dcp.h"
 #include "cuda/device_query.h"
@@ -92,6 +93,38 @@ Status decode_flat_lens(const TensorView&, const TensorView&, const TensorView&,
 Status decode_native_lens(const TensorView&, const TensorView&, int, const planning::DecodeRule&,
                           void*) {
   return not_on_cuda("decode_native_lens");
+}
+Status select_candidate_blocks(const TensorView&, const TensorView&, const CandidateRows&, int,
+                               int, const RunOptions&) {
+  return not_on_cuda("select_candidate_blocks");
+}
+size_t select_candidate_blocks_workspace_size(int64_t, int64_t, int, int) { return 0; }
+Status apply_candidate_mask(const TensorView&, const CandidateRows&, const TensorView&, int,
+                            void*) {
+  return not_on_cuda("apply_candidate_mask");
+}
+Status candidate_topk_per_row(const TensorView&, const TensorView&, const CandidateRows&,
+                              const TensorView&, int, int, bool, bool, const RunOptions&) {
+  return not_on_cuda("candidate_topk_per_row");
+}
+size_t candidate_topk_per_row_workspace_size(int64_t, int64_t, int, int, int) { return 0; }
+Status candidate_blocks_to_sparse_indices(const TensorView&, const TensorView&, const TensorView&,
+                                          const CandidateRows&, int, int, void*) {
+  return not_on_cuda("candidate_blocks_to_sparse_indices");
+}
+Status sparse_topk_remap(const TensorView&, const TensorView&, const TensorView&,
+                         const CandidateRows&, int, void*) {
+  return not_on_cuda("sparse_topk_remap");
+}
+Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
+                                 const TensorView&, const TensorView&, const TensorView&, int,
+                                 bool, const CandidateInput&, const RunOptions&) {
+  return not_on_cuda("indexer_prefill");
+}
+Status candidate_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
+                                const TensorView&, const TensorView&, const TensorView&, int, bool,
+                                const CandidateInput&, const RunOptions&) {
+  return not_on_cuda("indexer_decode");
 }
 
 }  // namespace flashindexer::cuda

@@ -41,9 +41,11 @@ int64_t padded_row_stride(int64_t width) { return (width + 256 + 255) / 256 * 25
 
 // Scores one batch densely (logits, then topk_per_row) and with the indexer, timing each.
 // Prefill batches score `workspace`; decode batches score `cache` through their block table.
-Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, int heads, int k,
-                 const QuantizedTensor& workspace, const PagedKCache& cache,
+Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
+                 const Preset& preset, const QuantizedTensor& workspace, const PagedKCache& cache,
                  const RunOptions& indexer_run) {
+  const int heads = preset.heads;
+  const int k = preset.topk;
   const BatchShape& shape = *batch.shape;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
@@ -115,13 +117,19 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch, 
   // keys any row sees lets kAuto pick the CUDA path (IndexerOptions::min_row_keys).
   IndexerOptions choice;
   if (!shape.decode) choice.min_row_keys = batch.fewest_row_keys;
-  CLI_RETURN_IF_ERROR(timed(&result->indexer_ms, memory, [&] {
+  const auto run_indexer = [&](const IndexerOptions& options, const TensorView& out) {
     return shape.decode
-               ? indexer_decode(indexer_out, q, cache, weights, context_lens, block_table, k,
-                                unsorted, choice, indexer_run)
-               : indexer_prefill(indexer_out, q, workspace, weights, ks, ke, k, unsorted, choice,
+               ? indexer_decode(out, q, cache, weights, context_lens, block_table, k, unsorted,
+                                options, indexer_run)
+               : indexer_prefill(out, q, workspace, weights, ks, ke, k, unsorted, options,
                                  indexer_run);
-  }));
+  };
+  CLI_RETURN_IF_ERROR(
+      timed(&result->indexer_ms, memory, [&] { return run_indexer(choice, indexer_out); }));
+  if (preset.candidate_blocks > 0) {
+    CLI_RETURN_IF_ERROR(
+        run_candidate_layers(result, memory, batch, preset, logits, run_indexer));
+  }
 
   CLI_RETURN_IF_ERROR(download_vector(&result->indexer_topk, memory, indexer_out.data, rows * k));
   CLI_RETURN_IF_ERROR(download_vector(&result->dense_topk, memory, dense_out.data, rows * k));
@@ -199,8 +207,8 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
   CLI_RETURN_IF_ERROR(memory.allocate(&indexer_run.workspace, indexer_run.workspace_bytes));
   result->batches.resize(workload.batches.size());
   for (size_t b = 0; b < workload.batches.size(); ++b) {
-    CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset.heads,
-                                  preset.topk, store.workspace, store.cache, indexer_run));
+    CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset,
+                                  store.workspace, store.cache, indexer_run));
   }
   return Status::Ok();
 }

@@ -33,7 +33,9 @@ int parse_and_run(int argc, char** argv) {
   run_app
       ->add_option("--preset", run.preset,
                    "Workload: v32 (DeepSeek-V3.2, H=64 k=2048), v4flash (DeepSeek-V4-Flash, "
-                   "H=64 k=512), glm5 (GLM-5, H=32 k=2048), small (H=32 k=64, tiny)")
+                   "H=64 k=512), glm5 (GLM-5, H=32 k=2048), small (H=32 k=64, tiny), v41flash "
+                   "(DeepSeek-V4.1-Flash: a candidate source then a consumer layer, H=32 k=512 "
+                   "C=2048 cb=8), v41small (the same scheme, tiny, C=12)")
       ->check(CLI::IsMember(preset_names))
       ->capture_default_str();
   run_app->add_option("--seed", run.seed, "Seed of the workload")->capture_default_str();

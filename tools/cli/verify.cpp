@@ -303,6 +303,11 @@ std::vector<std::string> check_all(Verified* verified, const Workload& workload,
       ++(batch.shape->decode ? verified->decode_rows : verified->prefill_rows);
     }
   }
+  if (workload.preset->candidate_blocks > 0) {
+    for (std::string& line : check_candidate_layers(workload, result)) {
+      mismatches.push_back(std::move(line));
+    }
+  }
   return mismatches;
 }
 

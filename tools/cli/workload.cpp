@@ -332,6 +332,12 @@ const std::vector<Preset>& presets() {
       {"v4flash", "DeepSeek-V4-Flash", 64, 512, model_batches()},
       {"glm5", "GLM-5", 32, 2048, model_batches()},
       {"small", "a few hundred keys per request", 32, 64, small_batches()},
+      // V4.1-Flash's C = 2048 blocks of 8 cover every block of these rows (the restriction only
+      // bites past 16,384 keys): v41small keeps C below the rows' block counts so it does.
+      {"v41flash", "DeepSeek-V4.1-Flash, candidate source + consumer", 32, 512, model_batches(),
+       2048, 8},
+      {"v41small", "DeepSeek-V4.1 two-level selection, a few hundred keys per request", 32, 64,
+       small_batches(), 12, 8},
   };
   return all;
 }

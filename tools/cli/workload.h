@@ -40,6 +40,11 @@ struct Preset {
   int heads;                        // H
   int topk;                         // k
   std::vector<BatchShape> batches;  // batches[0] is the prefill chunk, the others decode
+  // DeepSeek-V4.1 two-level selection (candidates.h): when candidate_blocks (C) > 0, every batch
+  // also runs a candidate source (its blocks of candidate_block_size positions, selected from the
+  // batch's logits) and a consumer layer on the same rows that selects only inside them.
+  int candidate_blocks = 0;
+  int candidate_block_size = 0;
 };
 
 const std::vector<Preset>& presets();

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DeepSeek-V4.1 two-level selection on the GPU at V4.1-Flash numbers (H 32, k 512, candidate
+blocks of cb 8 positions, C 2048 per row): the candidate source (select_candidate_blocks on the
+layer's logits) and the dense-masked consumer (its selection on logits, candidate_topk_per_row,
+and the whole consumer layer, indexer_prefill / indexer_decode with candidates: scoring, then
+the selection inside the blocks), against the same operations written in PyTorch:
+
+* source: block maxima by amax over [rows, width / cb, cb] (NaN propagates), the newest visible
+  block pinned to +inf, torch.topk(C, sorted=True), -1 for -inf blocks;
+* consumer: vLLM's dense mask (block flags scattered from the candidates, masked_fill -inf),
+  then torch.topk(k); for the whole layer, our scoring into a logits tensor first (a PyTorch
+  scoring of 4096 x 131072 pairs x 32 heads does not fit in memory), so that row's peer is
+  "our scoring + PyTorch mask + top-k".
+
+Every case first checks ours against the PyTorch answer on a few rows (the source's blocks in
+order; the consumer's set: with C * cb = 16384 >> k positions of distinct random logits the exact
+consumer and vLLM's mask-then-top-k select the same set). Times: CUDA-graph replays, CUDA events,
+median of N, after --warm-ms of replays, warm L2, preallocated workspaces.
+"""
+import collections
+
+import torch
+
+from .. import cases
+from ..inputs import DecodeInputs, PrefillInputs
+from ..report import Row, Table
+from ..timing import graph_ms
+
+TITLE = "GPU V4.1 two-level selection (candidate source + dense-masked consumer)"
+HEADS, K, CB, C = 32, 512, 8, 2048
+
+Case = collections.namedtuple("Case", "name form rows keys")
+
+
+def _cases(preset):
+    full = [Case("prefill 4096x131072", "prefill", 4096, 131072),
+            Case("decode 64x131072", "decode", 64, 131072)]
+    quick = [Case("prefill 256x16384", "prefill", 256, 16384),
+             Case("decode 8x16384", "decode", 8, 16384)]
+    return full if preset == "full" else quick
+
+
+def torch_select(logits, ke, num_blocks, block_size):
+    """The source in PyTorch, rows starting at column 0 (ke [rows])."""
+    rows, width = logits.shape
+    nblocks = -(-width // block_size)
+    column = torch.arange(nblocks * block_size, device=logits.device)
+    x = torch.full((rows, nblocks * block_size), float("-inf"), device=logits.device)
+    x[:, :width] = logits
+    x = x.masked_fill(column[None, :] >= ke[:, None], float("-inf"))
+    scores = x.view(rows, nblocks, block_size).amax(dim=-1)
+    scores = torch.where(scores.isnan(), float("inf"), scores)
+    newest = ((ke.long() - 1).clamp(min=0) // block_size)[:, None]
+    scores.scatter_(1, newest, torch.where(ke[:, None] > 0, float("inf"), float("-inf")))
+    top = torch.topk(scores, min(num_blocks, nblocks), dim=1, sorted=True)
+    return torch.where(top.values == float("-inf"), -1, top.indices).to(torch.int32)
+
+
+def torch_consumer(logits, ke, candidates, block_size, k):
+    """vLLM's dense consumer in PyTorch: the mask, then torch.topk (rows start at column 0)."""
+    rows, width = logits.shape
+    nblocks = -(-width // block_size)
+    flags = torch.zeros(rows, nblocks + 1, dtype=torch.bool, device=logits.device)
+    named = torch.where((candidates >= 0) & (candidates < nblocks), candidates, nblocks).long()
+    flags.scatter_(1, named, True)
+    keep = flags[:, :nblocks].repeat_interleave(block_size, dim=1)[:, :width]
+    column = torch.arange(width, device=logits.device)
+    keep &= column[None, :] < ke[:, None]
+    return torch.topk(logits.masked_fill(~keep, float("-inf")), k, dim=1, sorted=False).indices
+
+
+def _check(name, ours_blocks, torch_blocks, ours_topk, torch_topk, rows):
+    for r in rows:
+        assert torch.equal(ours_blocks[r], torch_blocks[r]), f"{name} row {r}: blocks differ"
+        got = ours_topk[r].long().sort().values
+        want = torch_topk[r].long().sort().values
+        assert torch.equal(got, want), f"{name} row {r}: the consumer's set differs"
+
+
+def _measure_case(ctx, fi, case, table, ceilings):
+    if case.form == "prefill":
+        inputs = PrefillInputs(HEADS, case.rows, case.keys, "suffix")
+        ke = inputs.ke
+        ks = inputs.ks
+        rows = case.rows
+        logits = torch.empty(rows, case.keys, device="cuda")
+
+        def score():
+            fi.mqa_logits(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke,
+                          clean=False, out=logits)
+
+        def consumer_layer(out, candidates):
+            fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke, K,
+                               out=out, workspace=indexer_workspace, candidates=candidates,
+                               candidate_block_size=CB)
+        pairs = inputs.visible_pairs()
+        batch = 1
+    else:
+        inputs = DecodeInputs(HEADS, case.rows, case.keys)
+        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+        ke = inputs.lens2d.reshape(-1).contiguous()
+        ks = None
+        rows = case.rows
+        logits = torch.empty(rows, inputs.width, device="cuda")
+
+        def score():
+            fi.paged_mqa_logits(inputs.q, cache, inputs.weights, inputs.lens, inputs.table,
+                                clean=False, out=logits)
+
+        def consumer_layer(out, candidates):
+            fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
+                              out=out, workspace=indexer_workspace, candidates=candidates,
+                              candidate_block_size=CB)
+        pairs = int(inputs.lens.long().sum())
+        batch = 10
+    width = logits.shape[1]
+    indexer_workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8,
+                                    device="cuda")
+    select_workspace = torch.empty(fi.candidates.select_candidate_blocks_cuda_workspace_size(
+        rows, width, C, CB), dtype=torch.uint8, device="cuda")
+    consumer_workspace = torch.empty(fi.candidates.candidate_topk_per_row_cuda_workspace_size(
+        rows, width, C, CB, K), dtype=torch.uint8, device="cuda")
+    blocks = torch.empty(rows, C, dtype=torch.int32, device="cuda")
+    topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    layer_topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+
+    def select():
+        fi.select_candidate_blocks(logits, C, CB, ks=ks, ke=ke, out=blocks,
+                                   workspace=select_workspace)
+
+    def consume():
+        fi.candidate_topk_per_row(logits, blocks, CB, K, ks=ks, ke=ke, out=topk,
+                                  workspace=consumer_workspace)
+
+    score()
+    select()
+    consume()
+    consumer_layer(layer_topk, blocks)
+    torch.cuda.synchronize()
+    peer_blocks = torch_select(logits, ke, C, CB)
+    peer_topk = torch_consumer(logits, ke, blocks, CB, K)
+    sample = sorted({0, rows // 2, rows - 1})
+    _check(case.name, blocks, peer_blocks, topk, peer_topk, sample)
+    _check(case.name + " (consumer layer)", blocks, peer_blocks, layer_topk, peer_topk, sample)
+    first = (blocks.clone(), topk.clone())
+    select()
+    consume()
+    torch.cuda.synchronize()
+    assert torch.equal(first[0], blocks) and torch.equal(first[1], topk), \
+        f"{case.name}: a repeated call gave other bits"
+
+    iters, warm = ctx.iters(10), ctx.warm_ms
+    logits_bytes = rows * width * 4
+    select_ms = graph_ms(select, batch, iters, warm)
+    select_peer_ms = graph_ms(lambda: torch_select(logits, ke, C, CB), batch, iters, warm)
+    consume_ms = graph_ms(consume, batch, iters, warm)
+    consume_peer_ms = graph_ms(lambda: torch_consumer(logits, ke, blocks, CB, K), batch, iters,
+                               warm)
+    layer_ms = graph_ms(lambda: consumer_layer(layer_topk, blocks), batch, iters, warm)
+    layer_peer_ms = graph_ms(lambda: (score(), torch_consumer(logits, ke, blocks, CB, K)), batch,
+                             iters, warm)
+    copy = ceilings.copy_gbs_sustained
+    for what, ms, peer_ms in (("select_candidate_blocks", select_ms, select_peer_ms),
+                              ("candidate_topk_per_row", consume_ms, consume_peer_ms)):
+        gbs = logits_bytes / ms / 1e6
+        table.add(Row(f"{case.name} {what}", ms, peer_ms, gbs, gbs / copy, None,
+                      ctx.command("candidates", case.name), None))
+    flop = 2 * pairs * HEADS * 128
+    tflops = flop / layer_ms / 1e9
+    table.add(Row(f"{case.name} consumer layer (scoring + selection in blocks)", layer_ms,
+                  layer_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
+                  ctx.command("candidates", case.name), None))
+
+
+def run(ctx):
+    import flashindexer as fi
+
+    ceilings = ctx.gpu_ceilings()
+    table = Table(TITLE, "ms", "PyTorch (same operation)", "GB/s | TFLOP/s",
+                  "device copy | FP8 GEMM (sustained)", command=ctx.command("candidates"),
+                  notes=f"H {HEADS}, k {K}, cb {CB}, C {C}; causal-suffix prefill rows, equal "
+                        "decode lengths, next_n 1. Rates: logits bytes read / time against the "
+                        "sustained device copy (source, consumer selection); 2 * visible pairs "
+                        "* H * 128 FLOP / time against the sustained FP8 GEMM (consumer layer, "
+                        "whose peer is our scoring + the PyTorch mask and top-k).")
+    ctx.start(table)
+    torch.manual_seed(0)
+    for case in _cases(ctx.preset):
+        if not cases.selected(ctx.only, case.name):
+            continue
+        _measure_case(ctx, fi, case, table, ceilings)
+        torch.cuda.empty_cache()
+    return [table]

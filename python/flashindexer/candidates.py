@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DeepSeek-V4.1 two-level selection: candidate blocks (spec §8; flashindexer/candidates.h).
+
+A candidate *source* layer publishes, per query row, the C blocks of ``block_size`` (cb)
+request-local positions with the largest block scores (:func:`select_candidate_blocks`);
+*consumer* layers then select only inside those blocks, on dense logits
+(:func:`candidate_topk_per_row`, or ``indexer_prefill`` / ``indexer_decode`` with
+``candidates=``) or on the sparse logits of the candidate keys alone
+(:func:`candidate_blocks_to_sparse_indices`, then :func:`sparse_topk_remap`).
+
+Row bounds are vLLM's: ``ks`` ([R] int32, None = every row starts at 0: the decode form), ``ke``
+([R] or [B, n] int32) and ``row_repeat`` (logits row t reads bound row t // row_repeat); the row
+sees columns [ks, min(ke, width)).
+
+Block order: the max of the block's visible logits descending (NaN propagates and ranks equal to
++inf, an empty block scores -inf), the newest visible block pinned to +inf, ties to the smaller
+block id. Every path returns the same blocks.
+"""
+
+from . import _C
+from ._tensors import device_index, empty, is_cuda, raw, shape, stream_handle
+
+MAX_CANDIDATE_BLOCKS = _C.MAX_CANDIDATE_BLOCKS
+
+
+def _workspace(like, size, workspace):
+    if workspace is not None or not is_cuda(like):
+        return workspace
+    return empty(like, (size,), "u8")
+
+
+def select_candidate_blocks(logits, num_blocks, block_size, *, ke, ks=None, row_repeat=1,
+                            out=None, workspace=None, stream=None, cpu_threads=0):
+    """The source's candidate blocks: out [rows, num_blocks] int32, best first, -1 for blocks that
+    score -inf and for unused slots. logits: [rows, width] float32."""
+    dims = shape(logits, "select_candidate_blocks: logits")
+    rows, width = dims[0], dims[-1]
+    if out is None:
+        out = empty(logits, (rows, num_blocks), "i32")
+    if is_cuda(logits):
+        workspace = _workspace(logits, select_candidate_blocks_cuda_workspace_size(
+            rows, width, num_blocks, block_size, device_index(logits)), workspace)
+    _C.select_candidate_blocks(raw(out), raw(logits), num_blocks, block_size, raw(ks), raw(ke),
+                               row_repeat, stream_handle(stream, [logits]), workspace, cpu_threads)
+    return out
+
+
+def apply_candidate_mask(logits, candidates, block_size, *, ke, ks=None, row_repeat=1,
+                         stream=None, cpu_threads=0):
+    """vLLM's mask, in place: -inf at every column outside [ks, ke) or outside the named blocks,
+    except the last column when a candidate starts past the width (the edge flag). Returns
+    logits."""
+    _C.apply_candidate_mask(raw(logits), raw(candidates), block_size, raw(ks), raw(ke), row_repeat,
+                            stream_handle(stream, [logits]), cpu_threads)
+    return logits
+
+
+def candidate_topk_per_row(logits, candidates, block_size, k, *, ke, ks=None, row_repeat=1,
+                           sorted=False, vllm_compatible=False, out=None, workspace=None,
+                           stream=None, cpu_threads=0):
+    """The consumer's top-k on dense logits: out [rows, k] int32 of positions (relative to ks).
+
+    Exact (default): the k best visible positions inside the named blocks, -1 past them.
+    vllm_compatible: apply_candidate_mask (in place on logits) then the row's plain top-k, which
+    fills rows whose blocks hold fewer than k positions with masked ones and keeps the edge
+    column, as vLLM's dense consumer does."""
+    dims = shape(logits, "candidate_topk_per_row: logits")
+    rows, width = dims[0], dims[-1]
+    if out is None:
+        out = empty(logits, (rows, k), "i32")
+    if is_cuda(logits):
+        num_blocks = shape(candidates, "candidate_topk_per_row: candidates")[-1]
+        workspace = _workspace(logits, candidate_topk_per_row_cuda_workspace_size(
+            rows, width, num_blocks, block_size, k, device_index(logits)), workspace)
+    _C.candidate_topk_per_row(raw(out), raw(logits), raw(candidates), block_size, k, raw(ks),
+                              raw(ke), row_repeat, sorted, vllm_compatible,
+                              stream_handle(stream, [logits]), workspace, cpu_threads)
+    return out
+
+
+def candidate_blocks_to_sparse_indices(candidates, block_size, sparse_block, *, ke, ks=None,
+                                       row_repeat=1, sparse_indices=None, end=None, stream=None,
+                                       cpu_threads=0):
+    """The sparse consumer's metadata (spec §8.5): (sparse_indices [rows, C * cb / SBK] int32,
+    end [rows] int32). sparse_block (SBK) is 8 or 16 and divides block_size with ratio 1 or 2;
+    C is a power of two."""
+    dims = shape(candidates, "candidate_blocks_to_sparse_indices: candidates")
+    rows, count = dims[0], dims[-1]
+    if sparse_indices is None:
+        sparse_indices = empty(candidates, (rows, count * (block_size // max(sparse_block, 1))),
+                               "i32")
+    if end is None:
+        end = empty(candidates, (rows,), "i32")
+    _C.candidate_blocks_to_sparse_indices(raw(sparse_indices), raw(end), raw(candidates),
+                                          block_size, sparse_block, raw(ks), raw(ke), row_repeat,
+                                          stream_handle(stream, [candidates]), cpu_threads)
+    return sparse_indices, end
+
+
+def sparse_topk_remap(columns, sparse_indices, sparse_block, *, ks=None, row_repeat=1, out=None,
+                      stream=None, cpu_threads=0):
+    """Sparse top-k columns back to positions: (sparse_indices[t, c // SBK] - ks // SBK) * SBK +
+    c % SBK for 0 <= c < S * SBK, -1 otherwise. out may be columns (in place)."""
+    if out is None:
+        out = empty(columns, tuple(shape(columns, "sparse_topk_remap: columns")), "i32")
+    _C.sparse_topk_remap(raw(out), raw(columns), raw(sparse_indices), sparse_block, raw(ks),
+                         row_repeat, stream_handle(stream, [columns]), cpu_threads)
+    return out
+
+
+def select_candidate_blocks_cuda_workspace_size(rows, width, num_blocks, block_size, device=-1):
+    """Bytes of CUDA workspace select_candidate_blocks needs for this shape."""
+    return int(_C.select_candidate_blocks_cuda_workspace_size(rows, width, num_blocks, block_size,
+                                                              device))
+
+
+def candidate_topk_per_row_cuda_workspace_size(rows, width, num_blocks, block_size, k, device=-1):
+    """Bytes of CUDA workspace candidate_topk_per_row needs for this shape."""
+    return int(_C.candidate_topk_per_row_cuda_workspace_size(rows, width, num_blocks, block_size,
+                                                             k, device))

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend of the candidate ops (flashindexer/candidates.h) and of the indexer's consumer
+// form (IndexerOptions::candidates). Arguments arrive validated by src/api; a build without CUDA
+// answers kUnsupported from src/cuda/stub.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashindexer/candidates.h"
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+
+namespace flashindexer::cuda {
+
+Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
+                               const CandidateRows& rows, int num_blocks, int block_size,
+                               const RunOptions& options);
+size_t select_candidate_blocks_workspace_size(int64_t rows, int64_t width, int num_blocks,
+                                              int block_size);
+
+Status apply_candidate_mask(const TensorView& logits, const CandidateRows& rows,
+                            const TensorView& candidates, int block_size, void* stream);
+
+Status candidate_topk_per_row(const TensorView& out, const TensorView& logits,
+                              const CandidateRows& rows, const TensorView& candidates,
+                              int block_size, int k, bool sorted, bool vllm_compatible,
+                              const RunOptions& options);
+size_t candidate_topk_per_row_workspace_size(int64_t rows, int64_t width, int num_blocks,
+                                             int block_size, int k);
+
+Status candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, const TensorView& end,
+                                          const TensorView& candidates, const CandidateRows& rows,
+                                          int block_size, int sparse_block, void* stream);
+Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
+                         const TensorView& sparse_indices, const CandidateRows& rows,
+                         int sparse_block, void* stream);
+
+// The dense consumer indexer: mqa_logits (paged_mqa_logits) into a slab of options.workspace
+// (indexer_workspace_size(k) bytes or more), then the consumer's selection, in row batches; the
+// fused path is never taken for a consumer call.
+Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                                 const QuantizedTensor& keys, const TensorView& weights,
+                                 const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                                 const CandidateInput& candidates, const RunOptions& options);
+Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                                const PagedKCache& cache, const TensorView& weights,
+                                const TensorView& context_lens, const TensorView& block_table,
+                                int k, bool sorted, const CandidateInput& candidates,
+                                const RunOptions& options);
+
+}  // namespace flashindexer::cuda

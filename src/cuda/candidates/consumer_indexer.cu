@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA indexer of a consumer layer (IndexerOptions::candidates): the dense path's row batches
+// (cuda/indexer/dense_indexer.cu) with the consumer's selection in place of topk_per_row. Each
+// batch is mqa_logits (paged_mqa_logits) into a logits slab, then run_consumer over it, so the
+// result is candidate_topk_per_row of the CUDA logits by construction. The fused path's kernels
+// publish no logits a consumer could select from, so a consumer call always takes this path.
+//
+// Workspace (the caller's, as the dense indexer's): the top-k scratch bound for k, the consumer's
+// arrays for one batch, then the logits slab; the batch is as many rows as fit. Host code only.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/candidates/candidates.h"
+#include "cuda/candidates/consumer.h"
+#include "cuda/candidates/workspace.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/indexer/slab.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+struct ConsumerBatches {
+  candidates::ConsumerScratch scratch;  // arrays for `rows` rows, topk_run set
+  float* logits = nullptr;
+  int64_t pitch = 0;
+  int64_t rows = 0;  // rows per batch, a multiple of the row unit
+};
+
+Status carve_consumer_batches(const char* op, const RunOptions& options, int64_t width, int k,
+                              int num_blocks, int block_size, int64_t row_unit, int64_t group_rows,
+                              ConsumerBatches* batches) {
+  const size_t topk_bytes = topk_per_row_workspace_bound(k);
+  const int64_t pitch = slab_pitch(width);
+  const size_t per_row = static_cast<size_t>(pitch) * sizeof(float) +
+                         candidates::consumer_array_bytes(1, num_blocks, block_size);
+  // Alignment slack: the start, the four consumer arrays, the slab.
+  const size_t fixed = topk_bytes + 6 * kSlabAlignment;
+  const size_t available = options.workspace == nullptr || options.workspace_bytes < fixed
+                               ? 0
+                               : options.workspace_bytes - fixed;
+  int64_t rows = static_cast<int64_t>(available / per_row) / row_unit * row_unit;
+  if (rows < row_unit) {
+    return Status::WorkspaceTooSmall(concat(
+        op,
+        ": a consumer call (candidates) on CUDA tensors needs RunOptions.workspace of at least ",
+        fixed + per_row * row_unit, " bytes for ", width, " keys per row and C=", num_blocks,
+        ", cb=", block_size, " (", row_unit, " rows at a time); indexer_cuda_workspace_size(k=", k,
+        ") = ", indexer_workspace_size(k), " is the recommended size; got ",
+        options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
+  }
+  if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
+    return Status::InvalidArgument(
+        concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+  }
+  if (rows >= group_rows) rows = rows / group_rows * group_rows;
+  auto* base = static_cast<unsigned char*>(options.workspace);
+  auto align = [](uintptr_t at) {
+    return (at + kSlabAlignment - 1) / kSlabAlignment * kSlabAlignment;
+  };
+  const uintptr_t arrays = align(reinterpret_cast<uintptr_t>(base) + topk_bytes);
+  const size_t array_bytes = candidates::consumer_array_bytes(rows, num_blocks, block_size);
+  batches->scratch = candidates::carve_consumer_arrays(reinterpret_cast<void*>(arrays), rows,
+                                                       num_blocks, block_size);
+  batches->scratch.topk_run = options;
+  batches->scratch.topk_run.workspace = base;
+  batches->scratch.topk_run.workspace_bytes = topk_bytes;
+  batches->logits = reinterpret_cast<float*>(align(arrays + array_bytes));
+  batches->pitch = pitch;
+  batches->rows = rows;
+  return Status::Ok();
+}
+
+candidates::CandidateRowsOnDevice candidate_rows_from(const CandidateInput& input, int64_t first) {
+  return {input.blocks.ptr<const int32_t>() + first * input.blocks.stride[0],
+          input.blocks.stride[0], static_cast<int>(input.blocks.shape[1]), input.block_size};
+}
+
+}  // namespace
+
+Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
+                                 const QuantizedTensor& keys, const TensorView& weights,
+                                 const TensorView& ks, const TensorView& ke, int k, bool sorted,
+                                 const CandidateInput& input, const RunOptions& options) {
+  const char* op = "indexer_prefill";
+  const int64_t rows = q.values.shape[0];
+  const int64_t width = keys.values.shape[0];
+  ConsumerBatches batches;
+  if (Status status =
+          carve_consumer_batches(op, options, width, k, static_cast<int>(input.blocks.shape[1]),
+                                 input.block_size, 1, 256 / q.values.shape[1], &batches);
+      !status.ok()) {
+    return status;
+  }
+  for (int64_t first = 0; first < rows; first += batches.rows) {
+    const int64_t count = std::min(batches.rows, rows - first);
+    const TensorView logits =
+        TensorView::contiguous(batches.logits, DType::kF32, {count, width}, Device::kCUDA)
+            .with_row_stride(batches.pitch);
+    const TensorView batch_ks = leading_rows(ks, first, count);
+    const TensorView batch_ke = leading_rows(ke, first, count);
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
+    if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
+                                   batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
+        !status.ok()) {
+      return status;
+    }
+    const candidates::BoundRows bounds =
+        candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke));
+    const TensorView batch_out = leading_rows(out, first, count);
+    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                                 {batches.logits, batches.pitch, count, width},
+                                                 bounds, candidate_rows_from(input, first), k,
+                                                 sorted, input.vllm_compatible, batches.scratch);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
+                                const PagedKCache& cache, const TensorView& weights,
+                                const TensorView& context_lens, const TensorView& block_table,
+                                int k, bool sorted, const CandidateInput& input,
+                                const RunOptions& options) {
+  const char* op = "indexer_decode";
+  const int64_t batch_size = q.values.shape[0];
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  const int64_t width = block_table.shape[1] * cache.page_size;
+  ConsumerBatches batches;
+  if (Status status =
+          carve_consumer_batches(op, options, width, k, static_cast<int>(input.blocks.shape[1]),
+                                 input.block_size, next_n, next_n, &batches);
+      !status.ok()) {
+    return status;
+  }
+  const int64_t requests_per_batch = batches.rows / next_n;
+  for (int64_t first = 0; first < batch_size; first += requests_per_batch) {
+    const int64_t count = std::min(requests_per_batch, batch_size - first);
+    const int64_t batch_rows = count * next_n;
+    const TensorView logits =
+        TensorView::contiguous(batches.logits, DType::kF32, {batch_rows, width}, Device::kCUDA)
+            .with_row_stride(batches.pitch);
+    const TensorView batch_lens = leading_rows(context_lens, first, count);
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
+    if (Status status = paged_mqa_logits(logits, batch_q, cache,
+                                         leading_rows(weights, first * next_n, batch_rows),
+                                         batch_lens, leading_rows(block_table, first, count),
+                                         /*clean=*/false, options.cuda_stream);
+        !status.ok()) {
+      return status;
+    }
+    // The indexer's own visibility: [B, next_n] lengths read flat, or the causal 1-D form.
+    candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(batch_lens));
+    if (batch_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
+    const TensorView batch_out = leading_rows(out, first * next_n, batch_rows);
+    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                                 {batches.logits, batches.pitch, batch_rows, width},
+                                                 bounds, candidate_rows_from(input, first * next_n),
+                                                 k, sorted, input.vllm_compatible, batches.scratch);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashindexer::cuda

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// select_candidate_blocks on CUDA: per row, the block scores of candidates.h, then the exact
+// top-C of them by the library's row top-k, then -1 for the -inf blocks.
+//
+// The block order is the top-k's total order on transformed scores: NaN blocks (and the pinned
+// newest block) score +inf, so "NaN ranks equal to +inf, ties to the smaller block id" is the
+// top-k's "larger score first, ties to the smaller index" with no NaN left; sorted output gives
+// the best block first. So the selection is exact and bit-identical to the CPU's, which ranks the
+// same transformed scores by the same rank keys.
+//
+// Shapes: rows x ceil(width / cb) block scores of workspace (each row padded to 256 bytes), one
+// thread per block reading its cb logits (consecutive threads read consecutive blocks: whole
+// sectors); the scores' row lengths (the row's visible blocks) are the top-k's decode lengths.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/candidates/candidates.h"
+#include "cuda/candidates/rows.cuh"
+#include "cuda/candidates/workspace.h"
+#include "cuda/common/check.h"
+#include "cuda/cuda_ops.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+constexpr int kScoreThreads = 256;
+// Blocks of one row handled by one CTA per grid-stride step; the grid's y extent is capped so
+// that any width fits the 65535 limit.
+constexpr int64_t kMaxScoreCtasPerRow = 1024;
+constexpr int kFinishThreads = 256;
+
+__global__ void __launch_bounds__(kScoreThreads)
+    block_scores_kernel(float* scores, int64_t score_pitch, int32_t* row_blocks,
+                        const float* logits, int64_t logits_stride, int64_t width,
+                        candidates::BoundRows rows, int block_size) {
+  const int64_t t = blockIdx.x;
+  const candidates::Visible vis = candidates::visible_of(rows, t, width);
+  const int64_t blocks = (vis.count + block_size - 1) / block_size;
+  if (blockIdx.y == 0 && threadIdx.x == 0) row_blocks[t] = static_cast<int32_t>(blocks);
+  const float* row = logits + t * logits_stride + vis.start;
+  for (int64_t b = blockIdx.y * int64_t{kScoreThreads} + threadIdx.x; b < blocks;
+       b += int64_t{gridDim.y} * kScoreThreads) {
+    float best = -INFINITY;
+    if (b == blocks - 1) {
+      best = INFINITY;  // the newest visible block is pinned
+    } else {
+      const float* block = row + b * block_size;
+      for (int o = 0; o < block_size; ++o) {
+        const float x = block[o];
+        best = (x > best || isnan(x)) ? x : best;  // NaN sticks: NaN > x is false
+      }
+      best = isnan(best) ? INFINITY : best;
+    }
+    scores[t * score_pitch + b] = best;
+  }
+}
+
+// out[t, i] = -1 where the selected block scores -inf (the top-k already wrote -1 past the row's
+// blocks).
+__global__ void __launch_bounds__(kFinishThreads)
+    drop_empty_blocks_kernel(int32_t* out, int64_t out_stride, const float* scores,
+                             int64_t score_pitch, int num_blocks) {
+  const int64_t t = blockIdx.x;
+  for (int i = threadIdx.x; i < num_blocks; i += kFinishThreads) {
+    const int32_t id = out[t * out_stride + i];
+    if (id >= 0 && scores[t * score_pitch + id] == -INFINITY) out[t * out_stride + i] = -1;
+  }
+}
+
+int64_t score_pitch(int64_t width, int block_size) {
+  const int64_t blocks = (width + block_size - 1) / block_size;
+  return candidates::pitch_floats(blocks);
+}
+
+}  // namespace
+
+size_t select_candidate_blocks_workspace_size(int64_t rows, int64_t width, int num_blocks,
+                                              int block_size) {
+  if (block_size < 1 || num_blocks < 1) return 0;
+  const int64_t blocks = (width + block_size - 1) / block_size;
+  return candidates::kArrayAlignment +
+         candidates::align_bytes(static_cast<size_t>(rows) * score_pitch(width, block_size) * 4) +
+         candidates::align_bytes(static_cast<size_t>(rows) * 4) +
+         topk_per_row_workspace_size(rows, std::max<int64_t>(blocks, 1), num_blocks);
+}
+
+Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
+                               const CandidateRows& rows, int num_blocks, int block_size,
+                               const RunOptions& options) {
+  const char* op = "select_candidate_blocks";
+  const int64_t count = logits.shape[0];
+  const int64_t width = logits.shape[1];
+  const int64_t blocks = (width + block_size - 1) / block_size;
+  const size_t needed =
+      select_candidate_blocks_workspace_size(count, width, num_blocks, block_size);
+  candidates::Carver carver(options);
+  if (Status status = carver.check(
+          op, needed, "select_candidate_blocks_cuda_workspace_size(rows, width, C, cb)");
+      !status.ok()) {
+    return status;
+  }
+  if (count == 0) return Status::Ok();
+  const int64_t pitch = score_pitch(width, block_size);
+  float* scores = carver.take<float>(static_cast<size_t>(count) * pitch);
+  int32_t* row_blocks = carver.take<int32_t>(static_cast<size_t>(count));
+  RunOptions topk_run = options;
+  topk_run.workspace = carver.rest();
+  topk_run.workspace_bytes = carver.rest_bytes();
+  auto stream = static_cast<cudaStream_t>(options.cuda_stream);
+  const int64_t ctas_per_row =
+      std::clamp<int64_t>((blocks + kScoreThreads - 1) / kScoreThreads, 1, kMaxScoreCtasPerRow);
+  block_scores_kernel<<<dim3(static_cast<unsigned>(count), static_cast<unsigned>(ctas_per_row)),
+                        kScoreThreads, 0, stream>>>(
+      scores, pitch, row_blocks, logits.ptr<const float>(), logits.stride[0], width,
+      candidates::bound_rows_of(rows), block_size);
+  if (Status status = launch_status(op); !status.ok()) return status;
+  const TensorView score_view =
+      TensorView::contiguous(scores, DType::kF32, {count, std::max<int64_t>(blocks, 1)},
+                             Device::kCUDA)
+          .with_row_stride(pitch);
+  const TensorView lengths =
+      TensorView::contiguous(row_blocks, DType::kI32, {count}, Device::kCUDA);
+  if (Status status = topk_per_row(out, score_view, RowRanges::decode(lengths), num_blocks,
+                                   /*sorted=*/true, topk_run);
+      !status.ok()) {
+    return status;
+  }
+  drop_empty_blocks_kernel<<<static_cast<unsigned>(count), kFinishThreads, 0, stream>>>(
+      out.ptr<int32_t>(), out.stride[0], scores, pitch, num_blocks);
+  return launch_status(op);
+}
+
+}  // namespace flashindexer::cuda
