@@ -214,8 +214,7 @@ __device__ __forceinline__ uint64_t smem_descriptor_advance(uint64_t descriptor,
 // ---- named barriers -------------------------------------------------------------------------
 
 // Barrier `id` (1-15; 0 is __syncthreads') among `threads` threads, whole warps: orders their
-// shared-memory accesses before it against those after it. .aligned: every warp arrives
-// converged (__syncwarp after divergent code).
+// shared-memory accesses before it against those after it.
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

@@ -273,24 +273,19 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
-// A format that converts its queries (format_mxfp4.cuh) leaves a power of two per column (after
-// the raw scale words in `info`, sign bit = flagged), which goes into the column's weight: exact,
-// the weights being the scale's only other factor.
-// Loaded with the weights (load_weights), one pair at a time: the N = 256 consumers have no
-// registers for a separate pass.
+// A format that converts its queries (format_mxfp4.cuh) leaves a power of two per column, which
+// goes into the column's weight: exact, the weights being the scale's only other factor.
 template <int kHeads, int kN, typename Format>
-__device__ __forceinline__ void load_folded_weights(TileWeights<kN>& weights, const float* tile_w,
-                                                    const uint8_t* info, int lane) {
+__device__ __forceinline__ void fold_column_scales(TileWeights<kN>& weights, const uint8_t* info,
+                                                   int lane) {
   using C = TileColumn<kHeads, kN>;
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
-    const int row = C::row(j, 0, lane % 4);
-    const int head = C::head(j, 0, lane % 4);  // even: the pair is heads head, head + 1
-    const float2 pair = *reinterpret_cast<const float2*>(tile_w + row * kHeads + head);
-    const uint2 scales =
-        *reinterpret_cast<const uint2*>(info + 4 * (kN + row * kHeads + head));
-    weights.w[2 * j] = pair.x * __uint_as_float(scales.x & 0x7FFFFFFFu);
-    weights.w[2 * j + 1] = pair.y * __uint_as_float(scales.y & 0x7FFFFFFFu);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      weights.w[2 * j + e] *= Format::template column_scale<kHeads, kN>(
+          info, C::row(j, e, lane % 4), C::head(j, e, lane % 4));
+    }
   }
 }
 
@@ -298,8 +293,7 @@ __device__ __forceinline__ void load_folded_weights(TileWeights<kN>& weights, co
 // key row is flagged (and visible: the raw bytes of anything else may not exist) is replaced by
 // Format::exact_dot. Rare by design (format_mxfp4.cuh), and the accumulators must stay in
 // registers: the elements are visited in a loop that is not unrolled, and each result is
-// selected into place by a comparison with every element's static index. The warp stays
-// converged: it computes each lane's flagged elements together, one lane's at a time.
+// selected into place by a comparison with every element's static index.
 template <int kHeads, int kN, bool kPaged, int kTiles, int kParts, typename L>
 __device__ __forceinline__ void exact_fallback(float (&acc)[kTiles][kParts][kN / kParts / 2],
                                                const typename L::Format::Params& format,
@@ -313,6 +307,7 @@ __device__ __forceinline__ void exact_fallback(float (&acc)[kTiles][kParts][kN /
   constexpr int kPartN = kN / kParts;
   constexpr int kPerPart = kPartN / 2;
   const int c = lane % 4;
+  const int64_t group = info.row0 / p.rows_per_group;
   // Element n is acc[u][part][i], i = 4 local + 2 half + e: n-block part kPartN / 8 + local,
   // element e, key row key_row + 8 half.
 #pragma unroll 1
@@ -332,27 +327,19 @@ __device__ __forceinline__ void exact_fallback(float (&acc)[kTiles][kParts][kN /
       stage = u == t ? stages[t] : stage;
     }
     const int32_t key = tile * kTileKeys + row;
+    if (q >= info.rows || key < info.lo[q] || key >= info.hi[q]) continue;
     const uint8_t* scales = smem + L::kScales + stage * L::kTileScaleBytes;
-    const bool visible = q < info.rows && key >= info.lo[q] && key < info.hi[q];
-    const bool take =
-        visible && (Format::key_flagged(scales, row) ||
-                    Format::template column_flagged<kHeads, kN>(q_info, q, h));
-#pragma unroll 1
-    for (uint32_t pending = __ballot_sync(0xffffffffu, take); pending != 0;
-         pending &= pending - 1) {
-      const int from = __ffs(pending) - 1;
-      const float value = Format::template exact_dot<kPaged>(
-          format, p, info.row0, __shfl_sync(0xffffffffu, q, from),
-          __shfl_sync(0xffffffffu, h, from), __shfl_sync(0xffffffffu, key, from), lane);
-      const int target = lane == from ? n : -1;  // the element this lane takes, if any
+    if (!Format::key_flagged(scales, row) && !Format::template column_flagged<kHeads, kN>(q_info, q, h)) {
+      continue;
+    }
+    const float value = Format::template exact_dot<kPaged>(format, p, info.row0 + q, h, group, key);
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
+    for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
-        for (int r = 0; r < kParts; ++r) {
+      for (int r = 0; r < kParts; ++r) {
 #pragma unroll
-          for (int x = 0; x < kPerPart; ++x) {
-            if ((t * kParts + r) * kPerPart + x == target) acc[t][r][x] = value;
-          }
+        for (int x = 0; x < kPerPart; ++x) {
+          if ((t * kParts + r) * kPerPart + x == n) acc[t][r][x] = value;
         }
       }
     }
@@ -437,12 +424,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
           smem + L::kQStaging + buffer * L::kQStagingBytes, smem + L::kQ + buffer * L::kQBytes,
           smem + L::kQInfo + buffer * L::kQInfoBytes);
     }
-    const float* tile_w = reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4);
-    if constexpr (Format::kConverts) {
-      load_folded_weights<kHeads, kN, Format>(weights, tile_w, q_info, lane);
-    } else {
-      load_weights<kHeads, kN>(weights, tile_w, lane);
-    }
+    load_weights<kHeads, kN>(
+        weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
+    if constexpr (Format::kConverts) fold_column_scales<kHeads, kN, Format>(weights, q_info, lane);
     const uint64_t q_desc0 =
         ptx::smem_descriptor_k128_swizzle128(smem + L::kQ + buffer * L::kQBytes, 0);
 
@@ -490,7 +474,6 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
           fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
           exact_fallback<kHeads, kN, kPaged, kTilesPerStep, kParts, L>(
               acc, format, p, info, q_info, smem, stages, tile_of, tiles, key_row, lane);
-          __syncwarp();  // the lanes' fallback work diverges; the wgmma below is .aligned
         }
       }
       HeadSums<kHeads, kN> sums[kTilesPerStep] = {};

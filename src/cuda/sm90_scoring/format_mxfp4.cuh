@@ -133,26 +133,35 @@ __device__ __forceinline__ float e2m1_value(uint32_t code) {
   return (code & 8u) ? -magnitude : magnitude;
 }
 
-// The sum of a lane's four E2M1 products (two packed bytes of each operand).
-__device__ __forceinline__ float lane_products(uint32_t q, uint32_t k) {
-  float dot = 0.0f;
+// The reference exponent of a raw vector (64 packed bytes in global memory, its scale word), by
+// BlockShift's rule. The fallback runs beside the consumers' live accumulators: one word at a
+// time, in loops that stay loops.
+__device__ __forceinline__ int vector_ref(const uint8_t* values, uint32_t scale_word) {
+  const auto* words = reinterpret_cast<const uint32_t*>(values);
+  int top = -1;
+#pragma unroll 1
+  for (int b = 0; b < 4; ++b) {
+    uint32_t bits = 0;
 #pragma unroll
-  for (int n = 0; n < 4; ++n) dot = __fmaf_rn(e2m1_value(q >> (4 * n)), e2m1_value(k >> (4 * n)), dot);
-  return dot;
+    for (int w = 0; w < 4; ++w) bits |= __ldg(words + 4 * b + w);
+    if ((bits & 0x77777777u) != 0) top = max(top, static_cast<int>((scale_word >> (8 * b)) & 0xFFu));
+  }
+  return max(top, 0);
 }
 
-// The reference exponent of a raw vector by BlockShift's rule, for a warp whose lane l holds
-// values 4 l .. 4 l + 3 (`codes`, 16 bits) of block l / 8.
-__device__ __forceinline__ int warp_vector_ref(uint32_t codes, uint32_t scale_word, int lane) {
-  bool nonzero = (codes & 0x7777u) != 0;
+// Block b's sum of E2M1 products: multiples of 1/4 up to 36, so 32 of them sum exactly in fp32.
+__device__ __forceinline__ float block_dot(const uint8_t* q_values, const uint8_t* k_values, int b) {
+  const auto* q = reinterpret_cast<const uint32_t*>(q_values) + 4 * b;
+  const auto* k = reinterpret_cast<const uint32_t*>(k_values) + 4 * b;
+  float dot = 0.0f;
+#pragma unroll 1
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t qw = __ldg(q + w);
+    const uint32_t kw = __ldg(k + w);
 #pragma unroll
-  for (int offset = 1; offset < 8; offset *= 2) {
-    nonzero = nonzero || __shfl_xor_sync(0xffffffffu, nonzero, offset);
+    for (int n = 0; n < 8; ++n) dot = __fmaf_rn(e2m1_value(qw >> (4 * n)), e2m1_value(kw >> (4 * n)), dot);
   }
-  int top = nonzero ? static_cast<int>((scale_word >> (8 * (lane / 8))) & 0xFFu) : -1;
-  top = max(top, __shfl_xor_sync(0xffffffffu, top, 8));
-  top = max(top, __shfl_xor_sync(0xffffffffu, top, 16));
-  return max(top, 0);
+  return dot;
 }
 
 }  // namespace mxfp4
@@ -194,23 +203,16 @@ struct KeysMXFP4 : E4M3Operands {
     }
   }
 
-  // The Q tile's scale words, copied by the producer (lane 0) in one bulk copy: the launch's
-  // rows of the tile, whose words are contiguous (4 H bytes a row: checked on the host, so the
-  // 40-register producer computes no 64-bit product). The words of rows past them are left as
-  // they are: those rows' TMA values are zero-filled, so they convert to zeros whatever their
-  // scales.
+  // The bytes of the Q tile's scale words the producer copies (one bulk copy, lane 0): the
+  // launch's rows of the tile, whose words are contiguous (checked on the host). The words of
+  // rows past them are left as they are: those rows' TMA values are zero-filled, so they convert
+  // to zeros whatever their scales.
   template <int kHeads, int kN>
-  __device__ __forceinline__ static uint32_t query_scale_bytes(const ScoreParams& p,
+  __device__ __forceinline__ static uint32_t copy_query_scales(const Params& fp,
+                                                               const ScoreParams& p, uint8_t*,
                                                                int32_t row0) {
-    // rows < 2^31 (checked on the host): 32-bit arithmetic.
-    const auto rows = static_cast<uint32_t>(min(kN / kHeads, static_cast<int32_t>(p.rows) - row0));
-    return rows * kHeads * 4;
-  }
-  template <int kHeads>
-  __device__ __forceinline__ static void copy_query_scales(const Params& fp, uint8_t* info,
-                                                           int32_t row0, uint32_t bytes,
-                                                           uint64_t* barrier) {
-    ptx::bulk_load(info, fp.q_scales + static_cast<int64_t>(row0) * (kHeads * 4), bytes, barrier);
+    const int64_t rows = min(static_cast<int64_t>(kN / kHeads), p.rows - row0);
+    return static_cast<uint32_t>(rows) * kHeads * 4;
   }
 
   // Both consumer warpgroups at the start of an item: the staged packed Q tile to e4m3 in the Q
@@ -241,8 +243,6 @@ struct KeysMXFP4 : E4M3Operands {
       flagged = flagged || (active && shift.flagged);
     }
     ptx::fence_proxy_async_shared();  // the generic writes, before the wgmma reads them
-    // The subnormal tables (magnitude_table) diverge the warp; the barrier is .aligned.
-    __syncwarp();
     return ptx::named_barrier_or(kQueryBarrier, 256, flagged);
   }
 
@@ -270,6 +270,7 @@ struct KeysMXFP4 : E4M3Operands {
     const int thread = threadIdx.x % 128;  // unit `thread` (keys 0-31), then unit 128 + thread
     bool flagged = false;
     uint4 upper[kTiles];
+    uint32_t upper_words[kTiles];
     auto convert = [&](uint8_t* tile, uint32_t* scale_words, int unit, const uint4& block,
                        uint32_t word) {
       const mxfp4::BlockShift shift(block, word, unit % 4);
@@ -284,22 +285,20 @@ struct KeysMXFP4 : E4M3Operands {
         const auto* packed = reinterpret_cast<const uint4*>(tile + kPackedOffset);
         auto* scale_words = reinterpret_cast<uint32_t*>(scales_base + stages[u] * kTileScaleBytes);
         upper[u] = packed[128 + thread];
+        upper_words[u] = scale_words[32 + thread / 4];
         convert(tile, scale_words, thread, packed[thread], scale_words[thread / 4]);
       }
     }
-    __syncwarp();  // reconverged after magnitude_table, for the .aligned barrier
     ptx::named_barrier_sync(kKeyBarrier + consumer, 128);
 #pragma unroll
     for (int u = 0; u < kTiles; ++u) {
       if (u < tiles) {
-        // Keys 32-63's scale words are not written before this point: read them only now.
-        auto* scale_words = reinterpret_cast<uint32_t*>(scales_base + stages[u] * kTileScaleBytes);
-        convert(keys_base + stages[u] * kTileBytes, scale_words, 128 + thread, upper[u],
-                scale_words[32 + thread / 4]);
+        convert(keys_base + stages[u] * kTileBytes,
+                reinterpret_cast<uint32_t*>(scales_base + stages[u] * kTileScaleBytes),
+                128 + thread, upper[u], upper_words[u]);
       }
     }
     ptx::fence_proxy_async_shared();
-    __syncwarp();
     return ptx::named_barrier_or(kKeyBarrier + consumer, 128, flagged);
   }
 
@@ -313,22 +312,17 @@ struct KeysMXFP4 : E4M3Operands {
 
   // The accumulator value the tensor cores would hold for (row, head) against key position `key`
   // had the vectors converted exactly: q . k / (2^(ref_q - 127) 2^(ref_k - 139)), block by block
-  // from the raw bytes (row: tile row q of the item from row0). The whole warp computes
-  // it (converged: every lane passes the same element), lane l the products of values
-  // 4 l .. 4 l + 3; a block's 32 products are multiples of 1/4 up to 36, so their sum is exact
-  // in any order, and the four block terms are added in block order on every lane.
+  // from the raw bytes (group: the decode request, for the block table).
   template <bool kPaged>
   __device__ __forceinline__ static float exact_dot(const Params& fp, const ScoreParams& p,
-                                                    int32_t row0, int q, int head, int32_t key,
-                                                    int lane) {
-    const int64_t row = static_cast<int64_t>(row0) + q;
+                                                    int64_t row, int head, int64_t group,
+                                                    int32_t key) {
     const uint8_t* q_values = fp.q_values + row * fp.q_row_stride + head * fp.q_head_stride;
     const uint32_t q_word = __ldg(reinterpret_cast<const uint32_t*>(
         fp.q_scales + row * fp.q_scale_row_stride + head * fp.q_scale_head_stride));
     const uint8_t* key_values;
     const uint8_t* key_scales;
     if constexpr (kPaged) {
-      const int64_t group = row0 / p.rows_per_group;  // the decode request
       const int32_t page =
           p.block_table[group * p.table_stride_b + (key >> p.page_shift) * p.table_stride_p];
       const uint8_t* base = fp.cache + page * fp.page_stride;
@@ -340,21 +334,18 @@ struct KeysMXFP4 : E4M3Operands {
       key_scales = fp.k_scales + key * fp.k_scale_row_stride;
     }
     const uint32_t k_word = __ldg(reinterpret_cast<const uint32_t*>(key_scales));
-    const uint32_t q_codes = __ldg(reinterpret_cast<const uint16_t*>(q_values) + lane);
-    const uint32_t k_codes = __ldg(reinterpret_cast<const uint16_t*>(key_values) + lane);
-    const int q_ref = mxfp4::warp_vector_ref(q_codes, q_word, lane);
-    const int k_ref = mxfp4::warp_vector_ref(k_codes, k_word, lane);
-    float block = mxfp4::lane_products(q_codes, k_codes);
-#pragma unroll
-    for (int offset = 1; offset < 8; offset *= 2) block += __shfl_xor_sync(0xffffffffu, block, offset);
-    const int b = lane / 8;
-    const int shift = (static_cast<int>((q_word >> (8 * b)) & 0xFFu) - q_ref) +
-                      (static_cast<int>((k_word >> (8 * b)) & 0xFFu) - k_ref) +
-                      2 * mxfp4::kMaxShift;
-    const float term = ldexpf(block, shift);
+    // The blocks are read twice (for the references, then for the products): a rare path, and
+    // the registers are the consumers' accumulators'.
+    const int q_ref = mxfp4::vector_ref(q_values, q_word);
+    const int k_ref = mxfp4::vector_ref(key_values, k_word);
     float total = 0.0f;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) total += __shfl_sync(0xffffffffu, term, 8 * t);
+#pragma unroll 1
+    for (int b = 0; b < 4; ++b) {
+      const int shift = (static_cast<int>((q_word >> (8 * b)) & 0xFFu) - q_ref) +
+                        (static_cast<int>((k_word >> (8 * b)) & 0xFFu) - k_ref) +
+                        2 * mxfp4::kMaxShift;
+      total += ldexpf(mxfp4::block_dot(q_values, key_values, b), shift);
+    }
     return total;
   }
 

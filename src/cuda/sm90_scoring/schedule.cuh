@@ -140,11 +140,15 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
     info.tile_begin = tile_begin;
     info.tile_end = tile_end;
     uint32_t scale_bytes = 0;
-    if constexpr (Format::kConverts) scale_bytes = Format::template query_scale_bytes<kHeads, kN>(p, row0);
+    if constexpr (Format::kConverts) {
+      scale_bytes = Format::template copy_query_scales<kHeads, kN>(
+          format, p, smem + L::kQInfo + buffer * L::kQInfoBytes, row0);
+    }
     ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes + scale_bytes);
     if constexpr (Format::kConverts) {
-      Format::template copy_query_scales<kHeads>(format, smem + L::kQInfo + buffer * L::kQInfoBytes,
-                                                 row0, scale_bytes, &q_full[buffer]);
+      ptx::bulk_load(smem + L::kQInfo + buffer * L::kQInfoBytes,
+                     format.q_scales + row0 * format.q_scale_row_stride, scale_bytes,
+                     &q_full[buffer]);
     }
     uint8_t* q_tile = Format::kConverts ? smem + L::kQStaging + buffer * L::kQStagingBytes
                                         : smem + L::kQ + buffer * L::kQBytes;
