@@ -8,8 +8,8 @@
 // value for d in [-8, 6] (d = -8 reaches the smallest subnormal, 2^-9; d = 6 puts 6 at 384 <= 448).
 // So the vector's reference exponent is ref = the largest s_b among its blocks holding a non-zero
 // value, block b is written to e4m3 shifted by d_b = s_b - ref + 6, and one power of two per
-// vector is left, folded into the weights for a query column and into the key scale for a key,
-// as the FP8 path has them (2^(ref - 127) and 2^(ref - 139): the two 2^6 go with the key). That is exact whenever every non-zero block lies
+// vector is left: 2^(ref - 133), folded into the weights for a query column and into the key
+// scale for a key, as the FP8 path has them. That is exact whenever every non-zero block lies
 // within 14 binades of its vector's largest: always, for vectors quantized from one fp32/bf16
 // vector of any realistic spread. A vector beyond that span is flagged when it is converted, and
 // every (column, key) product it takes part in is recomputed on the CUDA cores from the raw bytes
@@ -41,11 +41,7 @@ constexpr int kBlockBytes = 16;    // 32 E2M1 values share one scale
 constexpr int kPackedRowBytes = kHeadDim / 2;
 constexpr int kMaxShift = 6;       // 6 * 2^6 = 384, the largest e4m3 power-of-two multiple of 6
 constexpr int kMinShift = -8;      // 0.5 * 2^-8 = 2^-9, the smallest e4m3 subnormal
-// The power of two left per vector, 2^(ref - bias): a query column keeps 2^(ref - 127), its
-// block's true scale, so that the weight it is folded into stays in range; the key takes both
-// vectors' 2^-6.
-constexpr int kQueryScaleBias = 127;
-constexpr int kKeyScaleBias = 127 + 2 * kMaxShift;
+constexpr int kScaleBias = 127 + kMaxShift;
 
 // The e4m3 bytes of the E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} times 2^d: codes 0-3 in x,
 // 4-7 in y (little-endian bytes), for __byte_perm. For d >= -5 all are normal numbers and the
@@ -104,9 +100,9 @@ struct BlockShift {
     out = out || __shfl_xor_sync(0xffffffffu, out, 1);
     flagged = out || __shfl_xor_sync(0xffffffffu, out, 2);
   }
-  // The vector's remaining scale, 2^(ref - bias), with the flag in its sign bit.
-  __device__ __forceinline__ uint32_t scale_bits(int bias) const {
-    return __float_as_uint(ldexpf(1.0f, ref - bias)) | (flagged ? 0x80000000u : 0u);
+  // The vector's remaining scale, 2^(ref - 133), with the flag in its sign bit.
+  __device__ __forceinline__ uint32_t scale_bits() const {
+    return __float_as_uint(ldexpf(1.0f, ref - kScaleBias)) | (flagged ? 0x80000000u : 0u);
   }
 };
 
@@ -238,7 +234,7 @@ struct KeysMXFP4 : E4M3Operands {
       const mxfp4::BlockShift shift(block, word, b);
       if (active) {
         mxfp4::store_block(q_tile, row, b, block, shift.shift);
-        if (b == 0) words[kN + column] = shift.scale_bits(mxfp4::kQueryScaleBias);
+        if (b == 0) words[kN + column] = shift.scale_bits();
       }
       flagged = flagged || (active && shift.flagged);
     }
@@ -275,7 +271,7 @@ struct KeysMXFP4 : E4M3Operands {
                        uint32_t word) {
       const mxfp4::BlockShift shift(block, word, unit % 4);
       mxfp4::store_block(tile, unit / 4, unit % 4, block, shift.shift);
-      if (unit % 4 == 0) scale_words[unit / 4] = shift.scale_bits(mxfp4::kKeyScaleBias);
+      if (unit % 4 == 0) scale_words[unit / 4] = shift.scale_bits();
       flagged = flagged || shift.flagged;
     };
 #pragma unroll
@@ -311,7 +307,7 @@ struct KeysMXFP4 : E4M3Operands {
   }
 
   // The accumulator value the tensor cores would hold for (row, head) against key position `key`
-  // had the vectors converted exactly: q . k / (2^(ref_q - 127) 2^(ref_k - 139)), block by block
+  // had the vectors converted exactly: q . k / (2^(ref_q - 133) 2^(ref_k - 133)), block by block
   // from the raw bytes (group: the decode request, for the block table).
   template <bool kPaged>
   __device__ __forceinline__ static float exact_dot(const Params& fp, const ScoreParams& p,
