@@ -46,9 +46,9 @@ Status quantize_query_mxfp4(const TensorView& values, const TensorView& scales,
                             const TensorView& weights, const QueryQuantOptions& quant,
                             void* stream);
 
-// mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8 or MXFP4, H 32
-// or 64, D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
-// returns kUnsupported for other head dims.
+// mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8, H 32 or 64,
+// D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
+// returns kUnsupported for MXFP4 or other head dims.
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
                   void* stream);

@@ -126,17 +126,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
-// A plain bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to
-// shared memory, completing as transactions on `barrier`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_address(dst)),
-      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_address(barrier))
-      : "memory");
-}
-
 // An L2 policy for data read once (a decode call's K cache): its lines are the first evicted, so
 // that what the call writes and reads back stays in L2 rather than the stream pushing it out.
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
@@ -209,29 +198,6 @@ __device__ __forceinline__ uint64_t smem_descriptor_k128_swizzle128(const void* 
 // loop of the scoring kernel issues 16 descriptors per key tile.
 __device__ __forceinline__ uint64_t smem_descriptor_advance(uint64_t descriptor, uint32_t bytes) {
   return (uint64_t{kDescriptorHighWord} << 32) | (static_cast<uint32_t>(descriptor) + (bytes >> 4));
-}
-
-// ---- named barriers -------------------------------------------------------------------------
-
-// Barrier `id` (1-15; 0 is __syncthreads') among `threads` threads, whole warps: orders their
-// shared-memory accesses before it against those after it.
-__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-// The same barrier, returning whether any participating thread's `flag` holds.
-__device__ __forceinline__ bool named_barrier_or(uint32_t id, uint32_t threads, bool flag) {
-  uint32_t any;
-  asm volatile(
-      "{\n"
-      ".reg .pred mine, some;\n"
-      "setp.ne.u32 mine, %1, 0;\n"
-      "bar.red.or.pred some, %2, %3, mine;\n"
-      "selp.u32 %0, 1, 0, some;\n"
-      "}\n"
-      : "=r"(any)
-      : "r"(static_cast<uint32_t>(flag)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
 }
 
 // ---- cluster barrier ------------------------------------------------------------------------

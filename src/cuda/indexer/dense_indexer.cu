@@ -44,7 +44,7 @@ Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
     const TensorView logits = slab_view(slab, count, width);
     const TensorView batch_ks = leading_rows(ks, first, count);
     const TensorView batch_ke = leading_rows(ke, first, count);
-    const QuantizedTensor batch_q{leading_rows(q.values, first, count), leading_rows(q.scales, first, count)};
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
     if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
                                    batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
         !status.ok()) {
@@ -78,7 +78,7 @@ Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
     const int64_t count = std::min(requests_per_batch, batch_size - first);
     const TensorView logits = slab_view(slab, count * next_n, width);
     const TensorView batch_lens = leading_rows(context_lens, first, count);
-    const QuantizedTensor batch_q{leading_rows(q.values, first, count), leading_rows(q.scales, first, count)};
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
     if (Status status = paged_mqa_logits(logits, batch_q, cache,
                                          leading_rows(weights, first * next_n, count * next_n),
                                          batch_lens, leading_rows(block_table, first, count),

@@ -66,7 +66,7 @@ struct PrefillForm {
 
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
               const TensorView& row_ks, const TensorView& row_ke, ScoringCall* call) const {
-    return plan_mqa_logits(op, logits, {leading_rows(q.values, first, count), leading_rows(q.scales, first, count)}, keys,
+    return plan_mqa_logits(op, logits, {leading_rows(q.values, first, count), q.scales}, keys,
                            leading_rows(weights, first, count), row_ks, row_ke, call);
   }
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
@@ -100,7 +100,7 @@ struct DecodeForm {
                        const TensorView& lens, ScoringCall* call) const {
     const int64_t request = first / next_n;
     const int64_t requests = count / next_n;
-    return plan_paged_mqa_logits(op, logits, {leading_rows(q.values, request, requests), leading_rows(q.scales, request, requests)},
+    return plan_paged_mqa_logits(op, logits, {leading_rows(q.values, request, requests), q.scales},
                                  cache, leading_rows(weights, first, count), lens,
                                  leading_rows(block_table, request, requests), call);
   }

@@ -16,29 +16,12 @@
 namespace flashindexer::cuda {
 namespace scoring {
 
-// The operand formats (format_e4m3.cuh, format_mxfp4.cuh), declared for host code, with their
-// parameters.
-struct KeysE4M3;
-struct KeysMXFP4;
-template <typename Format>
-struct FormatParamsOf;
-template <>
-struct FormatParamsOf<KeysE4M3> {
-  using type = NoFormatParams;
-};
-template <>
-struct FormatParamsOf<KeysMXFP4> {
-  using type = Mxfp4Params;
-};
-
-// One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged), epilogue and
-// operand format; defined in kernel.cuh, instantiated by the instantiations/*.cu files (the
-// storing epilogue) and the fused indexer's (the emitting one).
-template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
+// One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged) and epilogue;
+// defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing epilogue)
+// and the fused indexer's (the emitting one).
+template <int kHeads, int kN, bool kPaged, typename Epilogue>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
-                         const typename Epilogue::Params& epilogue,
-                         const typename FormatParamsOf<Format>::type& format, int grid,
-                         cudaStream_t stream);
+                         const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
 
 template <int kHeads_, int kN_, bool kPaged_>
 struct Shape {
@@ -90,8 +73,6 @@ struct ScoringCall {
   ScoreMaps maps{};
   ScoreParams params;  // with its TileFilter: every tile (the fused indexer narrows it)
   KernelShape kernel;
-  KFormat format = KFormat::kFP8;  // of both operands
-  Mxfp4Params mxfp4;               // MXFP4 only
   int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
   bool paged = false;
 };
@@ -107,12 +88,8 @@ cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Par
   if (grid == 0) return cudaSuccess;
   return visit_shape(call.kernel, [&](auto shape) {
     using S = decltype(shape);
-    if (call.format == KFormat::kMXFP4) {
-      return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue, KeysMXFP4>(
-          call.maps, call.params, epilogue, call.mxfp4, grid, stream);
-    }
-    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue, KeysE4M3>(
-        call.maps, call.params, epilogue, NoFormatParams{}, grid, stream);
+    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params,
+                                                                epilogue, grid, stream);
   });
 }
 

@@ -273,79 +273,6 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
-// A format that converts its queries (format_mxfp4.cuh) leaves a power of two per column, which
-// goes into the column's weight: exact, the weights being the scale's only other factor.
-template <int kHeads, int kN, typename Format>
-__device__ __forceinline__ void fold_column_scales(TileWeights<kN>& weights, const uint8_t* info,
-                                                   int lane) {
-  using C = TileColumn<kHeads, kN>;
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      weights.w[2 * j + e] *= Format::template column_scale<kHeads, kN>(
-          info, C::row(j, e, lane % 4), C::head(j, e, lane % 4));
-    }
-  }
-}
-
-// The exact fallback of a converting format: every accumulator of this thread whose column or
-// key row is flagged (and visible: the raw bytes of anything else may not exist) is replaced by
-// Format::exact_dot. Rare by design (format_mxfp4.cuh), and the accumulators must stay in
-// registers: the elements are visited in a loop that is not unrolled, and each result is
-// selected into place by a comparison with every element's static index.
-template <int kHeads, int kN, bool kPaged, int kTiles, int kParts, typename L>
-__device__ __forceinline__ void exact_fallback(float (&acc)[kTiles][kParts][kN / kParts / 2],
-                                               const typename L::Format::Params& format,
-                                               const ScoreParams& p, const ItemInfo& info,
-                                               const uint8_t* q_info, const uint8_t* smem,
-                                               const uint32_t (&stages)[kTiles],
-                                               const int32_t (&tile_of)[kTiles], int tiles,
-                                               int key_row, int lane) {
-  using Format = typename L::Format;
-  using C = TileColumn<kHeads, kN>;
-  constexpr int kPartN = kN / kParts;
-  constexpr int kPerPart = kPartN / 2;
-  const int c = lane % 4;
-  const int64_t group = info.row0 / p.rows_per_group;
-  // Element n is acc[u][part][i], i = 4 local + 2 half + e: n-block part kPartN / 8 + local,
-  // element e, key row key_row + 8 half.
-#pragma unroll 1
-  for (int n = 0; n < tiles * kParts * kPerPart; ++n) {
-    const int u = n / (kParts * kPerPart);
-    const int part = (n / kPerPart) % kParts;
-    const int i = n % kPerPart;
-    const int j = part * (kPartN / 8) + i / 4;
-    const int q = C::row(j, i % 2, c);
-    const int h = C::head(j, i % 2, c);
-    const int row = key_row + 8 * ((i / 2) % 2);
-    int32_t tile = tile_of[0];
-    uint32_t stage = stages[0];
-#pragma unroll
-    for (int t = 1; t < kTiles; ++t) {
-      tile = u == t ? tile_of[t] : tile;
-      stage = u == t ? stages[t] : stage;
-    }
-    const int32_t key = tile * kTileKeys + row;
-    if (q >= info.rows || key < info.lo[q] || key >= info.hi[q]) continue;
-    const uint8_t* scales = smem + L::kScales + stage * L::kTileScaleBytes;
-    if (!Format::key_flagged(scales, row) && !Format::template column_flagged<kHeads, kN>(q_info, q, h)) {
-      continue;
-    }
-    const float value = Format::template exact_dot<kPaged>(format, p, info.row0 + q, h, group, key);
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-      for (int r = 0; r < kParts; ++r) {
-#pragma unroll
-        for (int x = 0; x < kPerPart; ++x) {
-          if ((t * kParts + r) * kPerPart + x == n) acc[t][r][x] = value;
-        }
-      }
-    }
-  }
-}
-
 // One consumer warpgroup (`consumer`, 0 or 1): takes its steps of every work item, issues their
 // wgmma, turns the accumulators into scores and hands them to the epilogue, a policy type with
 // these hooks (StoreEpilogue is the simplest):
@@ -361,7 +288,7 @@ __device__ __forceinline__ void exact_fallback(float (&acc)[kTiles][kParts][kN /
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename L>
 __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& f,
                                         const typename Epilogue::Params& e, uint8_t* smem,
-                                        int consumer, const typename L::Format::Params& format) {
+                                        int consumer) {
   using T = typename L::Traits;
   using Format = typename L::Format;
   constexpr int kTilesPerStep = T::kTilesPerStep;
@@ -416,17 +343,8 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       step_lo[i] = lo[i];
       step_hi[i] = hi[i];
     }
-    // A converting format's Q tile arrives packed: both warpgroups convert it first.
-    bool query_flagged = false;
-    const uint8_t* q_info = smem + L::kQInfo + buffer * L::kQInfoBytes;
-    if constexpr (Format::kConverts) {
-      query_flagged = Format::template prepare_query<kHeads, kN>(
-          smem + L::kQStaging + buffer * L::kQStagingBytes, smem + L::kQ + buffer * L::kQBytes,
-          smem + L::kQInfo + buffer * L::kQInfoBytes);
-    }
     load_weights<kHeads, kN>(
         weights, reinterpret_cast<const float*>(smem + L::kWeights + buffer * kN * 4), lane);
-    if constexpr (Format::kConverts) fold_column_scales<kHeads, kN, Format>(weights, q_info, lane);
     const uint64_t q_desc0 =
         ptx::smem_descriptor_k128_swizzle128(smem + L::kQ + buffer * L::kQBytes, 0);
 
@@ -442,12 +360,6 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
       my_tiles += tiles;
-      bool step_flagged = false;
-      if constexpr (Format::kConverts) {
-        step_flagged = Format::template prepare_tiles<kTilesPerStep>(smem + L::kKeys,
-                                                                     smem + L::kScales, stages,
-                                                                     tiles, consumer);
-      }
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       ptx::wgmma_fence();
       // No branch around wgmma (ptxas would serialize them): a missing second tile re-reads the
@@ -468,14 +380,6 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         }
       }
       out.after_mma();
-      if constexpr (Format::kConverts) {
-        if (query_flagged || step_flagged) {  // uniform over the warpgroup
-          ptx::wgmma_wait_group<0>();
-          fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
-          exact_fallback<kHeads, kN, kPaged, kTilesPerStep, kParts, L>(
-              acc, format, p, info, q_info, smem, stages, tile_of, tiles, key_row, lane);
-        }
-      }
       HeadSums<kHeads, kN> sums[kTilesPerStep] = {};
       // The head sums of each part but the last overlap the wgmma of the parts after it.
       sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);

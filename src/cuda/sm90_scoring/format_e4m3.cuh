@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The operands' format, as a policy of the scoring kernel: FP8 e4m3 keys with one fp32 scale per
-// key, e4m3 queries with their scale folded into the weights. It owns what the format decides:
-// the bytes of a key tile and its scales in a pipeline stage, the producer's copies of one tile,
-// the bytes of a query tile, the consumer's wgmma over it, and the scale of a key row. A format
-// that the tensor cores do not read as is brings its own policy (format_mxfp4.cuh: E2M1 values
-// with UE8M0 block scales, converted to e4m3 in shared memory before the wgmma).
+// The keys' operand format, as a policy of the scoring kernel: FP8 e4m3 keys with one fp32 scale
+// per key (the only format on CUDA today). It owns what the format decides: the bytes of a key
+// tile and its scales in a pipeline stage, the producer's copies of one tile, the consumer's
+// wgmma over it, and the scale of a key row. A format that the tensor cores do not read as is
+// (MXFP4: E2M1 values with UE8M0 block scales) brings its own policy: copies of its packed
+// bytes, a conversion to e4m3 in shared memory before the wgmma, and its scale read.
 #pragma once
 
 #include <cuda.h>
@@ -15,35 +15,14 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/wgmma_e4m3.cuh"
 #include "cuda/sm90_scoring/config.h"
-#include "cuda/sm90_scoring/params.h"
 
 namespace flashindexer::cuda::scoring {
 
-// The wgmma over e4m3 tiles in shared memory (128-byte swizzled rows): what every format feeds.
-struct E4M3Operands {
-  // Values of a key row that one k-step of the wgmma takes (k32 for e4m3).
-  static constexpr int kStepK = 32;
-
-  // k-step `k` of the wgmma m64 x kPartN: keys (A) against kPartN (row, head) columns of Q (B).
-  template <int kPartN>
-  __device__ __forceinline__ static void mma(float (&acc)[kPartN / 2], uint64_t key_desc,
-                                             uint64_t q_desc, int k) {
-    ptx::WgmmaE4M3<kPartN>::mma(acc, ptx::smem_descriptor_advance(key_desc, kStepK * k),
-                                ptx::smem_descriptor_advance(q_desc, kStepK * k), k > 0);
-  }
-};
-
-struct KeysE4M3 : E4M3Operands {
-  using Params = NoFormatParams;
+struct KeysE4M3 {
   static constexpr int kTileBytes = kTileKeys * kHeadDim;  // 8 KiB of e4m3 keys
   static constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
-  static constexpr int kLoadBytes = kTileBytes + kTileScaleBytes;  // what TMA brings per tile
-  // Query bytes TMA brings per (row, head), straight into the Q tile; no staging, no per-column
-  // state, nothing to convert or to fall back on.
-  static constexpr int kQRowBytes = kHeadDim;
-  static constexpr int kQStagingBytesPerColumn = 0;
-  static constexpr int kQInfoBytesPerColumn = 0;
-  static constexpr bool kConverts = false;
+  // Keys of one tile that a row of the wgmma's A operand holds per k-step (k32 for e4m3).
+  static constexpr int kStepK = 32;
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,
@@ -70,6 +49,13 @@ struct KeysE4M3 : E4M3Operands {
       ptx::tma_load_3d(dst, key_map, full, 0, row_in_page, page);
       ptx::tma_load_2d(scales + c * rows_per_copy, scale_map, full, row_in_page, page);
     }
+  }
+  // k-step `k` of the wgmma m64 x kPartN: keys (A) against kPartN (row, head) columns of Q (B).
+  template <int kPartN>
+  __device__ __forceinline__ static void mma(float (&acc)[kPartN / 2], uint64_t key_desc,
+                                             uint64_t q_desc, int k) {
+    ptx::WgmmaE4M3<kPartN>::mma(acc, ptx::smem_descriptor_advance(key_desc, kStepK * k),
+                                ptx::smem_descriptor_advance(q_desc, kStepK * k), k > 0);
   }
   // The scale of key row `key_row` of a stage's scales.
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {

@@ -40,11 +40,9 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
-#include "cuda/sm90_scoring/call.h"
 #include "cuda/sm90_scoring/config.h"
 #include "cuda/sm90_scoring/consumer.cuh"
 #include "cuda/sm90_scoring/format_e4m3.cuh"
-#include "cuda/sm90_scoring/format_mxfp4.cuh"
 #include "cuda/sm90_scoring/layout.cuh"
 #include "cuda/sm90_scoring/params.h"
 #include "cuda/sm90_scoring/producer.cuh"
@@ -55,20 +53,10 @@ namespace flashindexer::cuda::scoring {
 // the storing one), in one block. As a kernel parameter of their own, the emitting epilogue's
 // fields were all loaded at the kernel's start and held in registers, where they were loaded at
 // their uses before the split; the emitting kernels' SASS changed with it.
-// A format's parameters (MXFP4: the raw operands) follow the epilogue's; FP8 has none, and its
-// parameter block stays the two members it was measured with.
-template <typename EpilogueParams, typename FormatParams = NoFormatParams>
+template <typename EpilogueParams>
 struct KernelParams {
   ScoreParams score;
   EpilogueParams epilogue;
-  FormatParams format;
-  __device__ __forceinline__ const FormatParams& format_params() const { return format; }
-};
-template <typename EpilogueParams>
-struct KernelParams<EpilogueParams, NoFormatParams> {
-  ScoreParams score;
-  EpilogueParams epilogue;
-  __device__ __forceinline__ NoFormatParams format_params() const { return {}; }
 };
 
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = KeysE4M3>
@@ -77,7 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap key_map,
                  const __grid_constant__ CUtensorMap scale_map,
-                 const KernelParams<typename Epilogue::Params, typename Format::Params> args) {
+                 const KernelParams<typename Epilogue::Params> args) {
   const ScoreParams& params = args.score;
   const typename Epilogue::Params& epilogue = args.epilogue;
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
@@ -134,38 +122,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
-                                   smem, args.format_params());
+                                   smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
     consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem,
-                                             warpgroup - 1, args.format_params());
+                                             warpgroup - 1);
   }
 }
 
 
-template <typename EpilogueParams, typename FormatParams>
-KernelParams<EpilogueParams, FormatParams> make_kernel_params(const ScoreParams& score,
-                                                              const EpilogueParams& epilogue,
-                                                              const FormatParams& format) {
-  return {score, epilogue, format};
-}
-template <typename EpilogueParams>
-KernelParams<EpilogueParams> make_kernel_params(const ScoreParams& score,
-                                                const EpilogueParams& epilogue,
-                                                const NoFormatParams&) {
-  return {score, epilogue};
-}
-
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
 // parallel.
-template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
+template <int kHeads, int kN, bool kPaged, typename Epilogue>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
-                         const typename Epilogue::Params& epilogue,
-                         const typename FormatParamsOf<Format>::type& format, int grid,
+                         const typename Epilogue::Params& epilogue, int grid,
                          cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
-  constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, Format>::kBytes;
-  auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue, Format>;
+  constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, KeysE4M3>::kBytes;
+  auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue>;
   // Set on every launch (host-side, capture-safe): a cached "done" flag would be one symbol for
   // every copy of the library in a process (templates' statics are merged process-wide), and
   // a second copy's kernels would then launch without their opt-in.
@@ -174,7 +148,7 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
   if (configured != cudaSuccess) return configured;
   return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
                           maps.w, maps.keys, maps.scales,
-                          make_kernel_params(params, epilogue, format));
+                          KernelParams<typename Epilogue::Params>{params, epilogue});
 }
 
 }  // namespace flashindexer::cuda::scoring

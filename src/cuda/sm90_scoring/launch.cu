@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of the scoring kernels (FP8 and MXFP4 operands): CUDA-specific argument checks (what TMA needs), the
+// Host side of the FP8 scoring kernels: CUDA-specific argument checks (what TMA needs), the
 // tensor maps, the work plan (from shapes only: no host synchronisation, graph-capturable) and
 // the launch; then the clean fill when asked.
 #include <cuda.h>
@@ -77,35 +77,23 @@ Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
 
 bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-bool mxfp4(const QuantizedTensor& q) { return q.values.dtype == DType::kE2M1x2; }
-
-// Bytes of one (row, head) or key row that the copies bring: e4m3 values, or packed E2M1.
-int64_t row_bytes(bool packed) { return packed ? kHeadDim / 2 : kHeadDim; }
-
-// What the TMA copies need of the operands shared by both forms. MXFP4 queries also need their
-// scale words (4 UE8M0 bytes per (row, head)) contiguous per row: the producer copies a tile's.
+// What the TMA copies need of the operands shared by both forms.
 Status check_common(const char* op, const QuantizedTensor& q, const TensorView& weights) {
   ArgCheck check(op);
+  if (q.values.dtype != DType::kE4M3) {
+    return Status::Unsupported(concat(op, ": CUDA scoring supports FP8 (e4m3) operands; MXFP4 ",
+                                      "runs on the CPU backend only"));
+  }
   const int r = q.values.rank;
-  const bool packed = mxfp4(q);
-  if (q.values.shape[r - 1] != row_bytes(packed)) {
-    return Status::Unsupported(concat(op, ": CUDA scoring supports head_dim 128, q has ",
-                                      q.values.shape[r - 1] * (packed ? 2 : 1)));
+  if (q.values.shape[r - 1] != kHeadDim) {
+    return Status::Unsupported(
+        concat(op, ": CUDA scoring supports head_dim 128, q has ", q.values.shape[r - 1]));
   }
   check.require(aligned16(q.values.data) && q.values.stride[r - 2] % 16 == 0 &&
                     q.values.stride[r - 3] % 16 == 0,
                 "q must be 16-byte aligned with row strides a multiple of 16 bytes on "
                 "CUDA (TMA); strides are ",
                 q.values.stride[r - 3], ", ", q.values.stride[r - 2]);
-  if (packed) {
-    const int64_t heads = q.scales.shape[r - 2];
-    check.require(aligned16(q.scales.data) && q.scales.stride[r - 1] == 1 &&
-                      q.scales.stride[r - 2] == 4 && q.scales.stride[r - 3] == 4 * heads,
-                  "q.scales must be 16-byte aligned with each row's [H, 4] bytes contiguous on "
-                  "CUDA (one bulk copy per Q tile); strides are ",
-                  q.scales.stride[r - 3], ", ", q.scales.stride[r - 2], ", ",
-                  q.scales.stride[r - 1]);
-  }
   check.require(aligned16(weights.data) && (weights.stride[0] * 4) % 16 == 0,
                 "weights must be 16-byte aligned with a row stride a multiple of 4 "
                 "elements on CUDA (TMA); row stride is ",
@@ -113,16 +101,12 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
   return check.status();
 }
 
-// Q [T, H, 128] (MXFP4: [T, H, 64] packed) with token stride `token_stride` bytes; weights [T, H]
-// f32. With lane-owned rows (kLaneOwnedRows) the Q map copies four rows per box in the order
-// (byte, head % 2, row, head / 2) that the kernel's TileColumn reads; otherwise (byte, head,
-// row), rows_per_group rows per box. e4m3 rows land 128-byte swizzled, as the wgmma reads them;
-// packed rows land as they are, for the kernel to convert.
+// Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32. With lane-owned rows
+// (kLaneOwnedRows) the Q map copies four rows per box in the order (byte, head % 2, row, head / 2)
+// that the kernel's TileColumn reads; otherwise (byte, head, row), rows_per_group rows per box.
 Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
                       int64_t token_stride, int heads, const TensorView& weights,
                       int rows_per_group, bool lane_owned_rows) {
-  const bool packed = q.dtype == DType::kE2M1x2;
-  const auto bytes = static_cast<cuuint32_t>(row_bytes(packed));
   const auto head_stride = static_cast<cuuint64_t>(q.stride[q.rank - 2]);
   const auto row_stride = static_cast<cuuint64_t>(token_stride);
   const auto rows = static_cast<cuuint64_t>(tokens);
@@ -133,18 +117,18 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
                     CU_TENSOR_MAP_DATA_TYPE_UINT8,
                     4,
                     q.data,
-                    {bytes, 2, rows, h / 2},
+                    {kHeadDim, 2, rows, h / 2},
                     {head_stride, row_stride, 2 * head_stride},
-                    {bytes, 2, 4, h / 2},
-                    !packed}
+                    {kHeadDim, 2, 4, h / 2},
+                    true}
           : MapSpec{"q",
                     CU_TENSOR_MAP_DATA_TYPE_UINT8,
                     3,
                     q.data,
-                    {bytes, h, rows},
+                    {kHeadDim, h, rows},
                     {head_stride, row_stride},
-                    {bytes, h, static_cast<cuuint32_t>(rows_per_group)},
-                    !packed};
+                    {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
+                    true};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
   const MapSpec w_spec{"weights",
                        CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
@@ -155,20 +139,6 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
                        {h, static_cast<cuuint32_t>(rows_per_group), 1},
                        false};
   return encode(maps.w, w_spec, op);
-}
-
-// The MXFP4 query operand as the kernel re-reads it (format_mxfp4.cuh); `row_dim`: the dimension
-// of q whose stride steps one launch row (0 for prefill, 1 for decode).
-scoring::Mxfp4Params mxfp4_query(const QuantizedTensor& q, int row_dim) {
-  scoring::Mxfp4Params params;
-  const int r = q.values.rank;
-  params.q_values = static_cast<const uint8_t*>(q.values.data);
-  params.q_row_stride = q.values.stride[row_dim];
-  params.q_head_stride = q.values.stride[r - 2];
-  params.q_scales = static_cast<const uint8_t*>(q.scales.data);
-  params.q_scale_row_stride = q.scales.stride[row_dim];
-  params.q_scale_head_stride = q.scales.stride[r - 2];
-  return params;
 }
 
 // Keys per work item: enough items for about four per CTA, within [lower, upper].
@@ -226,14 +196,11 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
                        const TensorView& ke, ScoringCall* call) {
   if (Status status = check_common(op, q, weights); !status.ok()) return status;
   ArgCheck check(op);
-  const bool packed = mxfp4(q);
   check.require(aligned16(keys.values.data) && keys.values.stride[0] % 16 == 0,
                 "keys.values must be 16-byte aligned with a row stride a multiple of 16 "
                 "bytes on CUDA (TMA); row stride is ",
                 keys.values.stride[0]);
-  check.require(aligned16(keys.scales.data) &&
-                    (packed ? keys.scales.stride[0] == 4 && keys.scales.stride[1] == 1
-                            : keys.scales.stride[0] == 1),
+  check.require(aligned16(keys.scales.data) && keys.scales.stride[0] == 1,
                 "keys.scales must be contiguous and 16-byte aligned on CUDA (TMA)");
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
@@ -266,19 +233,17 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
         !status.ok()) {
       return status;
     }
-    const auto bytes = static_cast<cuuint32_t>(row_bytes(packed));
     const MapSpec key_spec{"keys.values",
                            CU_TENSOR_MAP_DATA_TYPE_UINT8,
                            2,
                            keys.values.data,
-                           {bytes, static_cast<cuuint64_t>(num_keys), 1},
+                           {kHeadDim, static_cast<cuuint64_t>(num_keys), 1},
                            {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                           {bytes, kTileKeys, 1},
-                           !packed};
+                           {kHeadDim, kTileKeys, 1},
+                           true};
     if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-    // One 32-bit element per key: an fp32 scale, or the key's four UE8M0 bytes.
     const MapSpec scale_spec{"keys.scales",
-                             packed ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                              1,
                              keys.scales.data,
                              {static_cast<cuuint64_t>(num_keys), 1, 1},
@@ -289,15 +254,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
-  *call = ScoringCall{maps, params, kernel, packed ? KFormat::kMXFP4 : KFormat::kFP8, {}, sms,
-                      false};
-  if (packed) {
-    call->mxfp4 = mxfp4_query(q, 0);
-    call->mxfp4.k_values = static_cast<const uint8_t*>(keys.values.data);
-    call->mxfp4.k_row_stride = keys.values.stride[0];
-    call->mxfp4.k_scales = static_cast<const uint8_t*>(keys.scales.data);
-    call->mxfp4.k_scale_row_stride = keys.scales.stride[0];
-  }
+  *call = ScoringCall{maps, params, kernel, sms, false};
   return Status::Ok();
 }
 
@@ -321,7 +278,8 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   const int64_t batch = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
   const int heads = static_cast<int>(q.values.shape[2]);
-  const bool packed = mxfp4(q);
+  check.require(cache.format == KFormat::kFP8,
+                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
   check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
                 "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
   check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
@@ -333,9 +291,6 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
                 "q must have its batch and next_n dimensions contiguous with each other on CUDA "
                 "(q.stride[0] == next_n * q.stride[1])");
-  check.require(!packed || batch <= 1 || q.scales.stride[0] == next_n * q.scales.stride[1],
-                "q.scales must have its batch and next_n dimensions contiguous with each other "
-                "on CUDA (q.scales.stride[0] == next_n * q.scales.stride[1])");
   check.require(batch * next_n * heads < (int64_t{1} << 31) && cache.num_pages < (int64_t{1} << 31),
                 "rows x heads and cache.num_pages must stay below 2^31 on CUDA");
   if (!check.ok()) return check.status();
@@ -377,20 +332,19 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
     const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
     const auto pages = static_cast<cuuint64_t>(cache.num_pages);
     const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-    const auto bytes = static_cast<cuuint32_t>(row_bytes(packed));
     const MapSpec key_spec{"cache values",
                            CU_TENSOR_MAP_DATA_TYPE_UINT8,
                            3,
                            cache.data,
-                           {bytes, page_size, pages},
-                           {bytes, page_stride},
-                           {bytes, static_cast<cuuint32_t>(rows_per_copy), 1},
-                           !packed};
+                           {kHeadDim, page_size, pages},
+                           {kHeadDim, page_stride},
+                           {kHeadDim, static_cast<cuuint32_t>(rows_per_copy), 1},
+                           true};
     if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
     const MapSpec scale_spec{"cache scales",
-                             packed ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                              2,
-                             static_cast<const uint8_t*>(cache.data) + page_size * bytes,
+                             static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
                              {page_size, pages, 1},
                              {page_stride, 0},
                              {static_cast<cuuint32_t>(rows_per_copy), 1, 1},
@@ -399,13 +353,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   } else {
     params.chunks = 0;
   }
-  *call = ScoringCall{maps, params, kernel, packed ? KFormat::kMXFP4 : KFormat::kFP8, {}, sms,
-                      true};
-  if (packed) {
-    call->mxfp4 = mxfp4_query(q, 1);
-    call->mxfp4.cache = static_cast<const uint8_t*>(cache.data);
-    call->mxfp4.page_stride = cache.page_stride_bytes;
-  }
+  *call = ScoringCall{maps, params, kernel, sms, true};
   return Status::Ok();
 }
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The scoring kernel's shared memory: key stages (keys and scales, the format's bytes), two Q and
-// weight buffers (and, for a format that converts its queries, their staging and per-column
-// words), two published work items, the epilogue's region, then the barriers.
+// weight buffers, two published work items, the epilogue's region, then the barriers.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +19,9 @@ struct SharedLayout {
   static constexpr int kTileBytes = F::kTileBytes;
   static constexpr int kTileScaleBytes = F::kTileScaleBytes;
   static constexpr int kQBytes = kN * kHeadDim;
-  static constexpr int kQStagingBytes = kN * F::kQStagingBytesPerColumn;  // per buffer
-  static constexpr int kQInfoBytes = kN * F::kQInfoBytesPerColumn;        // per buffer
   // Two Q tiles, two weight tiles, two ItemInfos, the epilogue's bytes and the four item
   // barriers (and the epilogue's); each stage adds its keys, scales and two barriers.
-  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 + 2 * (kQStagingBytes + kQInfoBytes) +
+  static constexpr int kFixedBytes = 2 * kQBytes + 2 * kN * 4 +
                                      2 * static_cast<int>(sizeof(ItemInfo)) + T::kSharedBytes +
                                      (4 + T::kBarriers) * 8;
   // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
@@ -35,9 +32,7 @@ struct SharedLayout {
   static constexpr int kQ = kKeys + kStages * kTileBytes;
   static constexpr int kScales = kQ + 2 * kQBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
-  static constexpr int kQStaging = kWeights + 2 * kN * 4;
-  static constexpr int kQInfo = kQStaging + 2 * kQStagingBytes;
-  static constexpr int kItems = kQInfo + 2 * kQInfoBytes;
+  static constexpr int kItems = kWeights + 2 * kN * 4;
   static constexpr int kEpilogue = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
   static constexpr int kBarriers = kEpilogue + T::kSharedBytes;
   // Stages' full and empty, items' full and empty, then the epilogue's.
@@ -46,7 +41,6 @@ struct SharedLayout {
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
   static_assert(kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
-  static_assert(kQStaging % 128 == 0, "TMA destinations are 128-byte aligned");
 };
 
 }  // namespace flashindexer::cuda::scoring

@@ -73,33 +73,8 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
                   sizeof(ScoreParams) == 184,
               "the scoring kernel's parameter layout (see above)");
 
-// What an operand format needs beyond ScoreParams and the maps: nothing for FP8.
-struct NoFormatParams {};
-
-// MXFP4 operands (spec §2.4, §4.3): the raw bytes the exact fallback re-reads (format_mxfp4.cuh)
-// and the query scales, one UE8M0 word per (row, head), which the producer copies to shared
-// memory. Strides in bytes; rows of q are the launch's rows (prefill tokens, decode b x next_n).
-struct Mxfp4Params {
-  const uint8_t* q_values = nullptr;  // [rows, H, 64] e2m1x2
-  int64_t q_row_stride = 0;
-  int64_t q_head_stride = 0;
-  const uint8_t* q_scales = nullptr;  // [rows, H, 4] ue8m0, 4-byte aligned words
-  int64_t q_scale_row_stride = 0;
-  int64_t q_scale_head_stride = 0;
-  // Prefill: keys [N, 64] e2m1x2 and [N, 4] ue8m0.
-  const uint8_t* k_values = nullptr;
-  int64_t k_row_stride = 0;
-  const uint8_t* k_scales = nullptr;
-  int64_t k_scale_row_stride = 0;
-  // Decode: the paged cache (pages of page_size keys: values, then scales).
-  const uint8_t* cache = nullptr;
-  int64_t page_stride = 0;
-};
-
 // The four TMA descriptors of one launch (see kernel.cuh for their shapes).
 struct ScoreMaps {
-  // FP8 (MXFP4: the same boxes over 64 bytes of packed values, no swizzle; scales as 32-bit
-  // words of 4 UE8M0 bytes).
   CUtensorMap q;       // e4m3 [T, H, 128], box [rows_per_group, H, 128], 128B swizzle
   CUtensorMap w;       // f32 [T, H], box [rows_per_group, H]
   CUtensorMap keys;    // e4m3 [N, 128] box [64, 128] (prefill) or [pages, page, 128] (paged)

@@ -68,7 +68,7 @@ struct TileLoader {
         pages[c] = c < copies ? page_entry(group, first_page + c, lane) : 0;
       }
       if (lane == 0) {
-        ptx::mbarrier_arrive_expect_tx(full, Format::kLoadBytes);
+        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
 #pragma unroll
         for (int c = 0; c < kTileKeys / 32; ++c) {
           if (c < copies) {
@@ -79,7 +79,7 @@ struct TileLoader {
       }
     } else {
       if (lane == 0) {
-        ptx::mbarrier_arrive_expect_tx(full, Format::kLoadBytes);
+        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
         Format::copy_packed(keys, scales, key_map, scale_map, full, tile * kTileKeys);
       }
     }
@@ -120,7 +120,7 @@ template <int kHeads, int kN, bool kPaged, typename L>
 __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& f,
                                         const CUtensorMap* q_map, const CUtensorMap* w_map,
                                         const CUtensorMap* key_map, const CUtensorMap* scale_map,
-                                        uint8_t* smem, const typename L::Format::Params& format) {
+                                        uint8_t* smem) {
   using T = typename L::Traits;
   using Format = typename L::Format;
   const int lane = threadIdx.x % 32;
@@ -137,7 +137,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
   const uint32_t q_bytes =
-      (q_rows * Format::kQRowBytes + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
+      (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
   constexpr int kTilesPerStep = T::kTilesPerStep;
   // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
   // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
@@ -182,7 +182,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
 
     if (warp == 0)
       publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem, static_cast<int32_t>(row0), rows, tile_begin,
-                                              tile_end, lo, hi, q_bytes, lane, p, format);
+                                              tile_end, lo, hi, q_bytes, lane);
     // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
     // consumers: a warp visits only its consumer's steps, found by arithmetic on the walk (a
     // single loader visits all).

@@ -109,18 +109,14 @@ __device__ __forceinline__ int take_step(TileWalk& walk, const TileFilter& p, in
 }
 
 // Publishes one work item (producer warp 0): waits until its Q buffer is free, writes the
-// ItemInfo and starts the Q tile and weights copies. A format that converts its queries gets the
-// packed tile in its staging buffer, and the tile's rows of scale words copied beside it.
+// ItemInfo and starts the Q tile and weights copies.
 // L: the kernel's SharedLayout (layout.cuh).
 template <int kHeads, int kN, typename L>
 __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, uint64_t* q_empty,
                                              uint32_t item_count, const CUtensorMap* q_map,
                                              const CUtensorMap* w_map, uint8_t* smem, int32_t row0,
                                              int rows, int32_t tile_begin, int32_t tile_end,
-                                             int32_t lo, int32_t hi, uint32_t q_bytes, int lane,
-                                             const ScoreParams& p,
-                                             const typename L::Format::Params& format) {
-  using Format = typename L::Format;
+                                             int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
   // Lane 0 writes the whole record, so its release (the arrive below) publishes it.
@@ -139,26 +135,15 @@ __device__ __forceinline__ void publish_item(ItemInfo* items, uint64_t* q_full, 
     info.rows = rows;
     info.tile_begin = tile_begin;
     info.tile_end = tile_end;
-    uint32_t scale_bytes = 0;
-    if constexpr (Format::kConverts) {
-      scale_bytes = Format::template copy_query_scales<kHeads, kN>(
-          format, p, smem + L::kQInfo + buffer * L::kQInfoBytes, row0);
-    }
-    ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes + scale_bytes);
-    if constexpr (Format::kConverts) {
-      ptx::bulk_load(smem + L::kQInfo + buffer * L::kQInfoBytes,
-                     format.q_scales + row0 * format.q_scale_row_stride, scale_bytes,
-                     &q_full[buffer]);
-    }
-    uint8_t* q_tile = Format::kConverts ? smem + L::kQStaging + buffer * L::kQStagingBytes
-                                        : smem + L::kQ + buffer * L::kQBytes;
+    ptx::mbarrier_arrive_expect_tx(&q_full[buffer], q_bytes);
+    uint8_t* q_tile = smem + L::kQ + buffer * L::kQBytes;
     if constexpr (kLaneOwnedRows<kHeads, kN>) {
       // Four rows per copy, in the permuted order of TileColumn: the map's dimensions are (byte,
       // head % 2, row, head / 2), so smem row 8 (head / 2) + 2 (row % 4) + head % 2.
 #pragma unroll
       for (int i = 0; i < kN / kHeads / 4; ++i) {
-        ptx::tma_load_4d(q_tile + i * 4 * kHeads * Format::kQRowBytes, q_map, &q_full[buffer], 0,
-                         0, row0 + 4 * i, 0);
+        ptx::tma_load_4d(q_tile + i * 4 * kHeads * kHeadDim, q_map, &q_full[buffer], 0, 0,
+                         row0 + 4 * i, 0);
       }
     } else {
       ptx::tma_load_3d(q_tile, q_map, &q_full[buffer], 0, 0, row0);

@@ -3,18 +3,18 @@
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 
-namespace flashindexer::cuda::scoring {
+namespace flashindexer::cuda {
 
 using fused::EmitEpilogue;
 
-template cudaError_t launch_score<32, 32, true, EmitEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const EmitEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 64, true, EmitEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const EmitEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 128, true, EmitEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const EmitEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
+template cudaError_t scoring::launch_score<32, 32, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t scoring::launch_score<32, 64, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t scoring::launch_score<32, 128, true, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
 
-}  // namespace flashindexer::cuda::scoring
+}  // namespace flashindexer::cuda

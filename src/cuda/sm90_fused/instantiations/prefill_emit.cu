@@ -3,15 +3,15 @@
 #include "cuda/sm90_scoring/kernel.cuh"
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 
-namespace flashindexer::cuda::scoring {
+namespace flashindexer::cuda {
 
 using fused::EmitEpilogue;
 
-template cudaError_t launch_score<64, 256, false, EmitEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const EmitEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 256, false, EmitEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const EmitEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
+template cudaError_t scoring::launch_score<64, 256, false, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t scoring::launch_score<32, 256, false, EmitEpilogue>(const scoring::ScoreMaps&, const scoring::ScoreParams&,
+                                          const EmitEpilogue::Params&, int,
+                                          cudaStream_t);
 
-}  // namespace flashindexer::cuda::scoring
+}  // namespace flashindexer::cuda

@@ -6,14 +6,14 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<32, 32, true, StoreEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 64, true, StoreEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 128, true, StoreEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
+template cudaError_t launch_score<32, 32, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
+                                          const StoreEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t launch_score<32, 64, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
+                                          const StoreEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t launch_score<32, 128, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
+                                          const StoreEpilogue::Params&, int,
+                                          cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

@@ -5,11 +5,11 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<64, 256, false, StoreEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
-template cudaError_t launch_score<32, 256, false, StoreEpilogue, KeysE4M3>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&,
-    const FormatParamsOf<KeysE4M3>::type&, int, cudaStream_t);
+template cudaError_t launch_score<64, 256, false, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
+                                          const StoreEpilogue::Params&, int,
+                                          cudaStream_t);
+template cudaError_t launch_score<32, 256, false, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
+                                          const StoreEpilogue::Params&, int,
+                                          cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
