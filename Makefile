@@ -53,7 +53,7 @@ test: build
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(if $(NVCC),CUDACXX=$(NVCC)) \
 	  $(VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation .
 	$(VENV)/bin/python -m pytest tests/python
-	$(MAKE) --no-print-directory test-wheel test-sanitize test-fuzz
+	$(MAKE) --no-print-directory format-check test-wheel test-sanitize test-fuzz
 
 # The wheel installs anywhere (tools/check_wheel.sh): built from the same build folder as the
 # install above (so no second compilation; CUDA kernels in it when nvcc is found), repaired with

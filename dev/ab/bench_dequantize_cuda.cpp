@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   // Random codes (not zeros: zeros can run faster than real data); NaN codes included.
   std::vector<uint8_t> host(in_bytes);
   uint32_t state = 12345;
-  for (uint8_t& code : host) code = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  for (uint8_t& code : host)
+    code = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
   check(cudaMemcpy(values, host.data(), in_bytes, cudaMemcpyHostToDevice), "copy");
   std::vector<float> host_scales(rows, 0.5f);
   check(cudaMemcpy(scales, host_scales.data(), scale_bytes, cudaMemcpyHostToDevice), "copy");
@@ -69,19 +70,24 @@ int main(int argc, char** argv) {
       fi::TensorView::contiguous(values, fi::DType::kE4M3, {rows, kDim}, fi::Device::kCUDA);
   const fi::TensorView scales_view =
       fi::TensorView::contiguous(scales, fi::DType::kF32, {rows}, fi::Device::kCUDA);
-  const float ours = median_ms([&] {
-    const fi::Status status = fi::dequantize_k_fp8(out_view, values_view, scales_view);
-    if (!status.ok()) {
-      std::fprintf(stderr, "%s\n", status.message().c_str());
-      std::exit(1);
-    }
-  }, 50);
+  const float ours = median_ms(
+      [&] {
+        const fi::Status status = fi::dequantize_k_fp8(out_view, values_view, scales_view);
+        if (!status.ok()) {
+          std::fprintf(stderr, "%s\n", status.message().c_str());
+          std::exit(1);
+        }
+      },
+      50);
   // Ceiling: a device-to-device copy of one half of `out` onto the other (bytes read + written).
   const size_t copy_bytes = out_bytes / 2;
-  const float copy_ms = median_ms([&] {
-    check(cudaMemcpyAsync(out, reinterpret_cast<char*>(out) + copy_bytes, copy_bytes,
-                          cudaMemcpyDeviceToDevice), "copy");
-  }, 50);
+  const float copy_ms = median_ms(
+      [&] {
+        check(cudaMemcpyAsync(out, reinterpret_cast<char*>(out) + copy_bytes, copy_bytes,
+                              cudaMemcpyDeviceToDevice),
+              "copy");
+      },
+      50);
   const double moved = static_cast<double>(in_bytes + out_bytes + scale_bytes);
   const double ours_gbs = moved / (ours * 1e6);
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e6);

@@ -191,8 +191,8 @@ int fi_indexer_decode(int32_t* out, int k, int sorted, int path, const void* q, 
                        context_lens, lens_2d, block_table, table_cols);
   const Status status = indexer_decode(
       TensorView::contiguous(out, DType::kI32, {batch * next_n, k}, Device::kCUDA), in.q, in.cache,
-      in.weights, in.lens, in.block_table, k, TopKOptions{sorted != 0},
-      path_option(path), run_options(workspace, workspace_bytes, stream));
+      in.weights, in.lens, in.block_table, k, TopKOptions{sorted != 0}, path_option(path),
+      run_options(workspace, workspace_bytes, stream));
   last_error = status.message();
   return static_cast<int>(status.code());
 }

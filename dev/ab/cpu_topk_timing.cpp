@@ -29,18 +29,18 @@ int main(int argc, char** argv) {
   std::vector<int32_t> out(static_cast<size_t>(rows * k));
   std::vector<int32_t> starts(static_cast<size_t>(rows), 0);
   std::vector<int32_t> ends(static_cast<size_t>(rows), static_cast<int32_t>(kWidth));
-  const fi::RowRanges ranges = fi::RowRanges::prefill(
-      fi::TensorView::contiguous(starts.data(), fi::DType::kI32, {rows}),
-      fi::TensorView::contiguous(ends.data(), fi::DType::kI32, {rows}));
+  const fi::RowRanges ranges =
+      fi::RowRanges::prefill(fi::TensorView::contiguous(starts.data(), fi::DType::kI32, {rows}),
+                             fi::TensorView::contiguous(ends.data(), fi::DType::kI32, {rows}));
   fi::RunOptions options;
   options.cpu_threads = threads;
   std::vector<double> times;
   for (int call = 0; call <= kCalls; ++call) {
     const auto begin = std::chrono::steady_clock::now();
-    const fi::Status status = fi::topk_per_row(
-        fi::TensorView::contiguous(out.data(), fi::DType::kI32, {rows, k}),
-        fi::TensorView::contiguous(logits.data(), fi::DType::kF32, {rows, kWidth}), ranges, k,
-        fi::TopKOptions{false}, options);
+    const fi::Status status =
+        fi::topk_per_row(fi::TensorView::contiguous(out.data(), fi::DType::kI32, {rows, k}),
+                         fi::TensorView::contiguous(logits.data(), fi::DType::kF32, {rows, kWidth}),
+                         ranges, k, fi::TopKOptions{false}, options);
     const auto end = std::chrono::steady_clock::now();
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());

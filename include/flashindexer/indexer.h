@@ -48,9 +48,8 @@ struct IndexerOptions {
 };
 
 // out: [M, >= k] i32 (out); the other arguments as mqa_logits.
-Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
-                       const QuantizedTensor& keys, const TensorView& weights,
-                       const TensorView& ks, const TensorView& ke, int k,
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        const TopKOptions& topk_options = {},
                        const IndexerOptions& indexer_options = {}, const RunOptions& options = {});
 
@@ -62,9 +61,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
 
 // Deprecated, kept for one release: the same calls with the indexer's options read from
 // RunOptions::indexer_path and RunOptions::min_row_keys. Pass IndexerOptions instead.
-Status indexer_prefill(const TensorView& out, const QuantizedTensor& q,
-                       const QuantizedTensor& keys, const TensorView& weights,
-                       const TensorView& ks, const TensorView& ke, int k,
+Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
+                       const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        const TopKOptions& topk_options, const RunOptions& options);
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,

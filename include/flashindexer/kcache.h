@@ -24,13 +24,13 @@ enum class KFormat : uint8_t {
 const char* kformat_name(KFormat format);
 
 struct PagedKCache {
-  void* data = nullptr;            // base of page 0
+  void* data = nullptr;  // base of page 0
   Device device = Device::kCPU;
   KFormat format = KFormat::kFP8;
   int64_t num_pages = 0;
-  int page_size = 64;              // keys per page
-  int head_dim = 128;              // D
-  int64_t page_stride_bytes = 0;   // >= page_bytes(format, page_size, head_dim), multiple of 4
+  int page_size = 64;             // keys per page
+  int head_dim = 128;             // D
+  int64_t page_stride_bytes = 0;  // >= page_bytes(format, page_size, head_dim), multiple of 4
 
   // Bytes one key occupies in a page: D + 4 (FP8) or D/2 + D/32 (MXFP4).
   static int64_t bytes_per_key(KFormat format, int head_dim);

@@ -13,10 +13,10 @@ namespace flashindexer {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // wrong dtype, shape, stride, bounds, or an out-of-range value
-  kUnsupported,       // valid request that this build or device cannot serve
-  kWorkspaceTooSmall, // caller-provided workspace is smaller than *_workspace_size()
-  kDeviceError,       // a CUDA runtime call failed
+  kInvalidArgument,    // wrong dtype, shape, stride, bounds, or an out-of-range value
+  kUnsupported,        // valid request that this build or device cannot serve
+  kWorkspaceTooSmall,  // caller-provided workspace is smaller than *_workspace_size()
+  kDeviceError,        // a CUDA runtime call failed
 };
 
 class [[nodiscard]] Status {

@@ -21,7 +21,7 @@ enum class DType : uint8_t {
   kUE8M0,   // power-of-two scale byte: value 2^(byte - 127)
   kI32,
   kI64,
-  kU8,      // raw bytes (e.g. a page cache)
+  kU8,  // raw bytes (e.g. a page cache)
 };
 
 enum class Device : uint8_t { kCPU, kCUDA };

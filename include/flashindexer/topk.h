@@ -62,8 +62,8 @@ struct TopKOptions {
 // across CTAs; with k > 2048 that needs options.workspace with
 // topk_per_row_cuda_workspace_size() bytes (16-byte aligned), and without it the call returns
 // kWorkspaceTooSmall. Pass the size the query returns for the shape: it may be 0.
-Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                    int k, const TopKOptions& topk_options = {}, const RunOptions& options = {});
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                    const TopKOptions& topk_options = {}, const RunOptions& options = {});
 
 // Scratch bytes topk_per_row needs for CUDA logits of [rows, width] and this k on the current
 // device (0 when every row runs in one CTA or k <= 2048; always 0 in a build without CUDA).

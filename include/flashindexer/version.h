@@ -9,8 +9,8 @@ inline constexpr const char* kVersion = "0.1.0";
 
 // What this build contains.
 struct BuildInfo {
-  bool cuda = false;              // CUDA backend compiled in
-  const char* cuda_archs = "";    // e.g. "sm_90a"
+  bool cuda = false;            // CUDA backend compiled in
+  const char* cuda_archs = "";  // e.g. "sm_90a"
   const char* compiler = "";
 };
 BuildInfo build_info();

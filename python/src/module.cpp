@@ -12,10 +12,10 @@
 
 #include "candidates_bindings.h"
 #include "dist_bindings.h"
-#include "planning_bindings.h"
-#include "query_bindings.h"
 #include "flashindexer/flashindexer.h"
 #include "flashindexer/nccl.h"
+#include "planning_bindings.h"
+#include "query_bindings.h"
 #include "tensor_args.h"
 
 namespace nb = nanobind;
@@ -131,8 +131,8 @@ DecodeInputs decode_inputs(ArgumentList& args, nb::handle q_values, nb::handle q
                            nb::handle cache, nb::handle weights, nb::handle context_lens,
                            nb::handle block_table) {
   DecodeInputs in;
-  in.q = quantized_input(args, "q.values", q_values, "q.scales", q_scales,
-                         is_mxfp4_query(q_scales));
+  in.q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
   in.cache = args.cache("cache", cache, /*writable=*/false);
   in.weights = args.input("weights", weights);
   in.context_lens = args.input("context_lens", context_lens);
@@ -225,7 +225,7 @@ std::string cuda_prefill_path(int k, const std::string& path, int64_t min_row_ke
   const fi::IndexerOptions indexer_options{.path = parse_path("cuda_prefill_path", path),
                                            .min_row_keys = min_row_keys};
   return fi::cuda_prefill_path(k, indexer_options, num_keys) == fi::IndexerPath::kFused ? "fused"
-                                                                                         : "dense";
+                                                                                        : "dense";
 }
 
 void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle cache,
@@ -243,9 +243,8 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
       .candidates = {args.input("candidates", candidates), candidate_block_size,
                      candidate_vllm_compatible}};
   args.run([&] {
-    return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens,
-                              in.block_table, k, fi::TopKOptions{.sorted = sorted},
-                              indexer_options, options);
+    return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens, in.block_table,
+                              k, fi::TopKOptions{.sorted = sorted}, indexer_options, options);
   });
 }
 

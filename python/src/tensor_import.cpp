@@ -40,8 +40,8 @@ void adopt(Array imported, std::vector<Array>& kept, TensorView& view, nb::dlpac
 
 // PyTorch tensors are read from their attributes instead of through DLPack: the export
 // (torch.Tensor.__dlpack__) took ~4 us per tensor on the H200 machine's host (torch 2.11), and an
-// eager decode call imports 6-8 tensors (docs/history/benchmarks-overhead-multigpu-dequantize.md). A
-// tensor outside what this reads (a dtype not in the table, one that requires grad, a device
+// eager decode call imports 6-8 tensors (docs/history/benchmarks-overhead-multigpu-dequantize.md).
+// A tensor outside what this reads (a dtype not in the table, one that requires grad, a device
 // other than the CPU or CUDA) goes through DLPack as before, with its checks and errors. The
 // references it keeps live as long as the module (never released: the interpreter may be gone
 // when statics are destroyed).

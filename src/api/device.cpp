@@ -9,7 +9,6 @@
 #include "cuda/device_query.h"
 #include "flashindexer/version.h"
 
-
 namespace flashindexer {
 
 std::string arch_refusal(int device, const std::string& name, int major, int minor) {

@@ -15,7 +15,9 @@
 
 namespace flashindexer {
 
-inline int cpu_threads(const RunOptions& options) { return cpu::resolve_threads(options.cpu_threads); }
+inline int cpu_threads(const RunOptions& options) {
+  return cpu::resolve_threads(options.cpu_threads);
+}
 
 // Runs `body(workspace)` with the caller's workspace (RunOptions::workspace) when one is given,
 // else with one allocated for this call; `needed` bytes are required.

@@ -83,7 +83,7 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
   check_local_indices(check, logits, local_topk, row_starts, k, rank, group);
   if (!check.ok()) return check.status();
   cpu::dcp_pack_candidates(candidates, logits, local_topk, row_starts, k, rank, group,
-                            cpu_threads(options));
+                           cpu_threads(options));
   return Status::Ok();
 }
 
@@ -114,7 +114,7 @@ Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, 
   return with_cpu_workspace(check.op(), dcp_merge_topk_cpu_workspace_size(ranks, k, threads),
                             options, [&](void* workspace) {
                               cpu::dcp_merge_topk(out, gathered, k, ranks, topk_options.sorted,
-                                                   threads, workspace);
+                                                  threads, workspace);
                             });
 }
 
@@ -139,8 +139,8 @@ Status tp_row_shard_plan(const TensorView& sizes, const TensorView& costs, int t
   const int64_t largest_cost = (int64_t{1} << 62) / std::max<int64_t>(rows, 1);
   std::vector<int64_t> row_costs(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows && check.ok(); ++i) {
-    row_costs[i] = costs.dtype == DType::kI64 ? *element<int64_t>(costs, i)
-                                              : *element<int32_t>(costs, i);
+    row_costs[i] =
+        costs.dtype == DType::kI64 ? *element<int64_t>(costs, i) : *element<int32_t>(costs, i);
     check.require(row_costs[i] >= 0 && row_costs[i] <= largest_cost, "costs entry ", i, " is ",
                   row_costs[i], ", expected 0 <= cost <= ", largest_cost, " (2^62 / rows)");
   }

@@ -61,8 +61,8 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
   if (candidates.defined()) {
     if (out.device == Device::kCUDA) {
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
-      return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k,
-                                             topk_options.sorted, candidates, options);
+      return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
+                                             candidates, options);
     }
     cpu::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
                                    candidates, cpu_threads(options));

@@ -32,9 +32,8 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
   }
   const int64_t slots = cache.num_pages * cache.page_size;
   for (int64_t i = 0; i < slot_mapping.shape[0] && check.ok(); ++i) {
-    const int64_t slot = slot_mapping.dtype == DType::kI64
-                             ? *element<int64_t>(slot_mapping, i)
-                             : *element<int32_t>(slot_mapping, i);
+    const int64_t slot = slot_mapping.dtype == DType::kI64 ? *element<int64_t>(slot_mapping, i)
+                                                           : *element<int32_t>(slot_mapping, i);
     check.require(slot < slots, "slot_mapping[", i, "]=", slot,
                   " is out of range, expected -1 or 0 <= slot < ", slots);
     if (slot >= 0 && insert.rope.enabled()) check_rope_position(check, insert.rope, i);

@@ -46,8 +46,8 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
     return cuda::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
                                   logits_options.clean, options.cuda_stream);
   }
-  cpu::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table,
-                        logits_options.clean, cpu_threads(options));
+  cpu::paged_mqa_logits(logits, q, cache, weights, context_lens, block_table, logits_options.clean,
+                        cpu_threads(options));
   return Status::Ok();
 }
 

@@ -2,6 +2,8 @@
 // The NCCL transport (flashindexer/nccl.h): communicator handling, the DCP top-k all-gather and
 // the TP row all-gather. Without NCCL support (FLASHINDEXER_WITH_NCCL undefined) every entry
 // point answers kUnsupported.
+#include "flashindexer/nccl.h"
+
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -9,7 +11,6 @@
 #include "api/checks/topk.h"
 #include "core/access.h"
 #include "core/checks.h"
-#include "flashindexer/nccl.h"
 
 #ifdef FLASHINDEXER_WITH_NCCL
 #include "multigpu/nccl_library.h"
@@ -23,7 +24,8 @@ namespace {
 Status library_status(const char* op, const multigpu::NcclLibrary** library) {
   *library = multigpu::nccl_library();
   if (*library != nullptr) return Status::Ok();
-  return Status::Unsupported(concat(op, ": NCCL is not available (", multigpu::nccl_load_error(), ")"));
+  return Status::Unsupported(
+      concat(op, ": NCCL is not available (", multigpu::nccl_load_error(), ")"));
 }
 
 Status nccl_status(const multigpu::NcclLibrary& library, ncclResult_t result, const char* op,

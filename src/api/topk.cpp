@@ -13,9 +13,12 @@ namespace {
 void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, int64_t width,
                       Device device) {
   if (ranges.is_prefill()) {
-    check.tensor("ks", ranges.ks, {DType::kI32}, 1).dim("ks", ranges.ks, 0, rows)
-        .tensor("ke", ranges.ke, {DType::kI32}, 1).dim("ke", ranges.ke, 0, rows)
-        .on_device("ks", ranges.ks, device).on_device("ke", ranges.ke, device);
+    check.tensor("ks", ranges.ks, {DType::kI32}, 1)
+        .dim("ks", ranges.ks, 0, rows)
+        .tensor("ke", ranges.ke, {DType::kI32}, 1)
+        .dim("ke", ranges.ke, 0, rows)
+        .on_device("ks", ranges.ks, device)
+        .on_device("ke", ranges.ke, device);
   } else {
     check.require(ranges.next_n >= 1, "next_n=", ranges.next_n, ", expected >= 1");
     const int rank = ranges.lengths.rank == 2 ? 2 : 1;
@@ -51,7 +54,9 @@ void check_row_ranges(ArgCheck& check, const RowRanges& ranges, int64_t rows, in
 void check_topk_output(ArgCheck& check, const TensorView& out, int64_t rows, int k) {
   check.require(k >= 1 && k <= kMaxTopK, "k=", k,
                 k < 1 ? " is below the minimum 1" : " exceeds the maximum 4096");
-  check.tensor("out", out, {DType::kI32}, 2).dim("out", out, 0, rows).dim_at_least("out", out, 1, k);
+  check.tensor("out", out, {DType::kI32}, 2)
+      .dim("out", out, 0, rows)
+      .dim_at_least("out", out, 1, k);
   if (check.ok()) check.stride_at_least("out", out, 0, k);
 }
 
@@ -65,8 +70,8 @@ void check_lengths_non_negative(ArgCheck& check, const char* name, const TensorV
   }
 }
 
-Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                    int k, const TopKOptions& topk_options, const RunOptions& options) {
+Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k,
+                    const TopKOptions& topk_options, const RunOptions& options) {
   ArgCheck check("topk_per_row");
   check.tensor("logits", logits, {DType::kF32, DType::kBF16}, 2);
   if (!check.ok()) return check.status();
@@ -81,10 +86,10 @@ Status topk_per_row(const TensorView& out, const TensorView& logits, const RowRa
     return cuda::topk_per_row(out, logits, ranges, k, topk_options.sorted, options);
   }
   const int threads = cpu_threads(options);
-  return with_cpu_workspace(check.op(), topk_per_row_cpu_workspace_size(k, threads), options,
-                            [&](void* workspace) {
-    cpu::topk_per_row(out, logits, ranges, k, topk_options.sorted, threads, workspace);
-  });
+  return with_cpu_workspace(
+      check.op(), topk_per_row_cpu_workspace_size(k, threads), options, [&](void* workspace) {
+        cpu::topk_per_row(out, logits, ranges, k, topk_options.sorted, threads, workspace);
+      });
 }
 
 size_t topk_per_row_cpu_workspace_size(int k, int threads) {

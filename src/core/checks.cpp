@@ -70,8 +70,7 @@ ArgCheck& ArgCheck::dim(const char* name, const TensorView& view, int d, int64_t
                      " in dimension ", d));
 }
 
-ArgCheck& ArgCheck::dim_at_least(const char* name, const TensorView& view, int d,
-                                 int64_t minimum) {
+ArgCheck& ArgCheck::dim_at_least(const char* name, const TensorView& view, int d, int64_t minimum) {
   if (!ok() || view.shape[d] >= minimum) return *this;
   return fail(concat(name, " has shape ", shape_string(view), ", expected at least ", minimum,
                      " in dimension ", d));
@@ -86,8 +85,8 @@ ArgCheck& ArgCheck::stride_at_least(const char* name, const TensorView& view, in
 
 ArgCheck& ArgCheck::on_device(const char* name, const TensorView& view, Device device) {
   if (!ok() || !view.defined() || view.device == device) return *this;
-  return fail(concat(name, " is on ", device_name(view.device), ", expected ",
-                     device_name(device), " like the other tensors"));
+  return fail(concat(name, " is on ", device_name(view.device), ", expected ", device_name(device),
+                     " like the other tensors"));
 }
 
 }  // namespace flashindexer

@@ -63,8 +63,9 @@ class ArgCheck {
 // without a CUDA backend, or any op in a build without CUDA).
 inline Status not_on_cuda(const char* op) {
   return Status::Unsupported(
-      concat(op, ": CUDA tensors are not supported by this build (the CUDA backend of this op "
-                 "is not available yet); pass CPU tensors"));
+      concat(op,
+             ": CUDA tensors are not supported by this build (the CUDA backend of this op "
+             "is not available yet); pass CPU tensors"));
 }
 
 // Bytes spanned by a view (from its first to one past its last element).

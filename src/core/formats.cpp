@@ -73,14 +73,22 @@ uint8_t float_to_e2m1(float x) {
   const float a = std::fabs(x);
   // Midpoints between neighbouring magnitudes; a tie goes to the even magnitude index.
   uint8_t index;
-  if (a <= 0.25f) index = 0;
-  else if (a < 0.75f) index = 1;
-  else if (a <= 1.25f) index = 2;
-  else if (a < 1.75f) index = 3;
-  else if (a <= 2.5f) index = 4;
-  else if (a < 3.5f) index = 5;
-  else if (a <= 5.0f) index = 6;
-  else index = 7;
+  if (a <= 0.25f)
+    index = 0;
+  else if (a < 0.75f)
+    index = 1;
+  else if (a <= 1.25f)
+    index = 2;
+  else if (a < 1.75f)
+    index = 3;
+  else if (a <= 2.5f)
+    index = 4;
+  else if (a < 3.5f)
+    index = 5;
+  else if (a <= 5.0f)
+    index = 6;
+  else
+    index = 7;
   return sign | index;
 }
 

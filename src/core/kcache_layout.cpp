@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "flashindexer/kcache.h"
 #include "flashindexer/formats.h"
+#include "flashindexer/kcache.h"
 
 namespace flashindexer {
 

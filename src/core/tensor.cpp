@@ -1,30 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
+
+#include "flashindexer/status.h"
 
 namespace flashindexer {
 
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kWorkspaceTooSmall: return "workspace too small";
-    case StatusCode::kDeviceError: return "device error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kWorkspaceTooSmall:
+      return "workspace too small";
+    case StatusCode::kDeviceError:
+      return "device error";
   }
   return "unknown";
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kE4M3: return "e4m3";
-    case DType::kE2M1x2: return "e2m1x2";
-    case DType::kUE8M0: return "ue8m0";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kE4M3:
+      return "e4m3";
+    case DType::kE2M1x2:
+      return "e2m1x2";
+    case DType::kUE8M0:
+      return "ue8m0";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
   }
   return "unknown";
 }
@@ -33,10 +47,18 @@ const char* device_name(Device device) { return device == Device::kCUDA ? "cuda"
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kI64: return 8;
-    case DType::kE4M3: case DType::kE2M1x2: case DType::kUE8M0: case DType::kU8: return 1;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kI64:
+      return 8;
+    case DType::kE4M3:
+    case DType::kE2M1x2:
+    case DType::kUE8M0:
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }

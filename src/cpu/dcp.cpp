@@ -48,7 +48,7 @@ void dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
       }
       const int64_t global_id = dcp_global(local[i], rank, group);
       packed[i] = rank_key_of_score(logit_at(logits, t, row_start + local[i]),
-                                static_cast<uint32_t>(global_id));
+                                    static_cast<uint32_t>(global_id));
     }
   }
 }

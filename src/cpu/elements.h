@@ -4,8 +4,8 @@
 #pragma once
 
 #include <array>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 
 #include "core/access.h"
 #include "flashindexer/formats.h"

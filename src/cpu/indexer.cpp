@@ -27,7 +27,8 @@ struct Slot {
 Slot slot_at(void* workspace, int k, int64_t index) {
   char* base = static_cast<char*>(workspace) + index * indexer_thread_workspace_bytes(k);
   auto* candidates = reinterpret_cast<uint64_t*>(base);
-  return {candidates, reinterpret_cast<size_t*>(candidates + kRowBlock * streaming_topk_capacity(k))};
+  return {candidates,
+          reinterpret_cast<size_t*>(candidates + kRowBlock * streaming_topk_capacity(k))};
 }
 
 // Scores the block's scored keys and leaves each row's selection (at most k rank keys; sorted
@@ -48,8 +49,7 @@ void select_into(const RowBlock& block, const Keys& keys, int k, bool sorted, Sl
   }
 }
 
-void write_slot(const TensorView& out, int64_t first_row, int rows, Slot slot, int k,
-                bool sorted) {
+void write_slot(const TensorView& out, int64_t first_row, int rows, Slot slot, int k, bool sorted) {
   for (int r = 0; r < rows; ++r) {
     write_indices(element<int32_t>(out, first_row + r, 0),
                   slot.candidates + r * streaming_topk_capacity(k), slot.sizes[r], k, sorted);
@@ -91,8 +91,8 @@ void merge_all_segments(const TensorView& out, const Blocks& blocks, void* works
   if (segments == 1) return;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t b = 0; b < blocks.count(); ++b) {
-    merge_segments(out, blocks.first_row(b), blocks.size(b), workspace, k, b * segments,
-                   segments, sorted);
+    merge_segments(out, blocks.first_row(b), blocks.size(b), workspace, k, b * segments, segments,
+                   sorted);
   }
 }
 
@@ -101,8 +101,7 @@ void merge_all_segments(const TensorView& out, const Blocks& blocks, void* works
 int resolve_threads(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
 size_t indexer_thread_workspace_bytes(int k) {
-  const size_t bytes =
-      kRowBlock * (streaming_topk_capacity(k) * sizeof(uint64_t) + sizeof(size_t));
+  const size_t bytes = kRowBlock * (streaming_topk_capacity(k) * sizeof(uint64_t) + sizeof(size_t));
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
@@ -120,8 +119,9 @@ void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Quan
   const int segments = segments_per_block(blocks.count(), threads);
   for_each_prefill_block(q, weights, ks, ke, threads, segments,
                          [&](const RowBlock& block, int64_t first_row, int64_t item) {
-    select_item(out, block, first_row, item, packed, k, sorted, segments, workspace);
-  });
+                           select_item(out, block, first_row, item, packed, k, sorted, segments,
+                                       workspace);
+                         });
   merge_all_segments(out, blocks, workspace, k, segments, sorted, threads);
 }
 
@@ -131,12 +131,12 @@ void indexer_decode(const TensorView& out, const QuantizedTensor& q, const Paged
                     int threads) {
   const DecodeBlocks blocks{q.values.shape[0], static_cast<int>(q.values.shape[1])};
   const int segments = segments_per_block(blocks.count(), threads);
-  for_each_decode_block(q, weights, context_lens, threads, segments,
-                        [&](const RowBlock& block, int64_t first_row, int64_t request,
-                            int64_t item) {
-    const PagedKeys paged(cache, element<int32_t>(block_table, request, 0));
-    select_item(out, block, first_row, item, paged, k, sorted, segments, workspace);
-  });
+  for_each_decode_block(
+      q, weights, context_lens, threads, segments,
+      [&](const RowBlock& block, int64_t first_row, int64_t request, int64_t item) {
+        const PagedKeys paged(cache, element<int32_t>(block_table, request, 0));
+        select_item(out, block, first_row, item, paged, k, sorted, segments, workspace);
+      });
   merge_all_segments(out, blocks, workspace, k, segments, sorted, threads);
 }
 

@@ -36,8 +36,8 @@ void quantize_mxfp4_row(uint8_t* values, uint8_t* scales, const float* x, int he
   constexpr float kSmallestAmax = kE2M1Max * 0x1p-126f;
   for (int block = 0; block < head_dim / kMxfp4BlockSize; ++block) {
     const float* in = x + block * kMxfp4BlockSize;
-    const uint8_t byte = ue8m0_ceil(std::max(row_amax(in, kMxfp4BlockSize), kSmallestAmax) /
-                                    kE2M1Max);
+    const uint8_t byte =
+        ue8m0_ceil(std::max(row_amax(in, kMxfp4BlockSize), kSmallestAmax) / kE2M1Max);
     scales[block] = byte;
     const float scale = ue8m0_to_float(byte);
     uint8_t* out = values + block * kMxfp4BlockSize / 2;

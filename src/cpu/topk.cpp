@@ -114,8 +114,8 @@ void topk_per_row(const TensorView& out, const TensorView& logits, const RowRang
             : rows::decode_range(rows::decode_row_end(ranges.lengths, ranges.next_n, r), width);
     const int64_t start = range.start;
     const int64_t visible = range.end - range.start;
-    uint64_t* buffer = static_cast<uint64_t*>(workspace) +
-                       omp_get_thread_num() * streaming_topk_capacity(k);
+    uint64_t* buffer =
+        static_cast<uint64_t*>(workspace) + omp_get_thread_num() * streaming_topk_capacity(k);
     int32_t* out_row = element<int32_t>(out, r, 0);
     if (logits.dtype == DType::kBF16) {
       select_row(out_row, element<uint16_t>(logits, r, start), visible, k, sorted, buffer);

@@ -94,8 +94,8 @@ Status decode_native_lens(const TensorView&, const TensorView&, int, const plann
                           void*) {
   return not_on_cuda("decode_native_lens");
 }
-Status select_candidate_blocks(const TensorView&, const TensorView&, const CandidateRows&, int,
-                               int, const RunOptions&) {
+Status select_candidate_blocks(const TensorView&, const TensorView&, const CandidateRows&, int, int,
+                               const RunOptions&) {
   return not_on_cuda("select_candidate_blocks");
 }
 size_t select_candidate_blocks_workspace_size(int64_t, int64_t, int, int) { return 0; }
@@ -117,8 +117,8 @@ Status sparse_topk_remap(const TensorView&, const TensorView&, const TensorView&
   return not_on_cuda("sparse_topk_remap");
 }
 Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
-                                 const TensorView&, const TensorView&, const TensorView&, int,
-                                 bool, const CandidateInput&, const RunOptions&) {
+                                 const TensorView&, const TensorView&, const TensorView&, int, bool,
+                                 const CandidateInput&, const RunOptions&) {
   return not_on_cuda("indexer_prefill");
 }
 Status candidate_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,

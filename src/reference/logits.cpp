@@ -27,11 +27,14 @@ std::vector<double> query_head(const QuantizedTensor& q, int64_t b, int64_t j, i
                                int head_dim) {
   const bool paged = q.values.rank == 4;
   if (is_mxfp4(q)) {
-    const uint8_t* values = paged ? at<uint8_t>(q.values, {b, j, h, 0}) : at<uint8_t>(q.values, {b, h, 0});
-    const uint8_t* scales = paged ? at<uint8_t>(q.scales, {b, j, h, 0}) : at<uint8_t>(q.scales, {b, h, 0});
+    const uint8_t* values =
+        paged ? at<uint8_t>(q.values, {b, j, h, 0}) : at<uint8_t>(q.values, {b, h, 0});
+    const uint8_t* scales =
+        paged ? at<uint8_t>(q.scales, {b, j, h, 0}) : at<uint8_t>(q.scales, {b, h, 0});
     return dequantize_mxfp4_row(values, scales, head_dim);
   }
-  const uint8_t* values = paged ? at<uint8_t>(q.values, {b, j, h, 0}) : at<uint8_t>(q.values, {b, h, 0});
+  const uint8_t* values =
+      paged ? at<uint8_t>(q.values, {b, j, h, 0}) : at<uint8_t>(q.values, {b, h, 0});
   return dequantize_fp8_row(values, head_dim, 1.0);
 }
 
@@ -76,8 +79,8 @@ std::vector<double> packed_key(const QuantizedTensor& keys, int64_t s, double* k
   const int head_dim = head_dim_of(keys);
   if (is_mxfp4(keys)) {
     *key_scale = 1.0;
-    return dequantize_mxfp4_row(at<uint8_t>(keys.values, {s, 0}),
-                                at<uint8_t>(keys.scales, {s, 0}), head_dim);
+    return dequantize_mxfp4_row(at<uint8_t>(keys.values, {s, 0}), at<uint8_t>(keys.scales, {s, 0}),
+                                head_dim);
   }
   *key_scale = *at<float>(keys.scales, {s});
   return dequantize_fp8_row(at<uint8_t>(keys.values, {s, 0}), head_dim, 1.0);
@@ -192,7 +195,8 @@ void paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q, const 
   for (int64_t r = 0; r < rows; ++r) {
     const Range range = decode_range(context_lens, next_n, r);
     float* out = static_cast<float*>(logits.data) + r * logits.stride[0];
-    const std::vector<Score> scores = decode_scores(q, cache, weights, block_table, r, 0, range.end);
+    const std::vector<Score> scores =
+        decode_scores(q, cache, weights, block_table, r, 0, range.end);
     for (int64_t s = 0; s < width; ++s) {
       if (s < range.end) {
         out[s] = static_cast<float>(scores[s].value);

@@ -53,8 +53,7 @@ Score decode_score(const QuantizedTensor& q, const PagedKCache& cache, const Ten
 
 // The same for keys [start, end) of one row, dequantizing the row's query heads once.
 std::vector<Score> prefill_scores(const QuantizedTensor& q, const QuantizedTensor& keys,
-                                  const TensorView& weights, int64_t t, int64_t start,
-                                  int64_t end);
+                                  const TensorView& weights, int64_t t, int64_t start, int64_t end);
 std::vector<Score> decode_scores(const QuantizedTensor& q, const PagedKCache& cache,
                                  const TensorView& weights, const TensorView& block_table,
                                  int64_t r, int64_t start, int64_t end);
@@ -81,8 +80,7 @@ bool ranks_before(float score_a, int64_t index_a, float score_b, int64_t index_b
 
 // Top-k of every row by a full sort under the total order; output sorted best first, -1 tail.
 // out [rows, >= k] i32; logits [rows, width] f32 or bf16.
-void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                  int k);
+void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k);
 
 // The same for one row of scores (relative indices).
 std::vector<int32_t> topk_of_scores(const std::vector<float>& scores, int k);

@@ -13,7 +13,7 @@ namespace flashindexer::reference {
 bool ranks_before(float score_a, int64_t index_a, float score_b, int64_t index_b) {
   const bool nan_a = std::isnan(score_a);
   const bool nan_b = std::isnan(score_b);
-  if (nan_a != nan_b) return nan_b;               // a number beats NaN
+  if (nan_a != nan_b) return nan_b;                            // a number beats NaN
   if (!nan_a && score_a != score_b) return score_a > score_b;  // -0 == +0 falls through
   return index_a < index_b;
 }
@@ -21,15 +21,13 @@ bool ranks_before(float score_a, int64_t index_a, float score_b, int64_t index_b
 std::vector<int32_t> topk_of_scores(const std::vector<float>& scores, int k) {
   std::vector<int32_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return ranks_before(scores[a], a, scores[b], b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return ranks_before(scores[a], a, scores[b], b); });
   order.resize(std::min<size_t>(order.size(), static_cast<size_t>(k)));
   return order;
 }
 
-void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges,
-                  int k) {
+void topk_per_row(const TensorView& out, const TensorView& logits, const RowRanges& ranges, int k) {
   const int64_t rows = out.shape[0];
   for (int64_t row = 0; row < rows; ++row) {
     const Range range = row_range(ranges, row);

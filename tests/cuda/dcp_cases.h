@@ -97,7 +97,8 @@ inline HostTensor gpu_merge(const TensorView& gathered, const DcpCase& c, bool s
 
 // The CUDA merge result against the CPU merge of the same order (bits) and the single-GPU top-k.
 inline ::testing::AssertionResult MergeMatches(const HostTensor& got, const HostTensor& cpu,
-                                               const DcpSimulation& sim, const DcpCase& c, bool sorted) {
+                                               const DcpSimulation& sim, const DcpCase& c,
+                                               bool sorted) {
   if (bytes_of(got) != bytes_of(cpu)) {
     for (int64_t t = 0; t < c.rows; ++t) {
       ::testing::AssertionResult row =

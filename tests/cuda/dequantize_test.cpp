@@ -28,9 +28,9 @@ T* device_copy(const std::vector<T>& host) {
 // output rows of `out_stride` floats on the GPU; compares bit for bit with the CPU op.
 void expect_gpu_matches_cpu(int64_t rows, int head_dim, int64_t row_stride, int64_t out_stride) {
   const uint64_t seed = std::random_device()();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed << " rows " << rows << " D " << head_dim
-                                    << " value stride " << row_stride << " out stride "
-                                    << out_stride);
+  SCOPED_TRACE(::testing::Message()
+               << "seed " << seed << " rows " << rows << " D " << head_dim << " value stride "
+               << row_stride << " out stride " << out_stride);
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> codes(rows * row_stride);
   for (uint8_t& code : codes) code = static_cast<uint8_t>(rng());
@@ -41,9 +41,11 @@ void expect_gpu_matches_cpu(int64_t rows, int head_dim, int64_t row_stride, int6
                           .with_row_stride(row_stride);
   const TensorView host_scales = TensorView::contiguous(scales.data(), DType::kF32, {rows});
   std::vector<float> expected(rows * out_stride, 0.0f);
-  ASSERT_TRUE(dequantize_k_fp8(TensorView::contiguous(expected.data(), DType::kF32,
-                                                      {rows, head_dim}).with_row_stride(out_stride),
-                               values, host_scales).ok());
+  ASSERT_TRUE(
+      dequantize_k_fp8(TensorView::contiguous(expected.data(), DType::kF32, {rows, head_dim})
+                           .with_row_stride(out_stride),
+                       values, host_scales)
+          .ok());
 
   uint8_t* device_codes = device_copy(codes);
   float* device_scales = device_copy(scales);
@@ -54,9 +56,9 @@ void expect_gpu_matches_cpu(int64_t rows, int head_dim, int64_t row_stride, int6
   TensorView scales_view = host_scales;
   scales_view.data = device_scales;
   scales_view.device = Device::kCUDA;
-  const TensorView out = TensorView::contiguous(device_out, DType::kF32, {rows, head_dim},
-                                                Device::kCUDA)
-                             .with_row_stride(out_stride);
+  const TensorView out =
+      TensorView::contiguous(device_out, DType::kF32, {rows, head_dim}, Device::kCUDA)
+          .with_row_stride(out_stride);
   const Status status = dequantize_k_fp8(out, values, scales_view);
   ASSERT_TRUE(status.ok()) << status.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

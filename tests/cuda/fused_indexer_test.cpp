@@ -99,9 +99,8 @@ void shape_scores(Rng& rng, PrefillProblem& p, Scores scores) {
 // recommended workspace) and `capacity` candidate slots per row (0: the default), equals
 // `expected`; unsorted, in ascending index order too.
 ::testing::AssertionResult FusedPrefillEquals(const DevicePrefill& device, int64_t rows,
-                                              int64_t keys, int k, bool sorted,
-                                              int64_t batch_rows, const HostTensor& expected,
-                                              int capacity = 0) {
+                                              int64_t keys, int k, bool sorted, int64_t batch_rows,
+                                              const HostTensor& expected, int capacity = 0) {
   const DeviceBuffer workspace = fused_workspace(k, batch_rows, keys, capacity);
   const HostTensor got =
       run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, capacity);
@@ -216,9 +215,9 @@ TEST(FusedIndexerCuda, DecodeCandidateOverflowFallsBackExactly) {
       SCOPED_TRACE(describe(config) + " capacity " + std::to_string(capacity));
       const DeviceBuffer workspace =
           fused_workspace(k, 0, p.block_table.size(1) * config.page_size, capacity);
-      EXPECT_TRUE(SameTopK(
-          run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused, capacity),
-          expected, k, true));
+      EXPECT_TRUE(
+          SameTopK(run_decode(device, p.rows(), k, true, workspace, IndexerPath::kFused, capacity),
+                   expected, k, true));
     }
   }
 }

@@ -47,10 +47,10 @@ TEST(IndexerPrefillCuda, FusedPathRequiresRoomForItsRowArrays) {
   // The fused path asked for, or chosen by kAuto for rows the caller says are long.
   for (IndexerPath path : {IndexerPath::kFused, IndexerPath::kAuto}) {
     IndexerOptions indexer_options{path};
-    indexer_options.min_row_keys =
-        path == IndexerPath::kAuto ? flashindexer::heuristics::fused_min_row_keys(
-                                         flashindexer::heuristics::kFusedMaxAutoK, false)
-                                   : 0;
+    indexer_options.min_row_keys = path == IndexerPath::kAuto
+                                       ? flashindexer::heuristics::fused_min_row_keys(
+                                             flashindexer::heuristics::kFusedMaxAutoK, false)
+                                       : 0;
     const Status status = indexer_prefill(
         labelled_cuda(out.view()), labelled_cuda(p.q.view()), labelled_cuda(p.keys.view()),
         labelled_cuda(p.weights.view()), labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()),
@@ -122,11 +122,10 @@ TEST(IndexerDecodeCuda, FusedPathRejectsRowsOfMoreThan2To29Keys) {
   PagedKCache cache = p.cache.cache();
   cache.device = Device::kCUDA;
   HostTensor out = poisoned_topk_output(p.rows(), 16);
-  const Status status =
-      indexer_decode(labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache,
-                     labelled_cuda(p.weights.view()), labelled_cuda(p.context_lens.view()),
-                     labelled_cuda(block_table.view()), 16, TopKOptions{},
-                     IndexerOptions{IndexerPath::kFused});
+  const Status status = indexer_decode(
+      labelled_cuda(out.view()), labelled_cuda(p.q.view()), cache, labelled_cuda(p.weights.view()),
+      labelled_cuda(p.context_lens.view()), labelled_cuda(block_table.view()), 16, TopKOptions{},
+      IndexerOptions{IndexerPath::kFused});
   EXPECT_TRUE(IsRejected(status, StatusCode::kInvalidArgument,
                          {"indexer_decode", "fused path", "2^29 keys", "536870976"}));
 }

@@ -71,7 +71,7 @@ inline RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t str
 // must return exactly (set; order when sorted).
 template <typename DeviceProblem>
 inline HostTensor cpu_topk_of_gpu_logits(const DeviceProblem& device, int64_t rows, int64_t width,
-                                  const RowRanges& host_ranges, int k, bool sorted) {
+                                         const RowRanges& host_ranges, int k, bool sorted) {
   HostTensor logits = poisoned_logits(rows, width);
   DeviceTensor device_logits = to_device(logits);
   const Status scored = device.run(device_logits, true);
@@ -85,8 +85,8 @@ inline HostTensor cpu_topk_of_gpu_logits(const DeviceProblem& device, int64_t ro
 }
 
 // cpu_topk_of_gpu_logits of a prefill problem over its own rows' ks / ke.
-inline HostTensor cpu_topk_of_gpu_logits(const DevicePrefill& device, const PrefillProblem& p, int k,
-                                  bool sorted) {
+inline HostTensor cpu_topk_of_gpu_logits(const DevicePrefill& device, const PrefillProblem& p,
+                                         int k, bool sorted) {
   return cpu_topk_of_gpu_logits(device, p.rows, p.num_keys,
                                 RowRanges::prefill(p.ks.view(), p.ke.view()), k, sorted);
 }
@@ -94,7 +94,7 @@ inline HostTensor cpu_topk_of_gpu_logits(const DevicePrefill& device, const Pref
 // The same selection by the dense GPU pair (mqa_logits + topk_per_row on the device).
 template <typename DeviceProblem>
 inline HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int64_t width,
-                          const RowRanges& device_ranges, int k, bool sorted) {
+                                 const RowRanges& device_ranges, int k, bool sorted) {
   HostTensor logits = poisoned_logits(rows, width);
   DeviceTensor device_logits = to_device(logits);
   EXPECT_TRUE(device.run(device_logits, false).ok());
@@ -112,8 +112,8 @@ inline HostTensor gpu_dense_topk(const DeviceProblem& device, int64_t rows, int6
 // The op on `path`; with `capacity` > 0, the fused path's own entry with that many candidate
 // slots per row (small inputs then exercise its overflow fallback).
 inline HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, bool sorted,
-                       const DeviceBuffer& workspace, int64_t out_stride,
-                       IndexerPath path = IndexerPath::kAuto, int capacity = 0) {
+                              const DeviceBuffer& workspace, int64_t out_stride,
+                              IndexerPath path = IndexerPath::kAuto, int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, out_stride);
   DeviceTensor device_out = to_device(out);
   const Status status =
@@ -132,8 +132,8 @@ inline HostTensor run_prefill(const DevicePrefill& device, int64_t rows, int k, 
 }
 
 inline HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, bool sorted,
-                      const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto,
-                      int capacity = 0) {
+                             const DeviceBuffer& workspace, IndexerPath path = IndexerPath::kAuto,
+                             int capacity = 0) {
   HostTensor out = poisoned_topk_output(rows, k, k + 3);
   DeviceTensor device_out = to_device(out);
   const Status status =
@@ -143,9 +143,8 @@ inline HostTensor run_decode(const DevicePaged& device, int64_t rows, int k, boo
                 device.context_lens.view, device.block_table.view, k, sorted,
                 with_workspace(workspace), flashindexer::cuda::FusedConfig{capacity})
           : indexer_decode(device_out.view, device.q.view(), device.cache.cache,
-                           device.weights.view, device.context_lens.view,
-                           device.block_table.view, k, TopKOptions{sorted},
-                           IndexerOptions{path}, with_workspace(workspace));
+                           device.weights.view, device.context_lens.view, device.block_table.view,
+                           k, TopKOptions{sorted}, IndexerOptions{path}, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);

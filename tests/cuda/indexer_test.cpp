@@ -161,7 +161,8 @@ TEST(IndexerDecodeCuda, GraphReplayGivesTheSameIndices) {
     FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
       return indexer_decode(device_out.view, device.q.view(), device.cache.cache,
                             device.weights.view, device.context_lens.view, device.block_table.view,
-                            k, TopKOptions{}, IndexerOptions{path}, with_workspace(workspace, stream));
+                            k, TopKOptions{}, IndexerOptions{path},
+                            with_workspace(workspace, stream));
     }));
     ASSERT_EQ(graph.replay(3), cudaSuccess);
     to_host(replayed, device_out);

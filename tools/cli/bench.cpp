@@ -41,7 +41,7 @@ struct Case {
   std::string name;
   std::string mode;  // prefill | decode | topk
   int64_t rows;
-  int64_t keys;      // per row: the chunk's keys (prefill), each request's context (decode)
+  int64_t keys;  // per row: the chunk's keys (prefill), each request's context (decode)
   int heads;
   int k;
 };
@@ -61,8 +61,8 @@ std::vector<Case> cases_of(const std::string& preset) {
     }
   }
   for (int k : {2048, 512}) {
-    cases.push_back({fmt::format("topk {}x{} f32 k={}", topk_rows, topk_keys, k), "topk",
-                     topk_rows, topk_keys, 0, k});
+    cases.push_back({fmt::format("topk {}x{} f32 k={}", topk_rows, topk_keys, k), "topk", topk_rows,
+                     topk_keys, 0, k});
   }
   return cases;
 }
@@ -130,11 +130,11 @@ void write_file(const std::filesystem::path& path, const std::vector<T>& values)
 
 // Quantized inputs of one scoring case, plus their dequantized f32 form for the baseline.
 struct ScoringInputs {
-  std::vector<uint8_t> q;          // [rows, H, D] e4m3 (scale folded into weights)
-  std::vector<float> weights;      // [rows, H]
-  std::vector<uint8_t> keys;       // [key_rows * N, D] e4m3
-  std::vector<float> key_scales;   // [key_rows * N]
-  std::vector<int32_t> ks, ke;     // [rows]
+  std::vector<uint8_t> q;         // [rows, H, D] e4m3 (scale folded into weights)
+  std::vector<float> weights;     // [rows, H]
+  std::vector<uint8_t> keys;      // [key_rows * N, D] e4m3
+  std::vector<float> key_scales;  // [key_rows * N]
+  std::vector<int32_t> ks, ke;    // [rows]
 };
 
 void quantize_rows(std::vector<uint8_t>& values, std::vector<float>& scales,
@@ -173,21 +173,21 @@ ScoringInputs make_inputs(const Case& c, std::mt19937_64& rng) {
 std::vector<float> dequantized(const std::vector<uint8_t>& values, int64_t rows) {
   std::vector<float> out(rows * kDim);
   std::vector<float> ones(rows, 1.0f);
-  require(dequantize_k_fp8(TensorView::contiguous(out.data(), DType::kF32, {rows, kDim}),
-                           TensorView::contiguous(const_cast<uint8_t*>(values.data()),
-                                                  DType::kE4M3, {rows, kDim}),
-                           TensorView::contiguous(ones.data(), DType::kF32, {rows})));
+  require(dequantize_k_fp8(
+      TensorView::contiguous(out.data(), DType::kF32, {rows, kDim}),
+      TensorView::contiguous(const_cast<uint8_t*>(values.data()), DType::kE4M3, {rows, kDim}),
+      TensorView::contiguous(ones.data(), DType::kF32, {rows})));
   return out;
 }
 
 struct Record {
   std::string name, op;
   double median_ms = 0;
-  double work = 0;        // FLOP (scoring) or bytes (top-k)
-  std::string unit;       // FLOP | bytes
-  double rate = 0;        // GFLOP/s or GB/s
-  double fraction = 0;    // of the relevant ceiling
-  std::string baseline;   // torch | numpy | none
+  double work = 0;       // FLOP (scoring) or bytes (top-k)
+  std::string unit;      // FLOP | bytes
+  double rate = 0;       // GFLOP/s or GB/s
+  double fraction = 0;   // of the relevant ceiling
+  std::string baseline;  // torch | numpy | none
   double baseline_ms = 0;
 };
 
@@ -244,8 +244,8 @@ std::pair<std::string, double> run_baseline(const BenchConfig& config, const std
   const std::string command = fmt::format(
       "'{}' {}/bench/cpu_baseline.py --dir {} --mode {} --rows {} --keys {} --heads {} "
       "--dim {} --k {} --repeats {} --threads {} --device {} 2>&1",
-      python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads, kDim,
-      c.k, config.repeats, threads, config.device);
+      python, FLASHINDEXER_SOURCE_DIR, folder.string(), c.mode, c.rows, c.keys, c.heads, kDim, c.k,
+      config.repeats, threads, config.device);
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {"unavailable", 0.0};
   std::string output;
@@ -449,8 +449,9 @@ int bench_command(const BenchConfig& config) {
   }
   std::filesystem::remove_all(folder);
 
-  fmt::print("| case | op | ours ms | rate | fraction of ceiling | baseline | baseline ms | "
-             "speedup |\n|---|---|---|---|---|---|---|---|\n");
+  fmt::print(
+      "| case | op | ours ms | rate | fraction of ceiling | baseline | baseline ms | "
+      "speedup |\n|---|---|---|---|---|---|---|---|\n");
   for (const Record& r : records) {
     // GPU FLOP rates read better in TFLOP/s.
     const bool tflops = cuda && r.unit == "FLOP";

@@ -3,6 +3,8 @@
 // SIMD target the library's kernels dispatch to.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cli/ceilings.cpp"
+#include "cli/ceilings.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <omp.h>
@@ -11,8 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <vector>
-
-#include "cli/ceilings.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flashindexer::cli {

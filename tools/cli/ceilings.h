@@ -7,8 +7,8 @@
 namespace flashindexer::cli {
 
 struct Ceilings {
-  double fma_gflops = 0;     // fp32 multiply-add throughput on all threads, GFLOP/s
-  double read_gbytes = 0;    // streaming read bandwidth on all threads, GB/s
+  double fma_gflops = 0;   // fp32 multiply-add throughput on all threads, GFLOP/s
+  double read_gbytes = 0;  // streaming read bandwidth on all threads, GB/s
   const char* simd_target = "";
 };
 

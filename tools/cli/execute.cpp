@@ -118,17 +118,15 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
   IndexerOptions choice;
   if (!shape.decode) choice.min_row_keys = batch.fewest_row_keys;
   const auto run_indexer = [&](const IndexerOptions& options, const TensorView& out) {
-    return shape.decode
-               ? indexer_decode(out, q, cache, weights, context_lens, block_table, k, unsorted,
-                                options, indexer_run)
-               : indexer_prefill(out, q, workspace, weights, ks, ke, k, unsorted, options,
-                                 indexer_run);
+    return shape.decode ? indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                         unsorted, options, indexer_run)
+                        : indexer_prefill(out, q, workspace, weights, ks, ke, k, unsorted, options,
+                                          indexer_run);
   };
   CLI_RETURN_IF_ERROR(
       timed(&result->indexer_ms, memory, [&] { return run_indexer(choice, indexer_out); }));
   if (preset.candidate_blocks > 0) {
-    CLI_RETURN_IF_ERROR(
-        run_candidate_layers(result, memory, batch, preset, logits, run_indexer));
+    CLI_RETURN_IF_ERROR(run_candidate_layers(result, memory, batch, preset, logits, run_indexer));
   }
 
   CLI_RETURN_IF_ERROR(download_vector(&result->indexer_topk, memory, indexer_out.data, rows * k));
@@ -201,9 +199,8 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
   // The indexer takes caller-owned scratch, so that its timing includes no allocation (on CUDA
   // it holds the logits slab the rows run through).
   RunOptions indexer_run;
-  indexer_run.workspace_bytes = device == Device::kCPU
-                                ? indexer_cpu_workspace_size(preset.topk)
-                                : indexer_cuda_workspace_size(preset.topk);
+  indexer_run.workspace_bytes = device == Device::kCPU ? indexer_cpu_workspace_size(preset.topk)
+                                                       : indexer_cuda_workspace_size(preset.topk);
   CLI_RETURN_IF_ERROR(memory.allocate(&indexer_run.workspace, indexer_run.workspace_bytes));
   result->batches.resize(workload.batches.size());
   for (size_t b = 0; b < workload.batches.size(); ++b) {

@@ -85,9 +85,9 @@ int info_command() {
   fmt::print("build: CUDA backend {}{}, compiler {}\n", build.cuda ? "on" : "off",
              build.cuda ? fmt::format(" ({})", build.cuda_archs) : std::string(), build.compiler);
   const int nccl = nccl_version();  // NCCL is loaded at run time: report what loads here
-  fmt::print("nccl: {}\n", has_nccl() ? fmt::format("{}.{}.{} loaded", nccl / 10000,
-                                                        nccl / 100 % 100, nccl % 100)
-                                       : std::string("not available (multi-GPU transport off)"));
+  fmt::print("nccl: {}\n",
+             has_nccl() ? fmt::format("{}.{}.{} loaded", nccl / 10000, nccl / 100 % 100, nccl % 100)
+                        : std::string("not available (multi-GPU transport off)"));
 
   const CpuInfo cpu = read_cpuinfo();
   fmt::print("cpu: {}, {} logical cores, {} OpenMP threads\n", cpu.model,

@@ -71,10 +71,10 @@ std::vector<std::string> check_all(Verified* verified, const Workload& workload,
 // source), then the indexer with those candidates (the consumer, the dense route on CUDA).
 // `run_indexer(options, out)` runs the batch's indexer call with the given IndexerOptions.
 class DeviceMemory;
-Status run_candidate_layers(BatchResult* result, DeviceMemory& memory, const Batch& batch,
-                            const Preset& preset, const TensorView& logits,
-                            const std::function<Status(const IndexerOptions&, const TensorView&)>&
-                                run_indexer);
+Status run_candidate_layers(
+    BatchResult* result, DeviceMemory& memory, const Batch& batch, const Preset& preset,
+    const TensorView& logits,
+    const std::function<Status(const IndexerOptions&, const TensorView&)>& run_indexer);
 
 // Every row of every batch of a preset with candidates against the reference (candidates.h's
 // oracle) over the backend's own logits: the source's blocks bit for bit, the consumer's

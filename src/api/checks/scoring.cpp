@@ -28,7 +28,8 @@ ScoringDims check_query(ArgCheck& check, const QuantizedTensor& q, int rank) {
                 ", expected 64 or 128");
   if (dims.mxfp4) {
     check.tensor("q.scales", q.scales, {DType::kUE8M0}, rank);
-    for (int d = 0; d + 1 < rank && check.ok(); ++d) check.dim("q.scales", q.scales, d, q.values.shape[d]);
+    for (int d = 0; d + 1 < rank && check.ok(); ++d)
+      check.dim("q.scales", q.scales, d, q.values.shape[d]);
     check.dim("q.scales", q.scales, rank - 1, dims.head_dim / kMxfp4BlockSize);
   } else {
     check.require(!q.scales.defined(),
@@ -82,7 +83,8 @@ ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
         .dim("keys.scales", keys.scales, 0, num_keys)
         .dim("keys.scales", keys.scales, 1, dims.head_dim / kMxfp4BlockSize);
   } else {
-    check.tensor("keys.scales", keys.scales, {DType::kF32}, 1).dim("keys.scales", keys.scales, 0, num_keys);
+    check.tensor("keys.scales", keys.scales, {DType::kF32}, 1)
+        .dim("keys.scales", keys.scales, 0, num_keys);
   }
   check.on_device("keys.scales", keys.scales, device);
   check_weights(check, weights, dims, device);
@@ -99,10 +101,9 @@ ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
   return dims;
 }
 
-ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
-                                const PagedKCache& cache, const TensorView& weights,
-                                const TensorView& context_lens, const TensorView& block_table,
-                                int64_t column_limit) {
+ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache,
+                                const TensorView& weights, const TensorView& context_lens,
+                                const TensorView& block_table, int64_t column_limit) {
   ScoringDims dims = check_query(check, q, 4);
   if (!check.ok()) return dims;
   const Device device = q.values.device;

@@ -20,16 +20,14 @@ struct ScoringDims {
 // need a host synchronisation). column_limit < 0 means N.
 ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
                                   const QuantizedTensor& keys, const TensorView& weights,
-                                  const TensorView& ks, const TensorView& ke,
-                                  int64_t column_limit);
+                                  const TensorView& ks, const TensorView& ke, int64_t column_limit);
 
 // q [B, next_n, H, D], the cache, weights [B * next_n, H] f32, context_lens [B] or [B, next_n]
 // i32 (non-negative, visible lengths <= column_limit when column_limit >= 0), block_table
 // [B, P] i32 whose entries for visible pages lie in [0, num_pages). Values checked on the CPU.
-ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q,
-                                const PagedKCache& cache, const TensorView& weights,
-                                const TensorView& context_lens, const TensorView& block_table,
-                                int64_t column_limit);
+ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache,
+                                const TensorView& weights, const TensorView& context_lens,
+                                const TensorView& block_table, int64_t column_limit);
 
 // The cache descriptor itself (shared with insert/gather).
 void check_cache(ArgCheck& check, const PagedKCache& cache);

@@ -86,8 +86,7 @@ void for_each_prefill_block(const QuantizedTensor& q, const TensorView& weights,
 // The same for decode rows of q [B, next_n, H, D]: body(block, first_row, request, item).
 template <typename Body>
 void for_each_decode_block(const QuantizedTensor& q, const TensorView& weights,
-                           const TensorView& context_lens, int threads, int segments,
-                           Body&& body) {
+                           const TensorView& context_lens, int threads, int segments, Body&& body) {
   const DecodeBlocks blocks{q.values.shape[0], static_cast<int>(q.values.shape[1])};
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t item = 0; item < blocks.count() * segments; ++item) {

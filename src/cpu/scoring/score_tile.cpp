@@ -103,8 +103,8 @@ namespace flashindexer::cpu {
 HWY_EXPORT(ScoreTile);
 
 void score_tile(float* scores, const QueryRow& row, const KeyTile& tile) {
-  HWY_DYNAMIC_DISPATCH(ScoreTile)(scores, row.q, row.weights, row.heads, row.head_dim,
-                                  tile.values, tile.scales);
+  HWY_DYNAMIC_DISPATCH(ScoreTile)
+  (scores, row.q, row.weights, row.heads, row.head_dim, tile.values, tile.scales);
 }
 
 }  // namespace flashindexer::cpu

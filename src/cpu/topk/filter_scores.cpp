@@ -67,7 +67,7 @@ size_t FilterScores(const float* HWY_RESTRICT scores, size_t n, uint32_t floor,
       for (; mask != 0; mask &= mask - 1) {
         const int lane = __builtin_ctzll(mask);
         out[count++] = rank_key(static_cast<uint32_t>(orders[lane]) ^ 0x80000000u,
-                                        first_index + static_cast<uint32_t>(at + lane));
+                                first_index + static_cast<uint32_t>(at + lane));
       }
     }
   }

@@ -16,6 +16,8 @@ inline Status to_status(cudaError_t error, const char* op, const char* what) {
 }
 
 // The status of the kernel launch just issued (configuration errors surface here).
-inline Status launch_status(const char* op) { return to_status(cudaGetLastError(), op, "kernel launch"); }
+inline Status launch_status(const char* op) {
+  return to_status(cudaGetLastError(), op, "kernel launch");
+}
 
 }  // namespace flashindexer::cuda

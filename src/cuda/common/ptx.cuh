@@ -235,8 +235,7 @@ __device__ __forceinline__ void cp_async_8(void* shared, const void* global) {
 
 // The same for 16 bytes (both addresses 16-byte aligned); L2 only (.cg): the data is read once.
 __device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address(shared)),
-               "l"(global)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address(shared)), "l"(global)
                : "memory");
 }
 

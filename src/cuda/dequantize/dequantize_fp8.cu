@@ -68,9 +68,8 @@ Status dequantize_k_fp8(const TensorView& out, const TensorView& values, const T
   const int64_t rows = values.shape[0];
   const int head_dim = static_cast<int>(values.shape[1]);
   if (rows == 0 || head_dim == 0) return Status::Ok();
-  const bool vectorized = head_dim % kChunk == 0 && aligned16(out.data) &&
-                          aligned16(values.data) && values.stride[0] % kChunk == 0 &&
-                          out.stride[0] % 4 == 0;
+  const bool vectorized = head_dim % kChunk == 0 && aligned16(out.data) && aligned16(values.data) &&
+                          values.stride[0] % kChunk == 0 && out.stride[0] % 4 == 0;
   const int values_per_thread = vectorized ? kChunk : 1;
   const int64_t items = rows * (head_dim / values_per_thread);
   const unsigned blocks = static_cast<unsigned>((items + kThreads - 1) / kThreads);

@@ -2,8 +2,8 @@
 // The CUDA indexer's dense path, over a fixed logits slab: rows run in batches, and each batch is
 // the dense pair the op must equal bit for bit -- mqa_logits (paged_mqa_logits) into the slab,
 // then topk_per_row over it -- so the result is topk_per_row(logits) by construction, for any
-// batch size. The slab is the caller's workspace, so memory never grows with rows or keys; the batches
-// follow from shapes only (no host sync, graph-capturable). Host code only.
+// batch size. The slab is the caller's workspace, so memory never grows with rows or keys; the
+// batches follow from shapes only (no host sync, graph-capturable). Host code only.
 #include <cuda_runtime.h>
 
 #include <algorithm>

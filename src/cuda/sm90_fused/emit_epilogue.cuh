@@ -32,15 +32,15 @@ using scoring::TileRows;
 using scoring::TileWalk;
 using scoring::wait_for_item;
 
-// Who tests the scores against the gate. Prefill: three producer warps (emitters), which take the steps in turn and read the consumers' finished scores from
-// shared memory (kScoreBuffers per consumer warpgroup); producer warp 0 alone loads both
-// warpgroups' tiles. Prefill is bound by the tensor cores, and the test, vote and queue work in
-// the consumers' epilogue delayed their next wgmma: the emitting scan took 1.15x (H = 64) and
-// 1.2x (H = 32) the storing kernel's time. One emitter per warpgroup kept up at H = 64 but not at
-// H = 32, whose tiles (8 rows) have twice the scores for the same tensor-core time; with three,
-// fused prefill at H = 32 is 7-16 % faster and H = 64 no slower (H200, docs/history/).
-// Decode keeps the test in its consumer warps, each with its own queue: it is bound by reading
-// the cache, which wants every producer warp loading.
+// Who tests the scores against the gate. Prefill: three producer warps (emitters), which take the
+// steps in turn and read the consumers' finished scores from shared memory (kScoreBuffers per
+// consumer warpgroup); producer warp 0 alone loads both warpgroups' tiles. Prefill is bound by the
+// tensor cores, and the test, vote and queue work in the consumers' epilogue delayed their next
+// wgmma: the emitting scan took 1.15x (H = 64) and 1.2x (H = 32) the storing kernel's time. One
+// emitter per warpgroup kept up at H = 64 but not at H = 32, whose tiles (8 rows) have twice the
+// scores for the same tensor-core time; with three, fused prefill at H = 32 is 7-16 % faster and H
+// = 64 no slower (H200, docs/history/). Decode keeps the test in its consumer warps, each with its
+// own queue: it is bound by reading the cache, which wants every producer warp loading.
 constexpr int kEmitterWarps = 3;
 
 // Candidate emission: each consumer warp queues its candidates in shared memory and hands them
@@ -57,7 +57,8 @@ constexpr int kConsumerWarps = 4 * kConsumerGroups;
 constexpr int kQueueMetaWords = 1 + kMaxRowsPerGroup;  // reserved item's row0, rows' places
 
 constexpr int kScoreBuffers = 4;
-// Floats per row of a score buffer: the consumer lanes of a quad (rows c, keys k) on distinct banks.
+// Floats per row of a score buffer: the consumer lanes of a quad (rows c, keys k) on distinct
+// banks.
 constexpr int kScoreStride = kTileKeys + 8;
 
 // The shared bytes and barriers of one instantiation (SharedLayout keeps them past the items).
@@ -78,8 +79,8 @@ struct EmitTraits {
   static constexpr int kQueueCapacity = kQueueEntries * kConsumerWarps / kEmitterWarps;
   static constexpr int kEntriesPerQueue = kByEmitters ? kQueueCapacity : kQueueEntries;
   // Per queue: the queued entries and the reservation (reserve_queue).
-  static constexpr int kQueueBytes = (kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4) + 15) /
-                                     16 * 16;
+  static constexpr int kQueueBytes =
+      (kQueues * (kEntriesPerQueue * 8 + kQueueMetaWords * 4) + 15) / 16 * 16;
   // A score buffer: one tile's scores, a row of kScoreStride floats per query row.
   static constexpr int kScoreBufferBytes = kN / kHeads * kScoreStride * 4;
   static constexpr int kScoreBytes =
@@ -102,7 +103,6 @@ struct EmitRegion {
   static_assert(kScores % 16 == 0, "the emitters read the score buffers as float4");
 };
 
-
 // One consumer warp's candidate queue (EmitParams::gate): entries (queue_entry) in shared
 // memory; `size` is warp-uniform. The addresses are recomputed where used (registers are scarce
 // in the N = 256 consumers). `warp` (the consumer warp, 0-7) comes through lane 0, so the
@@ -118,7 +118,8 @@ struct CandidateQueue {
   uint32_t size;
   int warp;
   __device__ __forceinline__ uint64_t* keys() const {
-    return reinterpret_cast<uint64_t*>(smem + EmitRegion<L>::kQueueKeys) + warp * L::Traits::kEntriesPerQueue;
+    return reinterpret_cast<uint64_t*>(smem + EmitRegion<L>::kQueueKeys) +
+           warp * L::Traits::kEntriesPerQueue;
   }
   // [0]: the row0 of the reserved entries' item, or -1; [1 + q]: row slot q's place.
   __device__ __forceinline__ int32_t* meta() const {
@@ -201,9 +202,8 @@ inline constexpr bool kOnePassFlush = kRows >= 4;
 // The reservation's second half: lane q < kRows holds row slot q's entries in the queue (`mine`)
 // and takes their places in the row's slots.
 template <typename L, int kRows>
-__device__ __forceinline__ void reserve_counted(const EmitParams& e,
-                                                const CandidateQueue<L>& queue, int32_t row0,
-                                                uint32_t mine, int lane) {
+__device__ __forceinline__ void reserve_counted(const EmitParams& e, const CandidateQueue<L>& queue,
+                                                int32_t row0, uint32_t mine, int lane) {
   if (lane < kRows) {
     auto* row_count = reinterpret_cast<uint32_t*>(e.candidate_counts + row0 + lane);
     reinterpret_cast<uint32_t*>(queue.meta() + 1)[lane] =
@@ -292,10 +292,10 @@ __device__ __forceinline__ void write_queue(const EmitParams& e, CandidateQueue<
   __syncwarp();
 }
 // Emitter `emitter` (producer warp emitter + 1) in the emitting prefill scan: tests the
-// consumers' scores against the rows' gates and places the candidates (Traits::kSideWarps). It walks the
-// items and steps as the consumers do and takes every third step, reads it from its consumer
-// warpgroup's score buffer (rows of kScoreStride floats, key k of the tile at column k) and
-// releases the buffer once read. The emitters must keep up with the tensor-core work (~1600
+// consumers' scores against the rows' gates and places the candidates (Traits::kSideWarps). It
+// walks the items and steps as the consumers do and takes every third step, reads it from its
+// consumer warpgroup's score buffer (rows of kScoreStride floats, key k of the tile at column k)
+// and releases the buffer once read. The emitters must keep up with the tensor-core work (~1600
 // cycles per tile and warpgroup), so each lane owns one row for the whole item (its gate and
 // range in registers) and 2 kRows of its keys, tested without a vote each: a lane's taken scores
 // form a mask, and one warp scan of the masks' counts places them all. Each row's entries are
@@ -312,18 +312,19 @@ __device__ __forceinline__ void write_queue(const EmitParams& e, CandidateQueue<
 // steps 6 apart), and it read the previous one itself.
 // L: the kernel's SharedLayout (layout.cuh) with the emitting Traits.
 template <int kHeads, int kN, typename L>
-__device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParams& e,
-                                            uint8_t* smem, int emitter) {
+__device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParams& e, uint8_t* smem,
+                                            int emitter) {
   constexpr int kRows = kN / kHeads;
   constexpr int kLanesPerRow = 32 / kRows;
   constexpr int kVectors = kTileKeys / 4 / kLanesPerRow;  // float4 of the row per lane
   constexpr int kMine = 4 * kVectors;                     // scores per lane
-  static_assert(L::Traits::kByEmitters && L::Traits::kTilesPerStep == 1 && kRows <= kMaxRowsPerGroup &&
-                    32 % kRows == 0,
+  static_assert(L::Traits::kByEmitters && L::Traits::kTilesPerStep == 1 &&
+                    kRows <= kMaxRowsPerGroup && 32 % kRows == 0,
                 "emitters take one tile per step, a whole number of lanes per row");
   static_assert(kScoreBuffers >= 3 && kConsumerGroups == 2 && kEmitterWarps == 3,
                 "an emitter's steps of a warpgroup lie within kScoreBuffers of each other");
-  static_assert(L::Traits::kEntriesPerQueue >= kRows * kTileKeys, "a step's entries fit an empty queue");
+  static_assert(L::Traits::kEntriesPerQueue >= kRows * kTileKeys,
+                "a step's entries fit an empty queue");
   const int lane = threadIdx.x % 32;
   const int row = lane / kLanesPerRow;  // the row slot this lane tests
   const int first_lane = row * kLanesPerRow;
@@ -365,14 +366,12 @@ __device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParam
                        static_cast<int>(step % kScoreBuffers);
       ptx::mbarrier_wait(&barriers[EmitRegion<L>::kScoreFull + slot], (step / kScoreBuffers) & 1);
       // Vector v of this lane: the row's columns 4 (lane % kLanesPerRow) + 4 kLanesPerRow v + 0..3.
-      const float* scores =
-          reinterpret_cast<const float*>(smem + EmitRegion<L>::kScores + slot * L::Traits::kScoreBufferBytes) +
-          row * kScoreStride + 4 * (lane % kLanesPerRow);
+      const float* scores = reinterpret_cast<const float*>(smem + EmitRegion<L>::kScores +
+                                                           slot * L::Traits::kScoreBufferBytes) +
+                            row * kScoreStride + 4 * (lane % kLanesPerRow);
       const int32_t key0 = tile * kTileKeys + 4 * (lane % kLanesPerRow);
       // Score e of this lane is element e % 4 of vector e / 4 (its column, key - key0: column()).
-      auto column = [](uint32_t e) {
-        return static_cast<int>(4 * kLanesPerRow * (e / 4) + e % 4);
-      };
+      auto column = [](uint32_t e) { return static_cast<int>(4 * kLanesPerRow * (e / 4) + e % 4); };
       float values[kMine];
 #pragma unroll
       for (int v = 0; v < kVectors; ++v) {
@@ -447,9 +446,9 @@ struct EmitEpilogue {
 
   // Producer warps 1-3 of the prefill scan (Traits::kSideWarps).
   template <int kHeads, int kN, bool kPaged, typename L>
-  __device__ __forceinline__ static void side_warp(const scoring::ScoreParams&,
-                                                   const TileFilter& f, const EmitParams& e,
-                                                   uint8_t* smem, int emitter) {
+  __device__ __forceinline__ static void side_warp(const scoring::ScoreParams&, const TileFilter& f,
+                                                   const EmitParams& e, uint8_t* smem,
+                                                   int emitter) {
     emit_scores<kHeads, kN, L>(f, e, smem, emitter);
   }
 
@@ -481,11 +480,7 @@ struct EmitEpilogue {
     __device__ __forceinline__ Consumer(const scoring::ScoreParams&, const TileFilter&,
                                         const EmitParams& e_, uint8_t* smem_, int consumer_,
                                         int warp, int lane_)
-        : e(e_),
-          smem(smem_),
-          consumer(consumer_),
-          lane(lane_),
-          queue{smem_, 0, warp} {
+        : e(e_), smem(smem_), consumer(consumer_), lane(lane_), queue{smem_, 0, warp} {
       if (kTests && lane == 0) queue.meta()[0] = -1;
     }
     __device__ __forceinline__ void begin_row(int i, int32_t row0, int q, int32_t lo, int32_t hi) {
@@ -500,14 +495,12 @@ struct EmitEpilogue {
       }
     }
     template <int kTilesPerStep, typename Owned>
-    __device__ __forceinline__ void step(const scoring::ScoreParams&, const TileFilter&,
-                                         const int32_t (&tile_of)[kTilesPerStep], int tiles,
-                                         const Owned (&owned)[kTilesPerStep],
-                                         const float (&half_scale)[kTilesPerStep]
-                                                                  [R::kKeyRowsPerLane],
-                                         const int32_t (&lo)[R::kPerLane],
-                                         const int32_t (&hi)[R::kPerLane], int32_t row0,
-                                         int key_row, uint32_t my_tiles) {
+    __device__ __forceinline__ void step(
+        const scoring::ScoreParams&, const TileFilter&, const int32_t (&tile_of)[kTilesPerStep],
+        int tiles, const Owned (&owned)[kTilesPerStep],
+        const float (&half_scale)[kTilesPerStep][R::kKeyRowsPerLane],
+        const int32_t (&lo)[R::kPerLane], const int32_t (&hi)[R::kPerLane], int32_t row0,
+        int key_row, uint32_t my_tiles) {
       if constexpr (T::kByEmitters) {
         // The step's scores, every key of the tile (the emitter tests the visible range), to
         // this warpgroup's next score buffer.
@@ -517,8 +510,8 @@ struct EmitEpilogue {
         const int slot = consumer * kScoreBuffers + static_cast<int>(my_step % kScoreBuffers);
         ptx::mbarrier_wait(&barriers[EmitRegion<L>::kScoreEmpty + slot],
                            ((my_step / kScoreBuffers) & 1) ^ 1);
-        float* scores = reinterpret_cast<float*>(smem + EmitRegion<L>::kScores +
-                                                 slot * T::kScoreBufferBytes);
+        float* scores =
+            reinterpret_cast<float*>(smem + EmitRegion<L>::kScores + slot * T::kScoreBufferBytes);
 #pragma unroll
         for (int i = 0; i < R::kPerLane; ++i) {
           float* row_scores = scores + R::row(i, lane) * kScoreStride + key_row;

@@ -233,9 +233,8 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
       scan.params.filter.tile_shift = shape.tile_shift;
       scan.params.filter.skip_sampled = true;
     }
-    if (Status status =
-            to_status(scoring::launch_planned<fused::EmitEpilogue>(scan, emit, stream), op,
-                      "scoring kernel launch");
+    if (Status status = to_status(scoring::launch_planned<fused::EmitEpilogue>(scan, emit, stream),
+                                  op, "scoring kernel launch");
         !status.ok()) {
       return status;
     }

@@ -28,8 +28,7 @@ Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
-                            bool sorted, const RunOptions& options,
-                            const FusedConfig& config = {});
+                            bool sorted, const RunOptions& options, const FusedConfig& config = {});
 
 // A workspace in which the fused path runs at least `batch_rows` rows per batch (and its
 // fallback as many), for rows of `width` keys.

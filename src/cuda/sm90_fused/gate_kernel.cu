@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     // The scan compares scores with the threshold as a float (key_threshold: the same keys pass).
     // A row that overflows already: +inf, so that the scan emits next to nothing (what it
     // emits counts on past the slots).
-    s.gate[row] = overflows ? __uint_as_float(0x7f800000u)
+    s.gate[row] = overflows   ? __uint_as_float(0x7f800000u)
                   : gate == 0 ? __uint_as_float(0x7fc00000u)
                               : key_threshold(gate);
   }

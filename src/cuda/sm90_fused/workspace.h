@@ -73,13 +73,13 @@ struct RowArrays {
 
 // Batches of equal rows (but the last), as few as the slab allows: each batch pays the tails of
 // its sample, scan and select.
-inline RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t rows, int64_t row_unit) {
+inline RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t rows,
+                            int64_t row_unit) {
   RowArrays a;
-  const auto most =
-      static_cast<int64_t>(
-          std::min((slab.kept_bytes - FusedShape::kept_bytes(0)) / FusedShape::kKeptRowBytes,
-                   (slab.logits_bytes - shape.overlay_bytes(0)) / shape.overlay_row_bytes())) /
-      row_unit * row_unit;
+  const auto most = static_cast<int64_t>(std::min(
+                        (slab.kept_bytes - FusedShape::kept_bytes(0)) / FusedShape::kKeptRowBytes,
+                        (slab.logits_bytes - shape.overlay_bytes(0)) / shape.overlay_row_bytes())) /
+                    row_unit * row_unit;
   const int64_t batches = std::max<int64_t>((rows + most - 1) / most, 1);
   a.rows = std::max<int64_t>((rows + batches - 1) / batches, 1);
   a.rows = (a.rows + row_unit - 1) / row_unit * row_unit;

@@ -88,8 +88,8 @@ cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Par
   if (grid == 0) return cudaSuccess;
   return visit_shape(call.kernel, [&](auto shape) {
     using S = decltype(shape);
-    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params,
-                                                                epilogue, grid, stream);
+    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params, epilogue,
+                                                               grid, stream);
   });
 }
 

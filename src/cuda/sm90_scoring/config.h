@@ -14,7 +14,7 @@ constexpr int kTileKeys = 64;       // keys per pipeline stage = wgmma M
 constexpr int kConsumerGroups = 2;  // math warpgroups; they take alternate key tiles
 constexpr int kThreads = 128 * (1 + kConsumerGroups);
 constexpr int kMaxRowsPerGroup = 8;  // query rows sharing one Q tile (256 / H for H = 32)
-constexpr int kProducerWarps = 4;  // the producer warpgroup's warps share the per-tile work
+constexpr int kProducerWarps = 4;    // the producer warpgroup's warps share the per-tile work
 static_assert(kProducerWarps == 2 * kConsumerGroups, "two producer warps per consumer warpgroup");
 
 // The Q-tile layout (consumer.cuh, TileColumn): with 4 or 8 query rows per tile (prefill at

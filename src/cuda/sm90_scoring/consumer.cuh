@@ -34,7 +34,7 @@ struct TileRows {
   static constexpr bool kSplitKeyRows =
       kOneScorePerLane && !kLaneOwnedRows<kHeads, kN> && kRows <= 2;
   static constexpr int kPerLane = kSplitKeyRows ? 1 : kPadded / 4;  // rows a lane owns
-  static constexpr int kKeyRowsPerLane = kSplitKeyRows ? 1 : 2;      // key rows of each
+  static constexpr int kKeyRowsPerLane = kSplitKeyRows ? 1 : 2;     // key rows of each
   // The tile row of the lane's owned row i. With one row, lanes c and c ^ 1 end with the same
   // sum, and only the even one owns it (owns).
   __device__ __forceinline__ static int row(int i, int lane) {
@@ -106,7 +106,6 @@ struct HeadSums {
   __device__ __forceinline__ float& row_sum(int q, int r) { return v[q * 2 + r]; }
 };
 
-
 // Adds one column part's accumulators to the head sums, heads in ascending column order. `acc`
 // holds the part's accumulators; its first n-block is block kFirstBlock of the tile.
 template <int kHeads, int kN, int kPartN, int kFirstBlock>
@@ -163,8 +162,8 @@ using OwnedSums = float[TileRows<kHeads, kN, kOneScorePerLane>::kPerLane]
 // alone, and since a + b == b + a exactly, the same bits on every lane (and in the split form as
 // in the row-per-lane form). Rows past kRows (padding to a multiple of 4) must be zero.
 template <int kHeads, int kN, bool kOneScorePerLane>
-__device__ __forceinline__ void reduce_scatter_rows(HeadSums<kHeads, kN>& sums, int lane,
-                                                    OwnedSums<kHeads, kN, kOneScorePerLane>& owned) {
+__device__ __forceinline__ void reduce_scatter_rows(
+    HeadSums<kHeads, kN>& sums, int lane, OwnedSums<kHeads, kN, kOneScorePerLane>& owned) {
   using R = TileRows<kHeads, kN, kOneScorePerLane>;
   const bool high = (lane & 2) != 0;
   const bool odd = (lane & 1) != 0;
@@ -281,7 +280,8 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 //    warp-uniform);
 //  * begin_row(i, row0, q, lo, hi): at each item, for each row the lane owns (TileRows);
 //  * after_mma(): once a step's wgmma is issued (work that overlaps the tensor cores);
-//  * step(p, f, ...): the step's finished scores, owned[u][i][r] * half_scale[u][r] for tile u, owned
+//  * step(p, f, ...): the step's finished scores, owned[u][i][r] * half_scale[u][r] for tile u,
+//  owned
 //    row i, key row r;
 //  * end_item(row0), finish(): after each item, and after the last.
 // L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits and the keys' format.

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "cuda/sm90_scoring/row_range.cuh"
 #include "cuda/sm90_scoring/call.h"
+#include "cuda/sm90_scoring/row_range.cuh"
 
 namespace flashindexer::cuda::scoring {
 namespace {

@@ -3,7 +3,8 @@
 // relu(q[row, h, :] . k[key, :]), for prefill (packed keys) and paged decode.
 //
 // Organisation (one persistent CTA per SM, 384 threads):
-//  * Warpgroup 0: the producer (producer.cuh). Its warps walk the CTA's work items (ScoreParams: (group,
+//  * Warpgroup 0: the producer (producer.cuh). Its warps walk the CTA's work items (ScoreParams:
+//  (group,
 //    chunk) items in turn for prefill, the CTA's equal share of all key tiles for decode); warp 0
 //    publishes each non-empty one in shared memory (ItemInfo) with its Q tile (up to kN x 128 B)
 //    and weights; the four warps stream the item's keys by TMA in 64-key tiles
@@ -11,7 +12,8 @@
 //    consumer warpgroup, two producer warps per half). Each warp visits only its consumer's
 //    steps: the per-tile producer work (block-table lookup, barrier wait, copies) once held
 //    decode at 0.79 of copy; the key stream alone now reaches 0.98.
-//  * Warpgroups 1 and 2: the consumers (consumer.cuh). They take alternate steps (one key tile, or two for
+//  * Warpgroups 1 and 2: the consumers (consumer.cuh). They take alternate steps (one key tile, or
+//  two for
 //    N <= 128). For one tile: wgmma m64 x kN x k32 (keys are A, the Q tile's (row, head) pairs
 //    are B, 4 k-steps; for N = 256 two 128-column groups, so the first group's sums overlap the
 //    second's wgmma), then in registers: relu as x + |x| (one FADD, the 1/2 goes into the key
@@ -116,8 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (T::kSideWarps > 0) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
       if (warp > 0) {
-        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, params.filter, epilogue,
-                                                            smem, warp - 1);
+        Epilogue::template side_warp<kHeads, kN, kPaged, L>(params, params.filter, epilogue, smem,
+                                                            warp - 1);
         return;
       }
     }
@@ -125,18 +127,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                                    smem);
   } else {
     ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
-    consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem,
-                                             warpgroup - 1);
+    consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem, warpgroup - 1);
   }
 }
-
 
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
 // parallel.
 template <int kHeads, int kN, bool kPaged, typename Epilogue>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
-                         const typename Epilogue::Params& epilogue, int grid,
-                         cudaStream_t stream) {
+                         const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
   constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, KeysE4M3>::kBytes;
   auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue>;

@@ -111,24 +111,23 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
   const auto row_stride = static_cast<cuuint64_t>(token_stride);
   const auto rows = static_cast<cuuint64_t>(tokens);
   const auto h = static_cast<cuuint32_t>(heads);
-  const MapSpec q_spec =
-      lane_owned_rows
-          ? MapSpec{"q",
-                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                    4,
-                    q.data,
-                    {kHeadDim, 2, rows, h / 2},
-                    {head_stride, row_stride, 2 * head_stride},
-                    {kHeadDim, 2, 4, h / 2},
-                    true}
-          : MapSpec{"q",
-                    CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                    3,
-                    q.data,
-                    {kHeadDim, h, rows},
-                    {head_stride, row_stride},
-                    {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
-                    true};
+  const MapSpec q_spec = lane_owned_rows
+                             ? MapSpec{"q",
+                                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                       4,
+                                       q.data,
+                                       {kHeadDim, 2, rows, h / 2},
+                                       {head_stride, row_stride, 2 * head_stride},
+                                       {kHeadDim, 2, 4, h / 2},
+                                       true}
+                             : MapSpec{"q",
+                                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                       3,
+                                       q.data,
+                                       {kHeadDim, h, rows},
+                                       {head_stride, row_stride},
+                                       {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
+                                       true};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
   const MapSpec w_spec{"weights",
                        CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
@@ -180,9 +179,8 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
   const ScoreParams& params = call.params;
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
-  if (Status status =
-          to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
-                    "scoring kernel launch");
+  if (Status status = to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream),
+                                op, "scoring kernel launch");
       !status.ok()) {
     return status;
   }

@@ -48,7 +48,7 @@ struct ScoreParams {
   // many rows take one item per group (each item of an empty group costs a range check); with
   // none it has no work. nullptr: the planned chunks.
   const int32_t* live_rows = nullptr;
-  int64_t width = 0;       // logits columns; visible ranges are clamped to it
+  int64_t width = 0;  // logits columns; visible ranges are clamped to it
   // Prefill: row t sees keys [ks[t], ke[t]) of num_keys.
   const int32_t* ks = nullptr;
   const int32_t* ke = nullptr;

@@ -86,7 +86,6 @@ struct TileLoader {
   }
 };
 
-
 // lanes: lane `at` of the segment holds row row0 + at (if at < rows) and its range [lo, hi), and
 // every lane the keys [first, last) that some row sees (first >= last: none); rows with nothing
 // visible do not widen them.
@@ -113,7 +112,6 @@ struct ItemKeys {
     return first < last && TileWalk(f, first / kTileKeys).tile < (last + kTileKeys - 1) / kTileKeys;
   }
 };
-
 
 // L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits.
 template <int kHeads, int kN, bool kPaged, typename L>
@@ -181,8 +179,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     const int32_t walk_begin = TileWalk(f, tile_begin).tile;
 
     if (warp == 0)
-      publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem, static_cast<int32_t>(row0), rows, tile_begin,
-                                              tile_end, lo, hi, q_bytes, lane);
+      publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem,
+                                  static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
+                                  q_bytes, lane);
     // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
     // consumers: a warp visits only its consumer's steps, found by arithmetic on the walk (a
     // single loader visits all).

@@ -28,8 +28,8 @@ __device__ __forceinline__ void row_range(const ScoreParams& p, int64_t row, int
     const int j = static_cast<int>(row) - b * p.rows_per_group;
     const int32_t* lens = p.context_lens + b * p.lens_stride_b;
     lo = 0;
-    hi = clamp_decode_end(p, p.lens_2d ? lens[j * p.lens_stride_j]
-                                       : lens[0] - p.rows_per_group + j + 1);
+    hi = clamp_decode_end(
+        p, p.lens_2d ? lens[j * p.lens_stride_j] : lens[0] - p.rows_per_group + j + 1);
   } else {
     const int64_t limit = min(p.width, p.num_keys);
     const int64_t first = min(max(static_cast<int64_t>(p.ks[row]), int64_t{0}), limit);

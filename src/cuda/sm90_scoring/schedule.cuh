@@ -4,14 +4,15 @@
 // channel by which the producer hands each work item to the consumers and to an epilogue's side
 // warps (ItemInfo, publish_item, wait_for_item).
 //
-// Decode: every CTA streams the same number of key tiles.  The requests' key tiles are laid end to end in request order, and CTA c takes tiles
-// [c T / G, (c + 1) T / G) of the T in all (G CTAs): a contiguous share that may start and end
-// inside a request and span several. Decode is bound by reading the cache, so the CTA with the
-// most tiles sets the time; work items of a fixed number of keys (as prefill keeps, for its L2
-// reuse) left CTAs uneven with ragged lengths and short items at batch 1. On the H200, against
-// those items: ragged batches 4-14 % faster, batch 1 x 131072 keys 10.5 -> 9.0 us, the fused
-// scan 8 % faster (fewer queue hand-overs); equal lengths within their spread (the dense indexer
-// at 64 x 131072 keys 1.5-2.5 % slower in three runs, not explained; docs/history/).
+// Decode: every CTA streams the same number of key tiles.  The requests' key tiles are laid end to
+// end in request order, and CTA c takes tiles [c T / G, (c + 1) T / G) of the T in all (G CTAs): a
+// contiguous share that may start and end inside a request and span several. Decode is bound by
+// reading the cache, so the CTA with the most tiles sets the time; work items of a fixed number of
+// keys (as prefill keeps, for its L2 reuse) left CTAs uneven with ragged lengths and short items at
+// batch 1. On the H200, against those items: ragged batches 4-14 % faster, batch 1 x 131072
+// keys 10.5 -> 9.0 us, the fused scan 8 % faster (fewer queue hand-overs); equal lengths within
+// their spread (the dense indexer at 64 x 131072 keys 1.5-2.5 % slower in three runs, not
+// explained; docs/history/).
 #pragma once
 
 #include <cuda.h>
@@ -36,7 +37,6 @@ struct ItemInfo {
   int32_t lo[kMaxRowsPerGroup];  // visible keys [lo, hi) of each row (empty: lo == hi)
   int32_t hi[kMaxRowsPerGroup];
 };
-
 
 // The key tiles of a work item, in order: every tile from `begin` (tile_stride 1), the sampled
 // ones (t % tile_stride == 0), or all but those (skip_sampled). tile_stride is a power of two,
@@ -67,8 +67,7 @@ struct TileWalk {
     return to + ((to >> p.tile_shift) - (from >> p.tile_shift));
   }
   // The number of tiles of the walk in [begin, end), begin <= end.
-  __device__ __forceinline__ static int32_t count(const TileFilter& p, int32_t begin,
-                                                  int32_t end) {
+  __device__ __forceinline__ static int32_t count(const TileFilter& p, int32_t begin, int32_t end) {
     const int32_t sampled = ((end - 1) >> p.tile_shift) - ((begin - 1) >> p.tile_shift);
     return p.skip_sampled ? end - begin - sampled : sampled;
   }

@@ -36,8 +36,8 @@ struct StoreEpilogue {
     using R = TileRows<kHeads, kN>;
     int lane;
 
-    __device__ __forceinline__ Consumer(const ScoreParams&, const TileFilter&,
-                                        const Params&, uint8_t*, int, int, int lane_)
+    __device__ __forceinline__ Consumer(const ScoreParams&, const TileFilter&, const Params&,
+                                        uint8_t*, int, int, int lane_)
         : lane(lane_) {}
     __device__ __forceinline__ void begin_row(int, int32_t, int, int32_t, int32_t) {}
     __device__ __forceinline__ void after_mma() {}

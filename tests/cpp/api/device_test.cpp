@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which CUDA devices the build's kernels run on: decided from the compute capability, refused
 // with a reason that names the device (built with or without the CUDA backend, GPU or not).
+#include "api/device.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "flashindexer/flashindexer.h"
-#include "api/device.h"
 
 namespace fitest {
 namespace {

@@ -310,10 +310,10 @@ TEST(IndexerPrefill, RejectsNegativeMinRowKeys) {
   HostTensor out = poisoned_topk_output(4, 8);
   IndexerOptions indexer_options;
   indexer_options.min_row_keys = -1;
-  EXPECT_TRUE(IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
-                                         p.ks.view(), p.ke.view(), 8, TopKOptions{},
-                                         indexer_options),
-                         StatusCode::kInvalidArgument, {"indexer_options.min_row_keys"}));
+  EXPECT_TRUE(
+      IsRejected(indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(),
+                                 p.ks.view(), p.ke.view(), 8, TopKOptions{}, indexer_options),
+                 StatusCode::kInvalidArgument, {"indexer_options.min_row_keys"}));
   // The overload kept for one release reads it from RunOptions and names it there.
   RunOptions options;
   options.min_row_keys = -1;

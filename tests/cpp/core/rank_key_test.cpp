@@ -2,13 +2,14 @@
 // The rank-key rule of src/core/rank_key.h on the host: score keys order like the total order
 // of topk.h, the host's branch-free form agrees with the kernels' form, and key_threshold turns a
 // key into the float compare the hot loops make.
+#include "core/rank_key.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
 
-#include "core/rank_key.h"
 #include "support/tensors.h"
 
 namespace fitest {
@@ -34,12 +35,12 @@ std::vector<uint32_t> key_test_bits(Rng& rng) {
   const float tiny = std::numeric_limits<float>::denorm_min();
   const float smallest = std::numeric_limits<float>::min();
   std::vector<uint32_t> bits;
-  for (const float value : {0.0f, -0.0f, tiny, -tiny, smallest, -smallest, 1.0f, -1.0f, 1.5f,
-                            -1.5f, max, -max, inf, -inf}) {
+  for (const float value : {0.0f, -0.0f, tiny, -tiny, smallest, -smallest, 1.0f, -1.0f, 1.5f, -1.5f,
+                            max, -max, inf, -inf}) {
     bits.push_back(float_bits(value));
   }
-  for (const uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu,
-                             0xFFFFFFFFu}) {
+  for (const uint32_t nan :
+       {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu}) {
     bits.push_back(nan);
   }
   for (int i = 0; i < 4096; ++i) bits.push_back(rng.bits32());

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The visible-range rule of src/core/rows.h, which every backend's rows follow.
+#include "core/rows.h"
+
 #include <cstdint>
 
-#include "core/rows.h"
 #include "support/tensors.h"
 
 namespace fitest {

@@ -30,7 +30,8 @@ PrefillOutputs run_prefill(const PrefillProblem& p, int k, int threads) {
   HostTensor logits = poisoned_logits(p.rows, p.num_keys);
   HostTensor indices = poisoned_topk_output(p.rows, k);
   EXPECT_TRUE(mqa_logits(logits.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
-                         p.ke.view(), {}, options).ok());
+                         p.ke.view(), {}, options)
+                  .ok());
   EXPECT_TRUE(indexer_prefill(indices.view(), p.q.view(), p.keys.view(), p.weights.view(),
                               p.ks.view(), p.ke.view(), k, TopKOptions{.sorted = true}, options)
                   .ok());

@@ -7,13 +7,14 @@
 namespace flashindexer::cuda::scoring {
 
 template cudaError_t launch_score<32, 32, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
+                                                               const StoreEpilogue::Params&, int,
+                                                               cudaStream_t);
 template cudaError_t launch_score<32, 64, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
-template cudaError_t launch_score<32, 128, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
+                                                               const StoreEpilogue::Params&, int,
+                                                               cudaStream_t);
+template cudaError_t launch_score<32, 128, true, StoreEpilogue>(const ScoreMaps&,
+                                                                const ScoreParams&,
+                                                                const StoreEpilogue::Params&, int,
+                                                                cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

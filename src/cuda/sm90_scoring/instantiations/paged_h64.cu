@@ -6,16 +6,19 @@
 namespace flashindexer::cuda::scoring {
 
 template cudaError_t launch_score<64, 64, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
-template cudaError_t launch_score<64, 128, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
-template cudaError_t launch_score<64, 192, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
-template cudaError_t launch_score<64, 256, true, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
+                                                               const StoreEpilogue::Params&, int,
+                                                               cudaStream_t);
+template cudaError_t launch_score<64, 128, true, StoreEpilogue>(const ScoreMaps&,
+                                                                const ScoreParams&,
+                                                                const StoreEpilogue::Params&, int,
+                                                                cudaStream_t);
+template cudaError_t launch_score<64, 192, true, StoreEpilogue>(const ScoreMaps&,
+                                                                const ScoreParams&,
+                                                                const StoreEpilogue::Params&, int,
+                                                                cudaStream_t);
+template cudaError_t launch_score<64, 256, true, StoreEpilogue>(const ScoreMaps&,
+                                                                const ScoreParams&,
+                                                                const StoreEpilogue::Params&, int,
+                                                                cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

@@ -5,11 +5,13 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score<64, 256, false, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
-template cudaError_t launch_score<32, 256, false, StoreEpilogue>(const ScoreMaps&, const ScoreParams&,
-                                          const StoreEpilogue::Params&, int,
-                                          cudaStream_t);
+template cudaError_t launch_score<64, 256, false, StoreEpilogue>(const ScoreMaps&,
+                                                                 const ScoreParams&,
+                                                                 const StoreEpilogue::Params&, int,
+                                                                 cudaStream_t);
+template cudaError_t launch_score<32, 256, false, StoreEpilogue>(const ScoreMaps&,
+                                                                 const ScoreParams&,
+                                                                 const StoreEpilogue::Params&, int,
+                                                                 cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
