@@ -6,8 +6,9 @@
     no YIELD. ptxas once put one into every loop of the segment kernel (after an unrelated change
     added a second inlined row_range), and its streaming loop ran at half speed with otherwise
     the same instructions (docs/history/).
-  * Top-k kernels and the fused indexer's gate (src/cuda/sm90_fused/): no local stores (none
-    spills), so a new spill does not land unseen.
+  * Top-k kernels, the fused indexer's gate (src/cuda/sm90_fused/) and every other kernel of
+    the backend (cache writes, quantizers, candidates, planning, DCP, dequantize): no local
+    stores (none spills), so a new spill does not land unseen.
   * Scoring kernels (src/cuda/sm90_scoring/, and the fused indexer's emitting instantiations in
     src/cuda/sm90_fused/): every score_kernel instantiation uses QGMMA (FP8 wgmma), and none
     stores to local memory (none spills since the emitting paged N = 256 stopped).
@@ -132,13 +133,25 @@ def main():
             if unfenced:
                 failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "
                                 "a proxy fence")
+    # Every other kernel folder: no local stores either.
+    known = {"topk", "sm90_scoring", "sm90_fused"}
+    other_kernels = 0
+    for folder in sorted(os.listdir(objects)):
+        if folder in known or not os.path.isdir(os.path.join(objects, folder)):
+            continue
+        for path in objects_under(folder):
+            for name, lines in kernels(cuobjdump, path).items():
+                other_kernels += 1
+                failures += local_store_failures(name, lines)
+    if other_kernels == 0:
+        failures.append("no kernel outside top-k and scoring found")
     if indexer_kernels == 0:
         failures.append("no indexer kernel (the fused gate) found")
     if score_kernels == 0:
         failures.append("no score_kernel instantiation found")
     for failure in failures:
         print("FAIL", failure)
-    print(f"checked {checked} top-k kernels, {indexer_kernels} indexer kernels and {score_kernels} "
+    print(f"checked {other_kernels} other kernels, {checked} top-k kernels, {indexer_kernels} indexer kernels and {score_kernels} "
           f"scoring kernels with {cuobjdump}")
     sys.exit(1 if failures else 0)
 
