@@ -19,18 +19,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The visible columns [start, end) of a row of a logits `width` wide: [ks, min(ke, width)).
-struct Visible {
-  int64_t start;
-  int64_t count;
-};
-
-Visible visible_of(const RowBound& b, int64_t width) {
-  const int64_t start = std::clamp<int64_t>(b.ks, 0, width);
-  const int64_t end = std::clamp<int64_t>(b.ke, start, width);
-  return {start, end - start};
-}
-
 // Max of a block's logits with NaN propagating, NaN then ranked as +inf.
 float block_score(const float* x, int64_t n) {
   float best = -kInf;
@@ -39,18 +27,6 @@ float block_score(const float* x, int64_t n) {
     best = x[i] > best ? x[i] : best;
   }
   return best;
-}
-
-// The row's blocks named by its candidates that hold a visible position, ascending, each once.
-void kept_blocks(std::vector<int64_t>& blocks, const int32_t* candidates, int64_t stride,
-                 int64_t count, int64_t row_blocks) {
-  blocks.clear();
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t c = candidates[i * stride];
-    if (c >= 0 && c < row_blocks) blocks.push_back(c);
-  }
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
 }
 
 // Offers positions [first, first + n) of a row (scores from `row`, position 0 first) to the
@@ -87,6 +63,23 @@ void mask_row(float* row, int64_t width, const RowBound& b, const int32_t* candi
 }
 
 }  // namespace
+
+Visible visible_of(const RowBound& b, int64_t width) {
+  const int64_t start = std::clamp<int64_t>(b.ks, 0, width);
+  const int64_t end = std::clamp<int64_t>(b.ke, start, width);
+  return {start, end - start};
+}
+
+void kept_blocks(std::vector<int64_t>& blocks, const int32_t* candidates, int64_t stride,
+                 int64_t count, int64_t row_blocks) {
+  blocks.clear();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t c = candidates[i * stride];
+    if (c >= 0 && c < row_blocks) blocks.push_back(c);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+}
 
 std::vector<RowBound> candidate_row_bounds(const CandidateRows& rows, int64_t count) {
   std::vector<RowBound> bounds(static_cast<size_t>(count));

@@ -19,6 +19,19 @@ struct RowBound {
   int64_t ke;
 };
 
+// The visible columns [start, start + count) of a row of a logits `width` wide: [ks, min(ke,
+// width)).
+struct Visible {
+  int64_t start;
+  int64_t count;
+};
+Visible visible_of(const RowBound& b, int64_t width);
+
+// The row's blocks named by its candidates that hold a visible position (block < row_blocks),
+// ascending, each once: what the exact consumer selects among.
+void kept_blocks(std::vector<int64_t>& blocks, const int32_t* candidates, int64_t stride,
+                 int64_t count, int64_t row_blocks);
+
 // The bounds of rows [0, count) of the candidate ops' CandidateRows.
 std::vector<RowBound> candidate_row_bounds(const CandidateRows& rows, int64_t count);
 
@@ -39,10 +52,12 @@ void sparse_topk_remap(const TensorView& out, const TensorView& columns,
                        const TensorView& sparse_indices, const std::vector<RowBound>& bounds,
                        int sparse_block, int threads);
 
-// indexer_prefill / indexer_decode of a consumer layer: the logits of a batch of rows (the CPU
-// logits ops' bits, as the CPU indexer's), then candidate_topk_per_row over them, with the
-// indexer's own row ranges as bounds. The logits width is keys.shape[0] (prefill) and
-// block_table.shape[1] * page_size (decode), which places vLLM's edge column.
+// indexer_prefill / indexer_decode of a consumer layer, with the indexer's own row ranges as
+// bounds and the logits width keys.shape[0] (prefill) or block_table.shape[1] * page_size
+// (decode), which places vLLM's edge column. Exact form: each row scores only the keys of its
+// candidate blocks (the CPU scoring core's bits, so equal to candidate_topk_per_row over
+// mqa_logits) and selects among them. vLLM-compatible form: the logits of a batch of rows, then
+// candidate_topk_per_row over them (it selects from outside the blocks too).
 void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                const QuantizedTensor& keys, const TensorView& weights,
                                const TensorView& ks, const TensorView& ke, int k, bool sorted,

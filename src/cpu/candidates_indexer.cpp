@@ -1,13 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CPU indexer of a consumer layer (IndexerOptions::candidates): rows run in batches whose
-// logits the CPU logits ops write (the very bits the CPU indexer scores with), then the consumer's
-// selection runs over them. Equal to candidate_topk_per_row(mqa_logits(...)) by construction.
+// The CPU indexer of a consumer layer (IndexerOptions::candidates), equal to
+// candidate_topk_per_row(mqa_logits(...)) bit for bit in both forms:
+//  * exact: each row scores only the keys of its candidate blocks, with the scoring core that
+//    writes the CPU logits (score_tile: a score depends on its key and row alone, not on the
+//    tile around it), and offers them to the same selector, position by position in ascending
+//    order, as the consumer over dense logits does: O(C cb) keys a row, not O(context);
+//  * vLLM-compatible: rows run in batches whose logits the CPU logits ops write, then the
+//    consumer's selection over them (it fills from masked positions outside the blocks).
+#include <omp.h>
+
 #include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "core/access.h"
 #include "core/rows.h"
 #include "cpu/candidates.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/scoring/score.h"
+#include "cpu/topk/select.h"
+#include "cpu/topk/streaming_topk.h"
 
 namespace flashindexer::cpu {
 namespace {
@@ -38,6 +50,38 @@ void select_batch(const TensorView& out, const TensorView& logits,
                          sorted, candidates.vllm_compatible, threads);
 }
 
+// Per-thread scratch of the exact form: the dequantized query row and key tile are large.
+struct SparseScratch {
+  QueryRow row;
+  KeyTile tile;
+  alignas(64) float scores[kKeyTile];
+};
+
+// The exact consumer of one row: scores the positions of its kept blocks (position p is key
+// vis.start + p of `keys`, a PackedKeys or PagedKeys) and selects among them.
+template <typename Keys>
+void sparse_select_row(int32_t* out, const Keys& keys, const Visible& vis,
+                       const int32_t* candidates, int64_t candidate_stride, int64_t count,
+                       const CandidateInput& input, int k, bool sorted, SparseScratch& scratch,
+                       std::vector<int64_t>& blocks, uint64_t* buffer) {
+  const int block_size = input.block_size;
+  const int64_t row_blocks = (vis.count + block_size - 1) / block_size;
+  kept_blocks(blocks, candidates, candidate_stride, count, row_blocks);
+  StreamingTopK selector;
+  selector.reset(buffer, k);
+  for (const int64_t block : blocks) {
+    const int64_t last = std::min<int64_t>((block + 1) * block_size, vis.count);
+    for (int64_t at = block * block_size; at < last; at += kKeyTile) {
+      const int n = static_cast<int>(std::min<int64_t>(kKeyTile, last - at));
+      load_key_tile(scratch.tile, keys, vis.start + at, n, scratch.row.head_dim);
+      score_tile(scratch.scores, scratch.row, scratch.tile);
+      selector.push(scratch.scores, n, static_cast<uint32_t>(at));
+    }
+  }
+  selector.finish(sorted);
+  write_indices(out, selector.keys(), selector.size(), k, sorted);
+}
+
 }  // namespace
 
 void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
@@ -47,6 +91,24 @@ void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
   const std::vector<RowBound> bounds = candidate_row_bounds(CandidateRows::prefill(ks, ke), rows);
+  if (!candidates.vllm_compatible) {
+    const PackedKeys packed(keys);
+#pragma omp parallel num_threads(threads)
+    {
+      auto scratch = std::make_unique<SparseScratch>();
+      std::vector<int64_t> blocks;
+      std::vector<uint64_t> buffer(streaming_topk_capacity(k));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < rows; ++t) {
+        load_query_row(scratch->row, q, t, 0, weights, t);
+        sparse_select_row(element<int32_t>(out, t, 0), packed, visible_of(bounds[t], width),
+                          element<int32_t>(candidates.blocks, t, 0), candidates.blocks.stride[1],
+                          candidates.blocks.shape[1], candidates, k, sorted, *scratch, blocks,
+                          buffer.data());
+      }
+    }
+    return;
+  }
   const int64_t batch = std::min(rows_per_batch(width, 1), std::max<int64_t>(rows, 1));
   std::vector<float> storage(static_cast<size_t>(batch * std::max<int64_t>(width, 1)));
   for (int64_t first = 0; first < rows; first += batch) {
@@ -70,6 +132,25 @@ void candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
   const int64_t width = block_table.shape[1] * cache.page_size;
   std::vector<RowBound> bounds(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) bounds[r] = {0, rows::decode_row_end(context_lens, next_n, r)};
+  if (!candidates.vllm_compatible) {
+#pragma omp parallel num_threads(threads)
+    {
+      auto scratch = std::make_unique<SparseScratch>();
+      std::vector<int64_t> blocks;
+      std::vector<uint64_t> buffer(streaming_topk_capacity(k));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t b = r / next_n;
+        const PagedKeys paged(cache, element<int32_t>(block_table, b, 0));
+        load_query_row(scratch->row, q, b, r % next_n, weights, r);
+        sparse_select_row(element<int32_t>(out, r, 0), paged, visible_of(bounds[r], width),
+                          element<int32_t>(candidates.blocks, r, 0), candidates.blocks.stride[1],
+                          candidates.blocks.shape[1], candidates, k, sorted, *scratch, blocks,
+                          buffer.data());
+      }
+    }
+    return;
+  }
   const int64_t requests =
       std::min(rows_per_batch(width, next_n) / next_n, std::max<int64_t>(batch_size, 1));
   std::vector<float> storage(static_cast<size_t>(requests * next_n * std::max<int64_t>(width, 1)));

@@ -68,7 +68,9 @@ TEST(IndexerConsumer, PrefillEqualsTheConsumerOverMqaLogits) {
 TEST(IndexerConsumer, DecodeEqualsTheConsumerOverPagedLogitsForNextN1To4) {
   FI_SEEDED_RNG(rng);
   for (int next_n = 1; next_n <= 4; ++next_n) {
-    for (bool two_dim : {false, true}) {
+    for (int form = 0; form < 4; ++form) {
+      const bool two_dim = form % 2 == 1;
+      const bool vllm = form >= 2;
       DecodeConfig config;
       config.format = rng.bernoulli(0.5) ? KFormat::kFP8 : KFormat::kMXFP4;
       config.batch = static_cast<int>(rng.uniform_int(2, 6));
@@ -76,7 +78,6 @@ TEST(IndexerConsumer, DecodeEqualsTheConsumerOverPagedLogitsForNextN1To4) {
       config.two_dim_lens = two_dim;
       config.page_size = 64;
       config.max_len = rng.uniform_int(100, 900);
-      const bool vllm = rng.bernoulli(0.5);
       const int k = static_cast<int>(rng.pick(std::vector<int64_t>{16, 100}));
       SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + (vllm ? " vllm" : " exact"));
       DecodeProblem p = make_decode_problem(rng, config);
