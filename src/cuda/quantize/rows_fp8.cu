@@ -6,8 +6,8 @@
 // one 8-byte store; lane 0 of the group writes the row's scale (and folded weight). 256 threads
 // per block, no loop: a 1M-key insert at D = 128 is 32K blocks. RoPE is a template flag so the
 // plain quantizers carry none of its registers.
-#include "cuda/common/check.h"
 #include "cuda/quantize/rows.h"
+#include "cuda/quantize/rows_launch.cuh"
 
 namespace flashindexer::cuda::quant {
 namespace {
@@ -55,53 +55,18 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
   }
 }
 
-template <typename In, int kLanes, bool kRope>
-void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  if (job.vector) {
-    fp8_rows_kernel<In, kLanes, true, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
-  } else {
-    fp8_rows_kernel<In, kLanes, false, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
+// The kernel for launch_rows (rows_launch.cuh).
+struct Fp8Rows {
+  template <typename In, int kLanes, bool kVector, bool kRope>
+  static void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
+    fp8_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
-}
-
-template <typename In, int kLanes>
-void launch_rope_or_not(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  // RoPE needs D >= 64 (checked by src/api): no rotating instantiation for 4-lane rows.
-  if constexpr (kLanes >= 8) {
-    if (job.rope.style != static_cast<int>(RopeStyle::kNone)) {
-      return launch<In, kLanes, true>(job, blocks, stream);
-    }
-  }
-  launch<In, kLanes, false>(job, blocks, stream);
-}
-
-template <typename In>
-void launch_by_dim(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  switch (job.head_dim) {
-    case 32:
-      return launch_rope_or_not<In, 4>(job, blocks, stream);
-    case 64:
-      return launch_rope_or_not<In, 8>(job, blocks, stream);
-    case 128:
-      return launch_rope_or_not<In, 16>(job, blocks, stream);
-    default:
-      return launch_rope_or_not<In, 32>(job, blocks, stream);
-  }
-}
+};
 
 }  // namespace
 
 Status launch_fp8_rows(const RowJob& job, cudaStream_t stream, const char* op) {
-  if (job.rows == 0) return Status::Ok();
-  const int64_t groups = (job.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t threads = groups * (job.head_dim / kLaneValues);
-  const unsigned blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
-  if (job.input_bf16) {
-    launch_by_dim<Bf16Bits>(job, blocks, stream);
-  } else {
-    launch_by_dim<float>(job, blocks, stream);
-  }
-  return launch_status(op);
+  return launch_rows<Fp8Rows>(job, stream, op);
 }
 
 }  // namespace flashindexer::cuda::quant

@@ -4,10 +4,10 @@
 //
 // Each lane loads its eight values of both rows (16-byte loads, issued together), the block amax
 // is two shuffles among the block's four lanes, and each lane stores its four packed bytes as
-// one 4-byte store; the first lane of a block writes the block's scale byte. Launch shape as
-// rows_fp8.cu.
-#include "cuda/common/check.h"
+// one 4-byte store; the first lane of a block writes the block's scale byte. The launch is
+// rows_fp8.cu's (rows_launch.cuh).
 #include "cuda/quantize/rows.h"
+#include "cuda/quantize/rows_launch.cuh"
 
 namespace flashindexer::cuda::quant {
 namespace {
@@ -55,53 +55,18 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
   }
 }
 
-template <typename In, int kLanes, bool kRope>
-void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  if (job.vector) {
-    mxfp4_rows_kernel<In, kLanes, true, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
-  } else {
-    mxfp4_rows_kernel<In, kLanes, false, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
+// The kernel for launch_rows (rows_launch.cuh).
+struct Mxfp4Rows {
+  template <typename In, int kLanes, bool kVector, bool kRope>
+  static void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
+    mxfp4_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
-}
-
-template <typename In, int kLanes>
-void launch_rope_or_not(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  // RoPE needs D >= 64 (checked by src/api): no rotating instantiation for 4-lane rows.
-  if constexpr (kLanes >= 8) {
-    if (job.rope.style != static_cast<int>(RopeStyle::kNone)) {
-      return launch<In, kLanes, true>(job, blocks, stream);
-    }
-  }
-  launch<In, kLanes, false>(job, blocks, stream);
-}
-
-template <typename In>
-void launch_by_dim(const RowJob& job, unsigned blocks, cudaStream_t stream) {
-  switch (job.head_dim) {
-    case 32:
-      return launch_rope_or_not<In, 4>(job, blocks, stream);
-    case 64:
-      return launch_rope_or_not<In, 8>(job, blocks, stream);
-    case 128:
-      return launch_rope_or_not<In, 16>(job, blocks, stream);
-    default:
-      return launch_rope_or_not<In, 32>(job, blocks, stream);
-  }
-}
+};
 
 }  // namespace
 
 Status launch_mxfp4_rows(const RowJob& job, cudaStream_t stream, const char* op) {
-  if (job.rows == 0) return Status::Ok();
-  const int64_t groups = (job.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t threads = groups * (job.head_dim / kLaneValues);
-  const unsigned blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
-  if (job.input_bf16) {
-    launch_by_dim<Bf16Bits>(job, blocks, stream);
-  } else {
-    launch_by_dim<float>(job, blocks, stream);
-  }
-  return launch_status(op);
+  return launch_rows<Mxfp4Rows>(job, stream, op);
 }
 
 }  // namespace flashindexer::cuda::quant
