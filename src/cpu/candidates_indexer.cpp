@@ -61,12 +61,12 @@ struct SparseScratch {
 // vis.start + p of `keys`, a PackedKeys or PagedKeys) and selects among them.
 template <typename Keys>
 void sparse_select_row(int32_t* out, const Keys& keys, const Visible& vis,
-                       const int32_t* candidates, int64_t candidate_stride, int64_t count,
-                       const CandidateInput& input, int k, bool sorted, SparseScratch& scratch,
-                       std::vector<int64_t>& blocks, uint64_t* buffer) {
+                       const int32_t* row_candidates, const CandidateInput& input, int k,
+                       bool sorted, SparseScratch& scratch, std::vector<int64_t>& blocks,
+                       uint64_t* buffer) {
   const int block_size = input.block_size;
   const int64_t row_blocks = (vis.count + block_size - 1) / block_size;
-  kept_blocks(blocks, candidates, candidate_stride, count, row_blocks);
+  kept_blocks(blocks, row_candidates, input.blocks.stride[1], input.blocks.shape[1], row_blocks);
   StreamingTopK selector;
   selector.reset(buffer, k);
   for (const int64_t block : blocks) {
@@ -82,6 +82,27 @@ void sparse_select_row(int32_t* out, const Keys& keys, const Visible& vis,
   write_indices(out, selector.keys(), selector.size(), k, sorted);
 }
 
+// The exact form over rows [0, rows) on the OpenMP threads: prepare(r, row) loads query row r
+// into `row` and returns the keys its positions address (PackedKeys or PagedKeys).
+template <typename Prepare>
+void sparse_consumer(const TensorView& out, int64_t rows, const std::vector<RowBound>& bounds,
+                     int64_t width, const CandidateInput& candidates, int k, bool sorted,
+                     int threads, Prepare&& prepare) {
+#pragma omp parallel num_threads(threads)
+  {
+    auto scratch = std::make_unique<SparseScratch>();
+    std::vector<int64_t> blocks;
+    std::vector<uint64_t> buffer(streaming_topk_capacity(k));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto keys = prepare(r, scratch->row);
+      sparse_select_row(element<int32_t>(out, r, 0), keys, visible_of(bounds[r], width),
+                        element<int32_t>(candidates.blocks, r, 0), candidates, k, sorted, *scratch,
+                        blocks, buffer.data());
+    }
+  }
+}
+
 }  // namespace
 
 void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
@@ -92,21 +113,11 @@ void candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   const int64_t width = keys.values.shape[0];
   const std::vector<RowBound> bounds = candidate_row_bounds(CandidateRows::prefill(ks, ke), rows);
   if (!candidates.vllm_compatible) {
-    const PackedKeys packed(keys);
-#pragma omp parallel num_threads(threads)
-    {
-      auto scratch = std::make_unique<SparseScratch>();
-      std::vector<int64_t> blocks;
-      std::vector<uint64_t> buffer(streaming_topk_capacity(k));
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < rows; ++t) {
-        load_query_row(scratch->row, q, t, 0, weights, t);
-        sparse_select_row(element<int32_t>(out, t, 0), packed, visible_of(bounds[t], width),
-                          element<int32_t>(candidates.blocks, t, 0), candidates.blocks.stride[1],
-                          candidates.blocks.shape[1], candidates, k, sorted, *scratch, blocks,
-                          buffer.data());
-      }
-    }
+    sparse_consumer(out, rows, bounds, width, candidates, k, sorted, threads,
+                    [&](int64_t t, QueryRow& row) {
+                      load_query_row(row, q, t, 0, weights, t);
+                      return PackedKeys(keys);
+                    });
     return;
   }
   const int64_t batch = std::min(rows_per_batch(width, 1), std::max<int64_t>(rows, 1));
@@ -133,22 +144,11 @@ void candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
   std::vector<RowBound> bounds(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) bounds[r] = {0, rows::decode_row_end(context_lens, next_n, r)};
   if (!candidates.vllm_compatible) {
-#pragma omp parallel num_threads(threads)
-    {
-      auto scratch = std::make_unique<SparseScratch>();
-      std::vector<int64_t> blocks;
-      std::vector<uint64_t> buffer(streaming_topk_capacity(k));
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t b = r / next_n;
-        const PagedKeys paged(cache, element<int32_t>(block_table, b, 0));
-        load_query_row(scratch->row, q, b, r % next_n, weights, r);
-        sparse_select_row(element<int32_t>(out, r, 0), paged, visible_of(bounds[r], width),
-                          element<int32_t>(candidates.blocks, r, 0), candidates.blocks.stride[1],
-                          candidates.blocks.shape[1], candidates, k, sorted, *scratch, blocks,
-                          buffer.data());
-      }
-    }
+    sparse_consumer(out, rows, bounds, width, candidates, k, sorted, threads,
+                    [&](int64_t r, QueryRow& row) {
+                      load_query_row(row, q, r / next_n, r % next_n, weights, r);
+                      return PagedKeys(cache, element<int32_t>(block_table, r / next_n, 0));
+                    });
     return;
   }
   const int64_t requests =
