@@ -14,7 +14,8 @@
 # set of `tests` and `memcheck` (default: every CUDA suite). racecheck follows every shared-memory
 # access and is far slower, so it runs RACECHECK_FILTER: the tests of each kernel family at small
 # shapes (scoring, paged scoring, fused indexer, indexer decode, top-k direct / cluster / split
-# paths and every k, DCP, dequantize, planning). synccheck runs SYNCCHECK_FILTER: every test of
+# paths and every k, DCP, dequantize, planning, the candidate ops' shared-memory
+# sorts and selections, the workspace gather). synccheck runs SYNCCHECK_FILTER: every test of
 # the kernels that synchronise through named barriers and mbarriers (the sm90 scoring kernels,
 # the fused indexer and the indexer paths over them). Each sanitizer step stops after
 # SANITIZER_TIMEOUT seconds (default 5400). BENCH_ARGS replaces the benchmark's arguments
@@ -36,7 +37,9 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   IndexerDecodeCuda.GraphReplayGivesTheSameIndices \
   TopKCuda.ShortAndEmptyRowsArePaddedWithMinusOne TopKCuda.OneRowAndManyShortRows \
   TopKCuda.SupportsEveryKFromOneTo4096 TopKCuda.DecodeFormsWithNextN \
-  TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*')
+  TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*' \
+  'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' 'CandidateTopKCuda.*' 'SparseIndicesCuda.*' \
+  'GatherKWorkspaceCuda.*')
 RACECHECK_FILTER=${RACECHECK_FILTER:-${RACECHECK_DEFAULT%:}}
 SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*}
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer ||
