@@ -40,6 +40,17 @@ def _cases(preset):
     return full if preset == "full" else quick
 
 
+def _consumer_cases(preset):
+    """Shapes of the sparse-against-dense consumer table (the targets' shapes)."""
+    full = [Case("prefill 4096x131072", "prefill", 4096, 131072),
+            Case("prefill 4096x1048576", "prefill", 4096, 1048576),
+            Case("decode 64x131072", "decode", 64, 131072),
+            Case("decode 64x1048576", "decode", 64, 1048576)]
+    quick = [Case("prefill 256x65536", "prefill", 256, 65536),
+             Case("decode 8x65536", "decode", 8, 65536)]
+    return full if preset == "full" else quick
+
+
 def torch_select(logits, ke, num_blocks, block_size):
     """The source in PyTorch, rows starting at column 0 (ke [rows])."""
     rows, width = logits.shape
@@ -172,6 +183,59 @@ def _measure_case(ctx, fi, case, table, ceilings):
                   ctx.command("candidates", case.name), None))
 
 
+def _measure_consumer(ctx, fi, case, table, ceilings):
+    """One consumer layer both ways: the dense-masked path (all the context scored into the
+    workspace's logits slab, then the selection inside the blocks) and the sparse path (only the
+    candidate blocks' keys scored); the same answer, checked bit for bit."""
+    if case.form == "prefill":
+        inputs = PrefillInputs(HEADS, case.rows, case.keys, "suffix")
+        visible = (inputs.ke - inputs.ks).long()
+        width = case.keys
+
+        def layer(out, path):
+            fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks,
+                               inputs.ke, K, out=out, workspace=workspace, candidates=blocks,
+                               candidate_block_size=CB, path=path)
+        batch = 1
+    else:
+        inputs = DecodeInputs(HEADS, case.rows, case.keys)
+        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+        visible = inputs.lens2d.reshape(-1).long()
+        width = inputs.width
+
+        def layer(out, path):
+            fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
+                              out=out, workspace=workspace, candidates=blocks,
+                              candidate_block_size=CB, path=path)
+        batch = 10
+    rows = case.rows
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
+    # Candidates as a source layer would publish them: C distinct blocks inside each row (the
+    # newest one among them), in no particular order.
+    row_blocks = (visible + CB - 1) // CB
+    draw = torch.rand(rows, int(row_blocks.max()), device="cuda")
+    draw[torch.arange(draw.shape[1], device="cuda")[None, :] >= row_blocks[:, None]] = -1.0
+    draw.scatter_(1, (row_blocks - 1).clamp(min=0)[:, None], 2.0)
+    top = torch.topk(draw, min(C, draw.shape[1]), dim=1)
+    blocks = torch.full((rows, C), -1, dtype=torch.int32, device="cuda")
+    blocks[:, :top.indices.shape[1]] = torch.where(top.values >= 0, top.indices, -1).int()
+    dense_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    sparse_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    layer(dense_out, "dense")
+    layer(sparse_out, "auto")
+    torch.cuda.synchronize()
+    assert torch.equal(dense_out, sparse_out), f"{case.name}: the sparse consumer differs"
+    iters, warm = ctx.iters(10), ctx.warm_ms
+    dense_ms = graph_ms(lambda: layer(dense_out, "dense"), batch, iters, warm)
+    sparse_ms = graph_ms(lambda: layer(sparse_out, "auto"), batch, iters, warm)
+    # Bytes of the candidate blocks' keys the sparse path reads (132 per FP8 key).
+    candidate_keys = int(torch.minimum(visible, torch.full_like(visible, C * CB)).sum())
+    gbs = candidate_keys * 132 / sparse_ms / 1e6
+    table.add(Row(f"{case.name} consumer layer, sparse", sparse_ms, dense_ms, gbs,
+                  gbs / ceilings.copy_gbs_sustained, None,
+                  ctx.command("candidates", case.name), None))
+
+
 def run(ctx):
     import flashindexer as fi
 
@@ -190,4 +254,19 @@ def run(ctx):
             continue
         _measure_case(ctx, fi, case, table, ceilings)
         torch.cuda.empty_cache()
-    return [table]
+    consumer = Table("GPU V4.1 consumer layer: sparse scoring of the candidates against the "
+                     "dense-masked path", "ms", "dense-masked consumer (ours)", "GB/s",
+                     "device copy (sustained)", command=ctx.command("candidates"),
+                     notes=f"H {HEADS}, k {K}, cb {CB}, C {C}. The dense-masked path scores "
+                           "every visible key into the workspace's logits slab and selects "
+                           "inside the blocks; the sparse path scores only the candidate "
+                           "blocks' keys. Same answer, checked bit for bit. Rate: the "
+                           "candidate keys' bytes (132 per key, min(C cb, visible) a row) / "
+                           "time.")
+    ctx.start(consumer)
+    for case in _consumer_cases(ctx.preset):
+        if not cases.selected(ctx.only, case.name):
+            continue
+        _measure_consumer(ctx, fi, case, consumer, ceilings)
+        torch.cuda.empty_cache()
+    return [table, consumer]

@@ -62,7 +62,7 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
     if (out.device == Device::kCUDA) {
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
-                                             candidates, options);
+                                             candidates, indexer_options.path, options);
     }
     cpu::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
                                    candidates, cpu_threads(options));
@@ -132,7 +132,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
     if (out.device == Device::kCUDA) {
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
-                                            topk_options.sorted, candidates, options);
+                                            topk_options.sorted, candidates, indexer_options.path,
+                                            options);
     }
     cpu::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                   topk_options.sorted, candidates, cpu_threads(options));

@@ -118,12 +118,12 @@ Status sparse_topk_remap(const TensorView&, const TensorView&, const TensorView&
 }
 Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                                  const TensorView&, const TensorView&, const TensorView&, int, bool,
-                                 const CandidateInput&, const RunOptions&) {
+                                 const CandidateInput&, IndexerPath, const RunOptions&) {
   return not_on_cuda("indexer_prefill");
 }
 Status candidate_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
                                 const TensorView&, const TensorView&, const TensorView&, int, bool,
-                                const CandidateInput&, const RunOptions&) {
+                                const CandidateInput&, IndexerPath, const RunOptions&) {
   return not_on_cuda("indexer_decode");
 }
 

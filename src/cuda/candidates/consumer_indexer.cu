@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA indexer of a consumer layer (IndexerOptions::candidates): the dense path's row batches
+// The CUDA indexer of a consumer layer (IndexerOptions::candidates) on its dense path (the sparse
+// one is sparse_indexer.cu): the dense path's row batches
 // (cuda/indexer/dense_indexer.cu) with the consumer's selection in place of topk_per_row. Each
 // batch is mqa_logits (paged_mqa_logits) into a logits slab, then run_consumer over it, so the
 // result is candidate_topk_per_row of the CUDA logits by construction. The fused path's kernels
@@ -83,7 +84,12 @@ candidates::CandidateRowsOnDevice candidate_rows_from(const CandidateInput& inpu
 Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                  const QuantizedTensor& keys, const TensorView& weights,
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                                 const CandidateInput& input, const RunOptions& options) {
+                                 const CandidateInput& input, IndexerPath path,
+                                 const RunOptions& options) {
+  if (sparse_consumer_takes(input, path)) {
+    return sparse_candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, input,
+                                            options);
+  }
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
@@ -124,8 +130,12 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
 Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const PagedKCache& cache, const TensorView& weights,
                                 const TensorView& context_lens, const TensorView& block_table,
-                                int k, bool sorted, const CandidateInput& input,
+                                int k, bool sorted, const CandidateInput& input, IndexerPath path,
                                 const RunOptions& options) {
+  if (sparse_consumer_takes(input, path)) {
+    return sparse_candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                                           sorted, input, options);
+  }
   const char* op = "indexer_decode";
   const int64_t batch_size = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);

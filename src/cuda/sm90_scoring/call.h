@@ -16,10 +16,12 @@
 namespace flashindexer::cuda {
 namespace scoring {
 
-// One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged) and epilogue;
-// defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing epilogue)
-// and the fused indexer's (the emitting one).
-template <int kHeads, int kN, bool kPaged, typename Epilogue>
+struct KeysE4M3;  // format_e4m3.cuh
+
+// One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged), epilogue and
+// keys' format; defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing
+// epilogue; sparse_*.cu the sparse formats) and the fused indexer's (the emitting one).
+template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = KeysE4M3>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
 

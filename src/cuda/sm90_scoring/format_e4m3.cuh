@@ -23,6 +23,9 @@ struct KeysE4M3 {
   static constexpr int kTileScaleBytes = kTileKeys * 4;    // 256 B of fp32 key scales
   // Keys of one tile that a row of the wgmma's A operand holds per k-step (k32 for e4m3).
   static constexpr int kStepK = 32;
+  // Keys are copied a tile (or page) at a time; a sparse format (format_sparse.cuh) copies
+  // blocks of kSparseBlock keys.
+  static constexpr int kSparseBlock = 0;
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,

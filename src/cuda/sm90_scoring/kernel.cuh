@@ -42,6 +42,7 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
+#include "cuda/sm90_scoring/call.h"
 #include "cuda/sm90_scoring/config.h"
 #include "cuda/sm90_scoring/consumer.cuh"
 #include "cuda/sm90_scoring/format_e4m3.cuh"
@@ -132,13 +133,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
-// parallel.
-template <int kHeads, int kN, bool kPaged, typename Epilogue>
+// parallel. (Format's default, KeysE4M3, is in the declaration, call.h.)
+template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
-  constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, KeysE4M3>::kBytes;
-  auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue>;
+  constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, Format>::kBytes;
+  auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue, Format>;
   // Set on every launch (host-side, capture-safe): a cached "done" flag would be one symbol for
   // every copy of the library in a process (templates' statics are merged process-wide), and
   // a second copy's kernels would then launch without their opt-in.

@@ -13,6 +13,8 @@
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/sm90_scoring/call.h"
+#include "cuda/sm90_scoring/format_sparse.cuh"
+#include "cuda/sm90_scoring/sparse_call.h"
 #include "cuda/sm90_scoring/store_epilogue.cuh"
 
 namespace flashindexer::cuda {
@@ -367,6 +369,124 @@ Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
     return status;
   }
   return launch_scoring(op, call, clean, stream);
+}
+
+namespace {
+
+// The sparse instantiation for (H, sparse block, source): N = H, one row per work item.
+template <int kHeads>
+cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& params, int block,
+                                   bool paged, int grid, cudaStream_t stream) {
+  using scoring::SparseKeysE4M3;
+  using scoring::StoreEpilogue;
+  if (block == 8) {
+    return paged ? scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
+                                         SparseKeysE4M3<8, true>>(maps, params, {}, grid, stream)
+                 : scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
+                                         SparseKeysE4M3<8, false>>(maps, params, {}, grid, stream);
+  }
+  return paged
+             ? scoring::launch_score<kHeads, kHeads, true, StoreEpilogue, SparseKeysE4M3<16, true>>(
+                   maps, params, {}, grid, stream)
+             : scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
+                                     SparseKeysE4M3<16, false>>(maps, params, {}, grid, stream);
+}
+
+}  // namespace
+
+Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean,
+                             void* stream_handle) {
+  const QuantizedTensor q{call.q, {}};
+  if (Status status = check_common(op, q, call.weights); !status.ok()) return status;
+  const int64_t rows = call.q.shape[0];
+  const int heads = static_cast<int>(call.q.shape[1]);
+  const int block = call.sparse_block;
+  ScoreParams params;
+  params.rows = rows;
+  params.groups = rows;
+  params.rows_per_group = 1;
+  params.width = call.logits.shape[1];
+  params.context_lens = call.end;  // row r sees sparse columns [0, end[r])
+  params.lens_stride_b = 1;
+  params.block_table = call.entries;  // read with unit stride (TileLoader)
+  params.table_stride_b = call.entry_stride;
+  params.table_stride_p = 1;
+  params.table_pages = call.entries_per_row;
+  params.page_size = block;
+  params.page_shift = block == 8 ? 3 : 4;
+  params.logits = call.logits.ptr<float>();
+  params.logits_stride = call.logits.stride[0];
+  if (rows == 0 || params.width == 0) return Status::Ok();
+  const int sms = multiprocessor_count();
+  const int64_t key_span =
+      std::max<int64_t>(std::min(params.width, call.entries_per_row * block), 1);
+  params.chunk_keys = plan_chunk_keys(rows, key_span, sms, 256, 2048);
+  params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
+
+  ScoreMaps maps{};
+  if (Status status = encode_queries(maps, op, call.q, rows, call.q.stride[0], heads, call.weights,
+                                     1, /*lane_owned_rows=*/false);
+      !status.ok()) {
+    return status;
+  }
+  const auto box_rows = static_cast<cuuint32_t>(block);
+  if (call.cache != nullptr) {
+    const PagedKCache& cache = *call.cache;
+    const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
+    const auto pages = static_cast<cuuint64_t>(cache.num_pages);
+    const auto page_size = static_cast<cuuint64_t>(cache.page_size);
+    const MapSpec key_spec{"cache values",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           3,
+                           cache.data,
+                           {kHeadDim, page_size, pages},
+                           {kHeadDim, page_stride},
+                           {kHeadDim, box_rows, 1},
+                           true};
+    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+    const MapSpec scale_spec{"cache scales",
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             2,
+                             static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
+                             {page_size, pages, 1},
+                             {page_stride, 0},
+                             {box_rows, 1, 1},
+                             false};
+    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+  } else {
+    const QuantizedTensor& keys = *call.keys;
+    const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
+    const MapSpec key_spec{"keys.values",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           2,
+                           keys.values.data,
+                           {kHeadDim, num_keys, 1},
+                           {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
+                           {kHeadDim, box_rows, 1},
+                           true};
+    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+    const MapSpec scale_spec{"keys.scales",
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                             1,
+                             keys.scales.data,
+                             {num_keys, 1, 1},
+                             {0, 0},
+                             {box_rows, 1, 1},
+                             false};
+    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+  }
+  auto* stream = static_cast<cudaStream_t>(stream_handle);
+  const int grid = static_cast<int>(std::min<int64_t>(params.groups * params.chunks, sms));
+  const bool paged = call.cache != nullptr;
+  const cudaError_t launched =
+      heads == 64 ? launch_sparse_instance<64>(maps, params, block, paged, grid, stream)
+                  : launch_sparse_instance<32>(maps, params, block, paged, grid, stream);
+  if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
+    return status;
+  }
+  if (!clean) return Status::Ok();
+  return to_status(scoring::launch_fill_invisible(params, /*paged=*/true, stream), op,
+                   "clean fill kernel launch");
 }
 
 }  // namespace flashindexer::cuda

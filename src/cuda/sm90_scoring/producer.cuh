@@ -51,10 +51,29 @@ struct TileLoader {
     return __shfl_sync(0xffffffffu, window_entry, page - window_page);
   }
 
-  // Called by the whole producer warp; lane 0 issues the copies.
+  // Called by the whole producer warp; lane 0 issues the copies (a sparse tile's are issued by
+  // one lane per block).
   __device__ __forceinline__ void load(int64_t group, int32_t tile, uint8_t* keys, float* scales,
                                        uint64_t* full, int lane) {
-    if constexpr (kPaged) {
+    if constexpr (Format::kSparseBlock > 0) {
+      // Sparse (format_sparse.cuh): the group is one query row, its entries a row of
+      // block_table with unit stride. Lane c reads the entry of the tile's block c (the tile's
+      // entries are one 16- or 32-byte load) and copies that block; the expected bytes are set
+      // first, so no copy can complete the stage's phase before they are.
+      constexpr int kCopies = Format::kCopies;
+      const int32_t block = tile * kCopies + lane;
+      int32_t entry = 0;  // a tile never reaches past the row's entries (the end is inside)
+      if (lane < kCopies && block < p.table_pages) {
+        entry = p.block_table[group * p.table_stride_b + block];
+      }
+      if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(full, Format::kTileCopyBytes);
+      }
+      __syncwarp();
+      if (lane < kCopies) {
+        Format::copy_block(keys, scales, key_map, scale_map, full, lane, entry);
+      }
+    } else if constexpr (kPaged) {
       // Page sizes are 32, 64 or 128: one copy per tile, two for pages of 32 keys.
       const int rows_per_copy = min(kTileKeys, p.page_size);
       const int copies = p.page_shift < 6 ? 2 : 1;
@@ -218,7 +237,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   if constexpr (kPaged) {
     // Decode: this CTA's equal share of all requests' key tiles (schedule.cuh).
     for_each_share_piece(p, lane, [&](int64_t group, int32_t tile_begin, int32_t tile_end) {
-      loader.load_window(group, (tile_begin * kTileKeys) >> p.page_shift, lane);
+      if constexpr (Format::kSparseBlock == 0) {
+        loader.load_window(group, (tile_begin * kTileKeys) >> p.page_shift, lane);
+      }
       const int64_t row0 = group * p.rows_per_group;
       const ItemKeys<kPaged, 32> keys(p, row0, group_rows(row0),
                                       static_cast<int64_t>(tile_begin) * kTileKeys,

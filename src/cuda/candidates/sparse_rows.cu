@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// build_sparse_rows (sparse_rows.h): one CTA per row expands, filters and sorts the row's sparse
+// blocks in shared memory (at most 8192: C <= 4096, ratio <= 2), drops repeats by a flag scan,
+// and writes the blocks, their entries and the row's valid column count.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "cuda/candidates/block_sort.cuh"
+#include "cuda/candidates/sparse_rows.h"
+#include "cuda/common/check.h"
+#include "cuda/sm90_scoring/format_sparse.cuh"
+
+namespace flashindexer::cuda::candidates {
+namespace {
+
+constexpr int kRowThreads = 512;
+constexpr int32_t kDropped = std::numeric_limits<int32_t>::max();
+
+// The entry of sparse block `block` of row t (format_sparse.cuh): the packed key row of its
+// first position, or its page and row in the cache. A block-table entry outside the cache (not
+// a valid input: the row's pages must be allocated) reads page 0, never a box outside the
+// tensor (copies of such boxes stopped the kernel on an H200: illegal instruction).
+__device__ __forceinline__ int32_t entry_of(const SparseSource& source, int64_t t, int64_t start,
+                                            int32_t block, int sparse_block) {
+  const int64_t position = int64_t{block} * sparse_block;
+  if (source.block_table == nullptr) return static_cast<int32_t>(start + position);
+  const int64_t page_index = position / source.page_size;
+  const int64_t request = t / source.rows_per_request;
+  int32_t page =
+      page_index < source.table_pages
+          ? source.block_table[request * source.table_stride_b + page_index * source.table_stride_p]
+          : 0;
+  if (page < 0 || page >= source.num_pages) page = 0;
+  return page << scoring::kSparseRowBits | static_cast<int32_t>(position % source.page_size);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    sparse_rows_kernel(SparseRows out, CandidateRowsOnDevice candidates, BoundRows bounds,
+                       int64_t width, int sparse_block, int sort_slots, SparseSource source) {
+  extern __shared__ int32_t keys[];  // sort_slots: the next power of two of the row's blocks
+  __shared__ int warp_sums[32];
+  const int64_t t = blockIdx.x;
+  const Visible visible = visible_of(bounds, t, width);
+  const int64_t row_blocks = (visible.count + sparse_block - 1) / sparse_block;
+  const int ratio = candidates.block_size / sparse_block;
+  const int slots = out.sparse_per_row;  // C x ratio
+  const int32_t* row = candidates.data + t * candidates.stride;
+  for (int i = threadIdx.x; i < sort_slots; i += kRowThreads) {
+    int32_t key = kDropped;
+    if (i < slots) {
+      const int64_t block = int64_t{row[i / ratio]} * ratio + i % ratio;
+      if (block >= 0 && block < row_blocks) key = static_cast<int32_t>(block);
+    }
+    keys[i] = key;
+  }
+  block_sort_ascending(keys, sort_slots);
+  // Each thread owns a contiguous run of the sorted keys; a key is kept when it is no repeat.
+  const int per_thread = (sort_slots + kRowThreads - 1) / kRowThreads;
+  const int first = threadIdx.x * per_thread;
+  const int last = min(first + per_thread, sort_slots);
+  int kept = 0;
+  for (int i = first; i < last; ++i) {
+    kept += keys[i] != kDropped && (i == 0 || keys[i] != keys[i - 1]) ? 1 : 0;
+  }
+  int at = block_exclusive_scan(kept, warp_sums);
+  int32_t* blocks = out.blocks + t * out.stride;
+  for (int i = first; i < last; ++i) {
+    if (keys[i] != kDropped && (i == 0 || keys[i] != keys[i - 1])) blocks[at++] = keys[i];
+  }
+  // The last thread's run ends the kept ones: the total is its `at`.
+  if (threadIdx.x == kRowThreads - 1) warp_sums[0] = at;
+  __syncthreads();
+  const int n = warp_sums[0];
+  const int32_t last_block = n > 0 ? blocks[n - 1] : 0;
+  int32_t* entries = out.entries + t * out.stride;
+  // Past the kept blocks, the last one again (DeepGEMM's padding): the tail of the row's last
+  // tile copies real keys, whose columns lie past end.
+  for (int i = threadIdx.x; i < slots; i += kRowThreads) {
+    const int32_t block = i < n ? blocks[i] : last_block;
+    entries[i] = entry_of(source, t, visible.start, block, sparse_block);
+    if (i >= n) blocks[i] = last_block;
+  }
+  if (threadIdx.x == 0) {
+    int64_t valid = 0;
+    if (n > 0) {
+      const int64_t partial = visible.count - int64_t{last_block} * sparse_block;
+      valid = int64_t{n - 1} * sparse_block + (partial < sparse_block ? partial : sparse_block);
+    }
+    out.end[t] = static_cast<int32_t>(valid);
+  }
+}
+
+}  // namespace
+
+Status build_sparse_rows(const SparseRows& out, const CandidateRowsOnDevice& candidates,
+                         const BoundRows& bounds, int64_t rows, int64_t width, int sparse_block,
+                         const SparseSource& source, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  int sort_slots = 1;
+  while (sort_slots < out.sparse_per_row) sort_slots *= 2;
+  sparse_rows_kernel<<<static_cast<unsigned>(rows), kRowThreads, sort_slots * sizeof(int32_t),
+                       stream>>>(out, candidates, bounds, width, sparse_block, sort_slots, source);
+  return launch_status("sparse consumer rows");
+}
+
+}  // namespace flashindexer::cuda::candidates

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rows metadata of the sparse consumer (the candidate ops' CUDA backend): from each row's
+// candidate blocks, its sorted distinct sparse blocks, their entries for the sparse scoring
+// kernel (format_sparse.cuh) and its count of valid sparse columns. Host code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/candidates/consumer.h"
+#include "cuda/candidates/rows.cuh"
+#include "flashindexer/status.h"
+
+namespace flashindexer::cuda::candidates {
+
+// Where the sparse blocks' keys lie: the packed workspace (row key = ks + position), or the paged
+// cache through the block table (request = row / rows_per_request).
+struct SparseSource {
+  const int32_t* block_table = nullptr;  // null: the packed workspace
+  int64_t table_stride_b = 0;
+  int64_t table_stride_p = 0;
+  int64_t table_pages = 0;
+  int64_t num_pages = 0;  // pages of the cache
+  int page_size = 64;     // a power of two, at most 128
+  int rows_per_request = 1;
+};
+
+// The per-row arrays, [rows, sparse_per_row] i32 (row stride `stride`) and [rows] i32.
+struct SparseRows {
+  int32_t* blocks = nullptr;   // ascending distinct sparse block ids (position / sparse_block)
+  int32_t* entries = nullptr;  // their entries (format_sparse.cuh); past the kept, the last
+  int32_t* end = nullptr;      // valid sparse columns
+  int64_t stride = 0;
+  int sparse_per_row = 0;  // C x ratio
+};
+
+// For each row t: candidate c names sparse blocks c * ratio .. c * ratio + ratio - 1 (ratio =
+// block_size / sparse_block); those inside the row's visible positions [0, n) (n from `bounds`
+// over a logits `width` wide) are kept once each, ascending; end[t] counts their visible
+// positions. The exact consumer's selection among them is then the top-k of the sparse logits
+// over [0, end), remapped to positions through `blocks`.
+Status build_sparse_rows(const SparseRows& out, const CandidateRowsOnDevice& candidates,
+                         const BoundRows& bounds, int64_t rows, int64_t width, int sparse_block,
+                         const SparseSource& source, cudaStream_t stream);
+
+// The sparse block of a candidate block size (16 when it divides cb, else 8), 0 when cb is no
+// 8 or 16 multiple of ratio 1 or 2 (cb of 8, 16 or 32).
+inline int sparse_block_of(int block_size) {
+  if (block_size == 16 || block_size == 32) return 16;
+  if (block_size == 8) return 8;
+  return 0;
+}
+
+}  // namespace flashindexer::cuda::candidates

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sparse keys (spec §8.5): FP8 e4m3 keys gathered block by block, as a policy of the scoring
+// kernel. A work item is one query row and its "keys" are the row's sparse columns: column
+// j * kBlock + o is key o of the row's j-th sparse block, wherever that block lies. Each 64-key
+// tile is therefore kTileKeys / kBlock copies of kBlock contiguous keys (and their scales), one
+// per sparse block, issued by that many producer lanes at once. Everything after the copies (the
+// wgmma, the head sums, the epilogue) is KeysE4M3's, so a key's score has the bits the dense
+// kernels give it: the sparse and the dense consumer select from the same numbers.
+//
+// A block's entry (the producer reads it from ScoreParams::block_table, one row of entries per
+// query row) names its first key: the packed workspace row (kPagedSource false), or cache page
+// and row as page << kSparseRowBits | row (kPagedSource true; pages hold at most 128 keys).
+// Entries must name keys inside the tensor (a box wholly outside it stopped the kernel with an
+// illegal instruction on an H200): the rows metadata pads a row's last tile with its last
+// block, whose extra columns lie past the row's end.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90_scoring/config.h"
+#include "cuda/sm90_scoring/format_e4m3.cuh"
+
+namespace flashindexer::cuda::scoring {
+
+// Bits of a paged entry that hold the row in its page (page sizes are at most 128 keys).
+constexpr int kSparseRowBits = 7;
+
+template <int kBlock, bool kPagedSource>
+struct SparseKeysE4M3 : KeysE4M3 {
+  static_assert(kBlock == 8 || kBlock == 16, "sparse blocks of 8 or 16 keys");
+  static constexpr int kSparseBlock = kBlock;
+  static constexpr int kCopies = kTileKeys / kBlock;  // sparse blocks per key tile
+  // A tensor copy lands on a 128-byte boundary of shared memory, so each block's kBlock scales
+  // (32 or 64 bytes) get a 128-byte slot of their own: a stage holds kCopies slots.
+  static constexpr int kScaleSlotFloats = 128 / 4;
+  static constexpr int kTileScaleBytes = kCopies * 128;
+  // What the copies of one tile bring (the stage's full barrier expects it).
+  static constexpr uint32_t kTileCopyBytes = kTileBytes + kTileKeys * 4;
+
+  // Block `c` of a tile, whose entry is `entry`: its keys after the c blocks before it (1 or 2
+  // KiB, so every copy starts on the 1024-byte swizzle period), its scales in slot c.
+  __device__ __forceinline__ static void copy_block(uint8_t* keys, float* scales,
+                                                    const CUtensorMap* key_map,
+                                                    const CUtensorMap* scale_map, uint64_t* full,
+                                                    int c, int32_t entry) {
+    uint8_t* dst = keys + c * kBlock * kHeadDim;
+    if constexpr (kPagedSource) {
+      const int32_t page = entry >> kSparseRowBits;
+      const int32_t row = entry & ((1 << kSparseRowBits) - 1);
+      ptx::tma_load_3d(dst, key_map, full, 0, row, page);
+      ptx::tma_load_2d(scales + c * kScaleSlotFloats, scale_map, full, row, page);
+    } else {
+      ptx::tma_load_2d(dst, key_map, full, 0, entry);
+      ptx::tma_load_1d(scales + c * kScaleSlotFloats, scale_map, full, entry);
+    }
+  }
+  // The scale of key row `key_row` of a stage: in its block's slot.
+  __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
+    return reinterpret_cast<const float*>(
+        tile_scales)[key_row / kBlock * kScaleSlotFloats + key_row % kBlock];
+  }
+};
+
+}  // namespace flashindexer::cuda::scoring

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// A sparse scoring call (format_sparse.cuh): the scoring kernel over each query row's own list of
+// key blocks, writing its sparse logits. Host code of the CUDA backend; the candidate consumer's
+// sparse path (cuda/candidates/sparse_indexer.cu) builds the entries and calls it.
+#pragma once
+
+#include <cstdint>
+
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
+#include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
+
+namespace flashindexer::cuda {
+
+// Row r of the call is query row r of q (e4m3 [rows, H, 128], H 32 or 64, any row stride that
+// TMA takes) with weights row r ([rows, H] f32); its sparse column j * sparse_block + o (o <
+// sparse_block) is key o of block j, whose first key entries[r * entry_stride + j] names
+// (format_sparse.cuh: a packed key row of `keys`, or page << 7 | row of `cache`; negative: none).
+// Columns [0, end[r]) of logits row r receive the scores; with `clean`, the others -inf.
+struct SparseScoring {
+  TensorView logits;   // [rows, width] f32, width <= entries_per_row * sparse_block
+  TensorView q;        // [rows, H, 128] e4m3
+  TensorView weights;  // [rows, H] f32
+  const QuantizedTensor* keys = nullptr;  // the packed source, or
+  const PagedKCache* cache = nullptr;     // the paged one (page size 32, 64 or 128)
+  const int32_t* entries = nullptr;
+  int64_t entry_stride = 0;
+  int64_t entries_per_row = 0;
+  const int32_t* end = nullptr;  // [rows], contiguous
+  int sparse_block = 8;          // 8 or 16
+};
+
+Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean, void* stream);
+
+}  // namespace flashindexer::cuda
