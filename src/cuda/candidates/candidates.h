@@ -40,15 +40,17 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
 
 // The dense consumer indexer: mqa_logits (paged_mqa_logits) into a slab of options.workspace
 // (indexer_workspace_size(k) bytes or more), then the consumer's selection, in row batches; the
-// fused path is never taken for a consumer call.
+// fused path is never taken for a consumer call. scores (optional, exact form only): the
+// selected keys' scores gathered from each batch's slab (IndexerOptions::scores).
 Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                  const QuantizedTensor& keys, const TensorView& weights,
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                                 const CandidateInput& candidates, const RunOptions& options);
+                                 const CandidateInput& candidates, const RunOptions& options,
+                                 const TensorView& scores = {});
 Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const PagedKCache& cache, const TensorView& weights,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& candidates,
-                                const RunOptions& options);
+                                const RunOptions& options, const TensorView& scores = {});
 
 }  // namespace flashindexer::cuda

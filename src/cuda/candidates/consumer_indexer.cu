@@ -17,6 +17,7 @@
 #include "cuda/candidates/consumer.h"
 #include "cuda/candidates/workspace.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
 
 namespace flashindexer::cuda {
@@ -83,7 +84,8 @@ candidates::CandidateRowsOnDevice candidate_rows_from(const CandidateInput& inpu
 Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                  const QuantizedTensor& keys, const TensorView& weights,
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                                 const CandidateInput& input, const RunOptions& options) {
+                                 const CandidateInput& input, const RunOptions& options,
+                                 const TensorView& scores) {
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
@@ -117,6 +119,14 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
         !status.ok()) {
       return status;
     }
+    // The exact form leaves the slab as scored (the API refuses scores with the masking form).
+    if (scores.defined()) {
+      if (Status status = gather_selected_scores(leading_rows(scores, first, count), batch_out,
+                                                 logits, bounds, k, options.cuda_stream);
+          !status.ok()) {
+        return status;
+      }
+    }
   }
   return Status::Ok();
 }
@@ -125,7 +135,7 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const PagedKCache& cache, const TensorView& weights,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& input,
-                                const RunOptions& options) {
+                                const RunOptions& options, const TensorView& scores) {
   const char* op = "indexer_decode";
   const int64_t batch_size = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
@@ -163,6 +173,13 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                                  k, sorted, input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
+    }
+    if (scores.defined()) {
+      if (Status status = gather_selected_scores(leading_rows(scores, first * next_n, batch_rows),
+                                                 batch_out, logits, bounds, k, options.cuda_stream);
+          !status.ok()) {
+        return status;
+      }
     }
   }
   return Status::Ok();
