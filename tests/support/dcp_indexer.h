@@ -13,6 +13,15 @@
 
 namespace fitest {
 
+// A copy of a contiguous host tensor (HostTensor is move-only).
+inline HostTensor copy_tensor(const HostTensor& from) {
+  const TensorView& v = from.view();
+  std::vector<int64_t> shape(v.shape.begin(), v.shape.begin() + v.rank);
+  HostTensor to(v.dtype, shape);
+  std::memcpy(to.bytes(), from.bytes(), from.byte_size());
+  return to;
+}
+
 // Rank `rank`'s keys of `keys` [num_keys, ...]: global key g with dcp_owner(g) == rank at
 // dcp_local(g), in global order.
 inline Operand shard_keys(const Operand& keys, KFormat format, int head_dim, int64_t num_keys,
