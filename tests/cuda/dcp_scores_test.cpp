@@ -25,7 +25,10 @@ TEST(DcpFromScoresCuda, PackFromScoresEqualsTheCpuPackFromLogits) {
   for (Fill fill : {Fill::kRandom, Fill::kFewTies, Fill::kSpecial}) {
     for (int k : {1, 512, 2048}) {
       const DcpCase c{static_cast<int>(rng.uniform_int(1, 8)),
-                      static_cast<int>(rng.uniform_int(1, 3)), k, rng.bernoulli(0.5), fill,
+                      static_cast<int>(rng.uniform_int(1, 3)),
+                      k,
+                      rng.bernoulli(0.5),
+                      fill,
                       k >= 512 ? 3 : 9};
       SCOPED_TRACE(describe(c));
       DcpSimulation sim = simulate_dcp(rng, c);
@@ -78,9 +81,9 @@ TEST(DcpFromScoresCuda, IndexerFlowOnEveryPathEqualsTheLogitsFlowAndTheUnsharded
     const int heads = trial % 2 == 0 ? 64 : 32;
     const int64_t rows = rng.uniform_int(4, 24);
     const int64_t num_keys = rng.uniform_int(8000, 60000);
-    SCOPED_TRACE(::testing::Message() << "N=" << group.ranks << " I=" << group.interleave
-                                      << " k=" << k << " H=" << heads << " rows=" << rows
-                                      << " keys=" << num_keys);
+    SCOPED_TRACE(::testing::Message()
+                 << "N=" << group.ranks << " I=" << group.interleave << " k=" << k << " H=" << heads
+                 << " rows=" << rows << " keys=" << num_keys);
     PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, num_keys, heads, 128);
     zero_keys(rng, p.keys, KFormat::kFP8, 128, num_keys, num_keys / 10);
     huge_weights(rng, p.weights, 1);
@@ -129,7 +132,8 @@ TEST(DcpFromScoresCuda, IndexerFlowOnEveryPathEqualsTheLogitsFlowAndTheUnsharded
         FI_ASSERT_OK(device.run(device_logits, false));
         HostTensor logits_topk = poisoned_topk_output(rows, k);
         DeviceTensor device_logits_topk = to_device(logits_topk);
-        const DeviceBuffer topk_workspace(topk_per_row_cuda_workspace_size(rows, local.num_keys, k));
+        const DeviceBuffer topk_workspace(
+            topk_per_row_cuda_workspace_size(rows, local.num_keys, k));
         FI_ASSERT_OK(topk_per_row(device_logits_topk.view, device_logits.view,
                                   RowRanges::prefill(device.ks.view, device.ke.view), k,
                                   TopKOptions{false}, with_workspace(topk_workspace)));
@@ -141,13 +145,13 @@ TEST(DcpFromScoresCuda, IndexerFlowOnEveryPathEqualsTheLogitsFlowAndTheUnsharded
       HostTensor packed_logits(DType::kI64, {rows, group.ranks * static_cast<int64_t>(k)});
       to_host(packed_scores, from_scores);
       to_host(packed_logits, from_logits);
-      ASSERT_EQ(std::memcmp(packed_scores.bytes(), packed_logits.bytes(), packed_scores.byte_size()),
-                0)
+      ASSERT_EQ(
+          std::memcmp(packed_scores.bytes(), packed_logits.bytes(), packed_scores.byte_size()), 0)
           << "the candidates packed from the scores differ from those packed from the logits";
       HostTensor merged = poisoned_topk_output(rows, k);
       DeviceTensor device_merged = to_device(merged);
-      FI_ASSERT_OK(dcp_merge_topk(device_merged.view, from_scores.view, k, group.ranks,
-                                  TopKOptions{true}));
+      FI_ASSERT_OK(
+          dcp_merge_topk(device_merged.view, from_scores.view, k, group.ranks, TopKOptions{true}));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       to_host(merged, device_merged);
       EXPECT_TRUE(SameTopK(merged, expected, k, true));

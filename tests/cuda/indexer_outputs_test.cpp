@@ -5,6 +5,8 @@
 // path's documented -0 / NaN corner aside), and a source layer's candidate blocks are
 // select_candidate_blocks over the GPU's logits, while the top-k stays the plain call's. Outputs
 // are poisoned before each run; a second run gives the same bits.
+#include "support/indexer_outputs.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "indexer_cases.h"
-#include "support/indexer_outputs.h"
 
 namespace fitest {
 namespace {
@@ -94,14 +95,13 @@ Outputs prefill_with_outputs(const DevicePrefill& device, int64_t rows, int k, b
   DeviceOutputs d(rows, k, with_scores, num_blocks);
   const IndexerOptions o = d.options(path, block_size);
   const Status status =
-      capacity > 0
-          ? flashindexer::cuda::fused_indexer_prefill(
-                d.device_out.view, device.q.view(), device.keys.view(), device.weights.view,
-                device.ks.view, device.ke.view, k, sorted, with_workspace(workspace),
-                FusedConfig{capacity}, o.scores)
-          : indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
-                            device.weights.view, device.ks.view, device.ke.view, k,
-                            TopKOptions{sorted}, o, with_workspace(workspace));
+      capacity > 0 ? flashindexer::cuda::fused_indexer_prefill(
+                         d.device_out.view, device.q.view(), device.keys.view(),
+                         device.weights.view, device.ks.view, device.ke.view, k, sorted,
+                         with_workspace(workspace), FusedConfig{capacity}, o.scores)
+                   : indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
+                                     device.weights.view, device.ks.view, device.ke.view, k,
+                                     TopKOptions{sorted}, o, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   return d.fetch();
 }
@@ -115,7 +115,8 @@ TEST(IndexerScoresCuda, PrefillScoresAreTheLogitsBitsOnEveryPath) {
       const int heads = index++ % 2 == 0 ? 64 : 32;
       const int64_t rows = rng.uniform_int(20, 70);
       // Long rows gate the fused path (more keys than its candidate slots); short ones do not.
-      const int64_t keys = variant == 0 ? rng.uniform_int(20000, 40000) : rng.uniform_int(300, 3000);
+      const int64_t keys =
+          variant == 0 ? rng.uniform_int(20000, 40000) : rng.uniform_int(300, 3000);
       const bool sorted = rng.bernoulli(0.5);
       SCOPED_TRACE(::testing::Message() << "H=" << heads << " k=" << k << " rows=" << rows
                                         << " keys=" << keys << (sorted ? " sorted" : ""));
@@ -138,19 +139,19 @@ TEST(IndexerScoresCuda, PrefillScoresAreTheLogitsBitsOnEveryPath) {
       for (const Run& run : {Run{IndexerPath::kDense, 0, 0}, Run{IndexerPath::kDense, 5, 0},
                              Run{IndexerPath::kFused, 0, 0}, Run{IndexerPath::kFused, 7, 0},
                              Run{IndexerPath::kFused, 0, std::max(k / 2, 1)}}) {
-        SCOPED_TRACE(::testing::Message() << path_name(run.path) << " batch rows "
-                                          << run.batch_rows << " capacity " << run.capacity);
-        const DeviceBuffer workspace =
-            run.capacity > 0 ? fused_workspace(k, 0, keys, run.capacity)
-                             : path_workspace(run.path, k, run.batch_rows, keys);
-        Outputs first = prefill_with_outputs(device, rows, k, sorted, workspace, run.path,
-                                             run.capacity, true);
+        SCOPED_TRACE(::testing::Message() << path_name(run.path) << " batch rows " << run.batch_rows
+                                          << " capacity " << run.capacity);
+        const DeviceBuffer workspace = run.capacity > 0
+                                           ? fused_workspace(k, 0, keys, run.capacity)
+                                           : path_workspace(run.path, k, run.batch_rows, keys);
+        Outputs first =
+            prefill_with_outputs(device, rows, k, sorted, workspace, run.path, run.capacity, true);
         EXPECT_TRUE(SameTopK(first.out, expected, k, sorted));
         EXPECT_TRUE(ScoresAreTheLogitsBits(
             first.scores, first.out, logits, k, start,
             run.path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
-        Outputs again = prefill_with_outputs(device, rows, k, sorted, workspace, run.path,
-                                             run.capacity, true);
+        Outputs again =
+            prefill_with_outputs(device, rows, k, sorted, workspace, run.path, run.capacity, true);
         EXPECT_TRUE(SameBits(first.out, again.out));
         EXPECT_TRUE(SameBits(first.scores, again.scores));
       }
@@ -164,10 +165,10 @@ Outputs decode_with_outputs(const DevicePaged& device, int64_t rows, int k, bool
                             const DeviceBuffer& workspace, IndexerPath path, bool with_scores,
                             int num_blocks = 0, int block_size = 0) {
   DeviceOutputs d(rows, k, with_scores, num_blocks);
-  const Status status = indexer_decode(
-      d.device_out.view, device.q.view(), device.cache.cache, device.weights.view,
-      device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
-      d.options(path, block_size), with_workspace(workspace));
+  const Status status =
+      indexer_decode(d.device_out.view, device.q.view(), device.cache.cache, device.weights.view,
+                     device.context_lens.view, device.block_table.view, k, TopKOptions{sorted},
+                     d.options(path, block_size), with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   return d.fetch();
 }
@@ -282,8 +283,8 @@ DeviceBuffer source_workspace(int k, int num_blocks, int block_size, int64_t bat
   size_t bytes = indexer_cuda_workspace_size(k, o);
   if (batch_rows > 0) {
     const int64_t blocks = (width + block_size - 1) / block_size;
-    bytes = flashindexer::cuda::topk_per_row_workspace_bound(std::max(k, num_blocks)) +
-            4 * 1024 + batch_rows * (((width + 255) / 256 * 256) * 4 + (blocks + 63) / 64 * 256 + 260);
+    bytes = flashindexer::cuda::topk_per_row_workspace_bound(std::max(k, num_blocks)) + 4 * 1024 +
+            batch_rows * (((width + 255) / 256 * 256) * 4 + (blocks + 63) / 64 * 256 + 260);
   }
   DeviceBuffer buffer(bytes);
   EXPECT_EQ(buffer.error(), cudaSuccess);
@@ -304,9 +305,9 @@ TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLo
     const int heads = rng.bernoulli(0.5) ? 64 : 32;
     const int64_t rows = rng.uniform_int(10, 50);
     const int64_t keys = rng.uniform_int(2000, 30000);
-    SCOPED_TRACE(::testing::Message() << "H=" << heads << " k=" << s.k << " C=" << s.num_blocks
-                                      << " cb=" << s.block_size << " rows=" << rows
-                                      << " keys=" << keys);
+    SCOPED_TRACE(::testing::Message()
+                 << "H=" << heads << " k=" << s.k << " C=" << s.num_blocks << " cb=" << s.block_size
+                 << " rows=" << rows << " keys=" << keys);
     PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
     pack_requests(rng, p, s.block_size);
     zero_keys(rng, p.keys, KFormat::kFP8, 128, keys, keys / 8);
@@ -323,8 +324,8 @@ TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLo
                               TopKOptions{true}));
     for (int64_t batch_rows : {int64_t{0}, int64_t{3}}) {
       for (bool with_scores : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "batch rows " << batch_rows
-                                          << (with_scores ? " with scores" : ""));
+        SCOPED_TRACE(::testing::Message()
+                     << "batch rows " << batch_rows << (with_scores ? " with scores" : ""));
         const DeviceBuffer workspace =
             source_workspace(s.k, s.num_blocks, s.block_size, batch_rows, keys);
         // kAuto with long rows would take the fused path; a candidate output takes the dense.
@@ -356,8 +357,8 @@ TEST(IndexerCandidateSourceCuda, DecodePublishesSelectCandidateBlocksForNextN1To
           cuda_decode_config(rng, next_n, two_dim, rng.pick(std::vector<int64_t>{50, 5000}));
       const int k = static_cast<int>(rng.pick(std::vector<int64_t>{32, 512}));
       const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{16, 2048}));
-      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + " C=" +
-                   std::to_string(num_blocks));
+      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) +
+                   " C=" + std::to_string(num_blocks));
       DecodeProblem p = make_decode_problem(rng, config);
       const DevicePaged device(p);
       const int64_t width = p.block_table.size(1) * config.page_size;
@@ -398,8 +399,8 @@ TEST(IndexerOutputsCuda, FusedPathRefusesACandidateOutputNamingIt) {
       indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
                       labelled_cuda(p.keys.view()), labelled_cuda(p.weights.view()),
                       labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 16, TopKOptions{}, o);
-  EXPECT_TRUE(IsRejected(status, StatusCode::kUnsupported,
-                         {"fused", "indexer_options.candidate_source"}));
+  EXPECT_TRUE(
+      IsRejected(status, StatusCode::kUnsupported, {"fused", "indexer_options.candidate_source"}));
 }
 
 TEST(IndexerOutputsCuda, RejectsAWorkspaceTooSmallForTheBlockScores) {
@@ -410,10 +411,10 @@ TEST(IndexerOutputsCuda, RejectsAWorkspaceTooSmallForTheBlockScores) {
   // Room for one row of logits but not for its block scores too.
   const DeviceBuffer workspace = indexer_workspace(16, 1, 4096);
   DeviceOutputs d(8, 16, false, 64);
-  const Status status = indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
-                                        device.weights.view, device.ks.view, device.ke.view, 16,
-                                        TopKOptions{}, d.options(IndexerPath::kDense, 8),
-                                        with_workspace(workspace));
+  const Status status =
+      indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(), device.weights.view,
+                      device.ks.view, device.ke.view, 16, TopKOptions{},
+                      d.options(IndexerPath::kDense, 8), with_workspace(workspace));
   EXPECT_TRUE(IsRejected(status, StatusCode::kWorkspaceTooSmall, {"RunOptions.workspace"}));
 }
 
