@@ -385,6 +385,41 @@ TEST(IndexerCandidateSourceCuda, DecodePublishesSelectCandidateBlocksForNextN1To
   }
 }
 
+// ----------------------------------------------------------------------------- graphs
+
+TEST(IndexerOutputsCuda, GraphReplayGivesTheDirectCallsBits) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  DecodeConfig config = cuda_decode_config(rng, 2, false, 20000);
+  config.batch = 5;
+  DecodeProblem p = make_decode_problem(rng, config);
+  const DevicePaged device(p);
+  const int64_t width = p.block_table.size(1) * config.page_size;
+  const int k = 512;
+  for (IndexerPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    // The fused path serves scores only; the dense one both outputs.
+    const int num_blocks = path == IndexerPath::kDense ? 2048 : 0;
+    const DeviceBuffer workspace = num_blocks > 0 ? source_workspace(k, num_blocks, 8, 4, width)
+                                                  : path_workspace(path, k, 4, width);
+    Outputs direct =
+        decode_with_outputs(device, p.rows(), k, false, workspace, path, true, num_blocks, 8);
+    DeviceOutputs d(p.rows(), k, true, num_blocks);
+    CapturedGraph graph;
+    FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
+      return indexer_decode(d.device_out.view, device.q.view(), device.cache.cache,
+                            device.weights.view, device.context_lens.view, device.block_table.view,
+                            k, TopKOptions{}, d.options(path, 8),
+                            with_workspace(workspace, stream));
+    }));
+    ASSERT_EQ(graph.replay(3), cudaSuccess);
+    Outputs replayed = d.fetch();
+    EXPECT_TRUE(SameBits(replayed.out, direct.out));
+    EXPECT_TRUE(SameBits(replayed.scores, direct.scores));
+    EXPECT_TRUE(SameBits(replayed.blocks, direct.blocks));
+  }
+}
+
 // ----------------------------------------------------------------------------- refusals
 
 TEST(IndexerOutputsCuda, FusedPathRefusesACandidateOutputNamingIt) {
