@@ -53,8 +53,9 @@ struct IndexerOptions {
   // since its selection ranks masked scores). What dcp_pack_candidates_from_scores packs, so DCP
   // runs after the fused path too. One corner of the CUDA fused path: it keeps the scores of its
   // candidates as order keys, in which -0.0 equals +0.0 and every NaN is one value, so it writes
-  // +0.0 for a -0.0 score and 0x7fffffff for a NaN one (a -0.0 score needs a key scale <= 0 and
-  // a NaN one a NaN or infinite input, which the quantizers never write).
+  // +0.0 for a -0.0 score and 0x7fffffff (the GPU's canonical NaN) for a NaN one. A -0.0 score
+  // needs a key scale <= 0, which the quantizers never write; a NaN one a NaN code or scale, or
+  // head sums that overflow (+inf + -inf).
   TensorView scores = {};
   // A DeepSeek-V4.1 source layer (candidates.h): when candidate_source.blocks is defined, the call
   // also writes select_candidate_blocks(logits, bounds, C, cb) of its dense logits, bit for bit,
