@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """DeepSeek-V4.1 two-level selection on the GPU at V4.1-Flash numbers (H 32, k 512, candidate
 blocks of cb 8 positions, C 2048 per row): the candidate source (select_candidate_blocks on the
-layer's logits) and the dense-masked consumer (its selection on logits, candidate_topk_per_row,
+layer's logits, and the whole source layer: the indexer with its candidate output, its own top-k
+and the blocks in one call) and the dense-masked consumer (its selection on logits, candidate_topk_per_row,
 and the whole consumer layer, indexer_prefill / indexer_decode with candidates: scoring, then
 the selection inside the blocks), against the same operations written in PyTorch:
 
@@ -104,6 +105,11 @@ def _measure_case(ctx, fi, case, table, ceilings):
             fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke, K,
                                out=out, workspace=indexer_workspace, candidates=candidates,
                                candidate_block_size=CB)
+
+        def source_layer(out, source):
+            fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke, K,
+                               out=out, workspace=indexer_workspace, candidate_source=source,
+                               candidate_source_block_size=CB)
         pairs = inputs.visible_pairs()
         batch = 1
     else:
@@ -122,6 +128,11 @@ def _measure_case(ctx, fi, case, table, ceilings):
             fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
                               out=out, workspace=indexer_workspace, candidates=candidates,
                               candidate_block_size=CB)
+
+        def source_layer(out, source):
+            fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
+                              out=out, workspace=indexer_workspace, candidate_source=source,
+                              candidate_source_block_size=CB)
         pairs = int(inputs.lens.long().sum())
         batch = 10
     width = logits.shape[1]
@@ -134,6 +145,8 @@ def _measure_case(ctx, fi, case, table, ceilings):
     blocks = torch.empty(rows, C, dtype=torch.int32, device="cuda")
     topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     layer_topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    source_topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    source_blocks = torch.empty(rows, C, dtype=torch.int32, device="cuda")
 
     def select():
         fi.select_candidate_blocks(logits, C, CB, ks=ks, ke=ke, out=blocks,
@@ -147,7 +160,9 @@ def _measure_case(ctx, fi, case, table, ceilings):
     select()
     consume()
     consumer_layer(layer_topk, blocks)
+    source_layer(source_topk, source_blocks)
     torch.cuda.synchronize()
+    assert torch.equal(source_blocks, blocks), f"{case.name}: the source layer's blocks differ"
     peer_blocks = torch_select(logits, ke, C, CB)
     peer_topk = torch_consumer(logits, ke, blocks, CB, K)
     sample = sorted({0, rows // 2, rows - 1})
@@ -170,6 +185,10 @@ def _measure_case(ctx, fi, case, table, ceilings):
     layer_ms = graph_ms(lambda: consumer_layer(layer_topk, blocks), batch, iters, warm)
     layer_peer_ms = graph_ms(lambda: (score(), torch_consumer(logits, ke, blocks, CB, K)), batch,
                              iters, warm)
+    source_ms = graph_ms(lambda: source_layer(source_topk, source_blocks), batch, iters, warm)
+    source_peer_ms = graph_ms(
+        lambda: (score(), torch_select(logits, ke, C, CB), torch.topk(logits, K, dim=1)), batch,
+        iters, warm)
     copy = ceilings.copy_gbs_sustained
     for what, ms, peer_ms in (("select_candidate_blocks", select_ms, select_peer_ms),
                               ("candidate_topk_per_row", consume_ms, consume_peer_ms)):
@@ -180,6 +199,10 @@ def _measure_case(ctx, fi, case, table, ceilings):
     tflops = flop / layer_ms / 1e9
     table.add(Row(f"{case.name} consumer layer (scoring + selection in blocks)", layer_ms,
                   layer_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
+                  ctx.command("candidates", case.name), None))
+    tflops = flop / source_ms / 1e9
+    table.add(Row(f"{case.name} source layer (indexer + candidate output)", source_ms,
+                  source_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
                   ctx.command("candidates", case.name), None))
 
 
@@ -246,7 +269,8 @@ def run(ctx):
                         "decode lengths, next_n 1. Rates: logits bytes read / time against the "
                         "sustained device copy (source, consumer selection); 2 * visible pairs "
                         "* H * 128 FLOP / time against the sustained FP8 GEMM (consumer layer, "
-                        "whose peer is our scoring + the PyTorch mask and top-k).")
+                        "whose peer is our scoring + the PyTorch mask and top-k; source layer, "
+                        "whose peer is our scoring + the PyTorch block selection and top-k).")
     ctx.start(table)
     torch.manual_seed(0)
     for case in _cases(ctx.preset):

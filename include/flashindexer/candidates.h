@@ -120,4 +120,13 @@ struct CandidateInput {
   bool defined() const { return blocks.defined(); }
 };
 
+// The candidate output of a source layer's indexer call (IndexerOptions::candidate_source): the
+// call returns its own unrestricted top-k and also writes exactly what select_candidate_blocks
+// would write over the call's dense logits, with the call's own row ranges as bounds.
+struct CandidateOutput {
+  TensorView blocks;   // [rows, C] i32 (out), C = blocks.shape[1] (1..4096); undefined: none
+  int block_size = 0;  // cb
+  bool defined() const { return blocks.defined(); }
+};
+
 }  // namespace flashindexer

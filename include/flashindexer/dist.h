@@ -88,6 +88,19 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
                            const TensorView& local_topk, const TensorView& row_starts, int k,
                            int rank, const DcpGroup& group, const RunOptions& options = {});
 
+// The same candidates from each slot's score instead of the logits: what a rank packs after an
+// indexer call that returned its selected scores (IndexerOptions::scores), so DCP runs after the
+// fused indexer too, which writes no logits.
+//   scores:     [rows, >= k] f32, scores[t, i] the score of local_topk[t, i] (read only where
+//               local_topk[t, i] >= 0).
+//   local_topk: [rows, >= k] i32, local positions, -1 = empty slot.
+// Bit for bit dcp_pack_candidates over the logits the scores were read from. CPU tensors: every
+// index is -1 or >= 0 and every global id fits in int32 (checked). CUDA tensors: not checked (a
+// host sync); a negative index or one whose global id does not fit packs as an empty slot.
+Status dcp_pack_candidates_from_scores(const TensorView& candidates, const TensorView& scores,
+                                       const TensorView& local_topk, int k, int rank,
+                                       const DcpGroup& group, const RunOptions& options = {});
+
 // Merges the gathered candidates of all ranks into the global top-k of every row.
 //   out:      [rows, >= k] i32 (out): global ids (relative to the row start of the full,
 //             un-sharded row), -1 padding after the min(n, k) valid ones; columns k and beyond

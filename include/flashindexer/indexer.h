@@ -45,6 +45,28 @@ struct IndexerOptions {
   // block_table.shape[1] * page_size for decode). On CUDA such a call takes the dense path (the
   // logits slab, then the consumer's selection; kFused is refused) and needs the same workspace.
   CandidateInput candidates = {};
+  // Optional output, [rows, >= k] f32: scores[t, i] is the score of the key out[t, i] names, the
+  // very bits the backend's logits op writes at that column (mqa_logits column ks[t] + out[t, i];
+  // paged_mqa_logits column out[t, i], the position), and -inf where out[t, i] is -1. Columns k
+  // and beyond are not touched. Every path writes them (CPU, CUDA dense and fused, a consumer
+  // call's exact form; a consumer call with candidates.vllm_compatible is refused, kUnsupported,
+  // since its selection ranks masked scores). What dcp_pack_candidates_from_scores packs, so DCP
+  // runs after the fused path too. One corner of the CUDA fused path: it keeps the scores of its
+  // candidates as order keys, in which -0.0 equals +0.0 and every NaN is one value, so it writes
+  // +0.0 for a -0.0 score and 0x7fffffff (the GPU's canonical NaN) for a NaN one. A -0.0 score
+  // needs a key scale <= 0, which the quantizers never write; a NaN one a NaN code or scale, or
+  // head sums that overflow (+inf + -inf).
+  TensorView scores = {};
+  // A DeepSeek-V4.1 source layer (candidates.h): when candidate_source.blocks is defined, the call
+  // also writes select_candidate_blocks(logits, bounds, C, cb) of its dense logits, bit for bit,
+  // with the call's own row bounds (prefill: ks / ke, logits width keys.shape[0]; decode: each of
+  // the B * next_n rows sees [0, its decode length), row_repeat 1, width block_table.shape[1] *
+  // page_size), while `out` stays the unrestricted top-k. On CUDA such a call takes the dense path
+  // (kAuto picks it; kFused is refused, kUnsupported) and lays the block scores of each row batch
+  // in the workspace next to the logits slab (indexer_cuda_workspace_size(k, options) is the
+  // recommended size). A call that is both consumer and source (candidates and candidate_source
+  // defined) is refused (kUnsupported): V4.1 has no such layer.
+  CandidateOutput candidate_source = {};
 };
 
 // out: [M, >= k] i32 (out); the other arguments as mqa_logits.
@@ -87,5 +109,11 @@ IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys
 // at `k` on the current device: the top-k scratch plus a 256 MiB logits slab (512 rows of 128K
 // keys per batch). Independent of rows and keys; 0 in a build without CUDA.
 size_t indexer_cuda_workspace_size(int k);
+// The same for a call with these options. A candidate output adds the top-k scratch of C blocks
+// (when it is larger than k's) and, beside the 256 MiB slab, the block scores of its rows
+// (ceil(width / cb) floats a row, rounded up to 256 bytes: 1/cb of the slab plus at most 65 MiB
+// of rounding), so that the batches stay as large as without it. Any workspace holding the
+// scratch and one row unit of both works, in smaller batches.
+size_t indexer_cuda_workspace_size(int k, const IndexerOptions& indexer_options);
 
 }  // namespace flashindexer

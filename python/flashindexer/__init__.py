@@ -25,6 +25,7 @@ from .candidates import (
 from .dist import (
     dcp_merge_topk,
     dcp_pack_candidates,
+    dcp_pack_candidates_from_scores,
     has_nccl,
     tp_row_shard_narrow,
     tp_row_shard_plan,
@@ -42,6 +43,7 @@ from .planning import (
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
 from .query import Rope, default_query_weight_scale, quantize_query_fp8, quantize_query_mxfp4
 from .ops import (
+    IndexerOutputs,
     QuantizedTensor,
     build_info,
     build_k_cache,
@@ -80,7 +82,8 @@ __all__ = [
     "topk_per_row_cpu_workspace_size", "topk_per_row_cuda_workspace_size",
 ]
 __all__ += [
-    "dcp_merge_topk", "dcp_pack_candidates", "dist", "has_nccl", "tp_row_shard_narrow",
+    "dcp_merge_topk", "dcp_pack_candidates", "dcp_pack_candidates_from_scores", "dist", "has_nccl",
+    "tp_row_shard_narrow",
     "tp_row_shard_plan",
 ]
 __all__ += [
@@ -88,6 +91,7 @@ __all__ += [
     "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
     "reslice_block_table",
 ]
+__all__ += ["IndexerOutputs"]
 __all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]
 __all__ += [
     "apply_candidate_mask", "candidate_blocks_to_sparse_indices", "candidate_topk_per_row",

@@ -82,6 +82,26 @@ def dcp_pack_candidates(logits, local_topk, k, rank, ranks, *, interleave=1, row
     return out
 
 
+def dcp_pack_candidates_from_scores(scores, local_topk, k, rank, ranks, *, interleave=1, out=None,
+                                    stream=None, cpu_threads=0):
+    """dcp_pack_candidates from each slot's score instead of the logits: what a rank packs after
+    ``indexer_prefill`` / ``indexer_decode`` with ``scores=True`` (the fused path writes no
+    logits). Bit for bit the candidates dcp_pack_candidates packs from the logits the scores came
+    from.
+
+    scores: [rows, >= k] float32, scores[t, i] the score of local_topk[t, i].
+    local_topk: [rows, >= k] int32 local positions, -1 = empty.
+    Returns out [rows, k] int64. CPU tensors: indices checked (ValueError); CUDA: a negative index
+    or one whose global id does not fit in int32 packs as an empty slot (no sync).
+    """
+    rows = shape(scores, "dcp_pack_candidates_from_scores: scores")[0]
+    if out is None:
+        out = empty(scores, (rows, k), "i64")
+    _C.dcp_pack_candidates_from_scores(raw(out), raw(scores), raw(local_topk), k, rank, ranks,
+                                       interleave, stream_handle(stream, [scores]), cpu_threads)
+    return out
+
+
 def dcp_merge_topk_cpu_workspace_size(ranks, k, threads=0):
     """Bytes of workspace dcp_merge_topk uses on CPU tensors (CUDA needs none)."""
     return int(_C.dcp_merge_topk_cpu_workspace_size(ranks, k, threads))

@@ -337,9 +337,37 @@ def topk_per_row(logits, k, *, ks=None, ke=None, lengths=None, next_n=1, sorted=
 # Scoring + selection
 
 
+class IndexerOutputs(NamedTuple):
+    """What an indexer call returns when it is asked for more than its top-k: the top-k, the
+    selected keys' scores (or None) and the candidate blocks of a source layer (or None)."""
+    topk: Any
+    scores: Any
+    candidate_blocks: Any
+
+
+def _indexer_outputs(weights, rows, k, scores, candidate_source):
+    """The scores and candidate-block tensors of an indexer call: None (not asked for), True
+    (scores: [rows, k] float32 allocated beside the inputs), an int C (candidate_source: [rows, C]
+    int32 allocated), or the caller's tensor."""
+    if scores is True:
+        scores = empty(weights, (rows, k), "f32")
+    elif scores is False:
+        scores = None
+    if isinstance(candidate_source, (int, np.integer)) and not isinstance(candidate_source, bool):
+        candidate_source = empty(weights, (rows, int(candidate_source)), "i32")
+    return scores, candidate_source
+
+
+def _indexer_result(out, scores, candidate_source):
+    if scores is None and candidate_source is None:
+        return out
+    return IndexerOutputs(out, scores, candidate_source)
+
+
 def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
                     stream=None, cpu_threads=0, path="auto", min_row_keys=0, candidates=None,
-                    candidate_block_size=0, vllm_compatible=False):
+                    candidate_block_size=0, vllm_compatible=False, scores=None,
+                    candidate_source=None, candidate_source_block_size=0):
     """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
     [M, N] logits in memory.
 
@@ -359,22 +387,37 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     ``candidate_block_size`` positions (flashindexer.candidates): the rows select only inside
     them, exactly candidate_topk_per_row of the logits with (ks, ke) as bounds (vllm_compatible:
     vLLM's mask-then-top-k). On CUDA such a call takes the dense path.
+    scores: True (or a [M, >= k] float32 tensor to fill) to also return each selected key's
+    score, the very bits mqa_logits writes at column ks[t] + out[t, i], -inf where out is -1 (what
+    flashindexer.dist.dcp_pack_candidates_from_scores packs; the fused path's -0.0 / NaN corner
+    is in indexer.h). Not with candidates and vllm_compatible.
+    candidate_source: a DeepSeek-V4.1 source layer's candidate output, C (an int: [M, C] int32 is
+    allocated) or an [M, C] int32 tensor to fill, blocks of ``candidate_source_block_size``
+    positions: exactly select_candidate_blocks(mqa_logits(...), ks, ke, C, cb), while ``out``
+    stays the unrestricted top-k. On CUDA it takes the dense path ("fused" raises
+    NotImplementedError); not with candidates.
+    Returns out, or IndexerOutputs(topk, scores, candidate_blocks) when scores or
+    candidate_source is given.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
+    rows = shape(weights, "indexer_prefill: weights")[0]
     if out is None:
-        out = empty(weights, (shape(weights, "indexer_prefill: weights")[0], k), "i32")
+        out = empty(weights, (rows, k), "i32")
+    scores, candidate_source = _indexer_outputs(weights, rows, k, scores, candidate_source)
     stream = stream_handle(stream, [weights])
     workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_prefill(raw(out), raw(q.values), raw(q.scales), raw(keys.values),
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted, stream,
                        workspace, cpu_threads, path, min_row_keys, raw(candidates),
-                       candidate_block_size, vllm_compatible)
-    return out
+                       candidate_block_size, vllm_compatible, raw(scores), raw(candidate_source),
+                       candidate_source_block_size)
+    return _indexer_result(out, scores, candidate_source)
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, *, sorted=False,
                    out=None, workspace=None, stream=None, cpu_threads=0, path="auto",
-                   candidates=None, candidate_block_size=0, vllm_compatible=False):
+                   candidates=None, candidate_block_size=0, vllm_compatible=False, scores=None,
+                   candidate_source=None, candidate_source_block_size=0):
     """topk_per_row(paged_mqa_logits(...), k) exactly, without the logits in memory.
 
     q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
@@ -384,16 +427,22 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     candidates ([B * next_n, C] int32), candidate_block_size, vllm_compatible: as
     indexer_prefill, with each row's own visible range as its bounds (logits width
     P * page_size).
+    scores, candidate_source, candidate_source_block_size: as indexer_prefill, with column
+    out[t, i] (the position) of paged_mqa_logits, and for the candidate output each of the
+    B * next_n rows seeing [0, its decode length) (row_repeat 1) over P * page_size columns.
     """
     q = _quantized("q", q)
+    rows = shape(weights, "indexer_decode: weights")[0]
     if out is None:
-        out = empty(weights, (shape(weights, "indexer_decode: weights")[0], k), "i32")
+        out = empty(weights, (rows, k), "i32")
+    scores, candidate_source = _indexer_outputs(weights, rows, k, scores, candidate_source)
     stream = stream_handle(stream, [weights])
     workspace = _indexer_workspace(weights, k, workspace, stream)
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
                       raw(context_lens), raw(block_table), k, sorted, stream, workspace,
-                      cpu_threads, path, raw(candidates), candidate_block_size, vllm_compatible)
-    return out
+                      cpu_threads, path, raw(candidates), candidate_block_size, vllm_compatible,
+                      raw(scores), raw(candidate_source), candidate_source_block_size)
+    return _indexer_result(out, scores, candidate_source)
 
 
 # ----------------------------------------------------------------------------------------------

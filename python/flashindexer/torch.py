@@ -28,6 +28,8 @@ candidate_blocks_to_sparse_indices    (sparse_indices [rows, S] int32, end [rows
 sparse_topk_remap(columns, ...)       [rows, k] int32
 indexer_prefill_candidates(...)       [M, k] int32 (indexer_prefill of a consumer layer)
 indexer_decode_candidates(...)        [B * next_n, k] int32
+indexer_prefill_outputs(...)          (topk, scores, blocks): with scores / candidate output
+indexer_decode_outputs(...)           (topk, scores, blocks) (torch_outputs.py)
 ====================================  ==========================================================
 
 Every op has a fake (meta) implementation giving the output shapes, so it traces under
@@ -47,6 +49,7 @@ from torch import Tensor
 
 from . import candidates as _candidates
 from . import ops as _ops
+from . import torch_outputs as _outputs
 from .cache import PagedKCache
 
 _FP8 = torch.float8_e4m3fn
@@ -294,8 +297,22 @@ def topk_per_row(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=Fal
 
 
 def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, candidates=None,
-                    candidate_block_size=0, vllm_compatible=False):
+                    candidate_block_size=0, vllm_compatible=False, scores=False,
+                    candidate_source=0, candidate_source_block_size=0):
+    """indexer_prefill as a custom op. scores=True and / or candidate_source=C (an int) return
+    IndexerOutputs(topk, scores, candidate_blocks) as flashindexer.indexer_prefill does."""
     q_values, q_scales = _split(q)
+    if scores or candidate_source:
+        if vllm_compatible:
+            raise NotImplementedError(
+                "indexer_prefill: scores / candidate_source with vllm_compatible candidates are "
+                "not supported")
+        return _outputs.indexer_prefill_outputs(
+            q_values, q_scales, keys, weights, ks, ke, k, sorted=sorted,
+            min_row_keys=min_row_keys, candidates=candidates,
+            candidate_block_size=candidate_block_size, scores=scores,
+            candidate_source=candidate_source,
+            candidate_source_block_size=candidate_source_block_size)
     if candidates is not None:
         return torch.ops.flashindexer.indexer_prefill_candidates(
             q_values, q_scales, keys[0], keys[1], weights, ks, ke, k, candidates,
@@ -305,8 +322,20 @@ def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, c
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False,
-                   candidates=None, candidate_block_size=0, vllm_compatible=False):
+                   candidates=None, candidate_block_size=0, vllm_compatible=False, scores=False,
+                   candidate_source=0, candidate_source_block_size=0):
+    """indexer_decode as a custom op; scores / candidate_source as indexer_prefill."""
     q_values, q_scales = _split(q)
+    if scores or candidate_source:
+        if vllm_compatible:
+            raise NotImplementedError(
+                "indexer_decode: scores / candidate_source with vllm_compatible candidates are "
+                "not supported")
+        return _outputs.indexer_decode_outputs(
+            q_values, q_scales, cache, weights, context_lens, block_table, k, sorted=sorted,
+            candidates=candidates, candidate_block_size=candidate_block_size, scores=scores,
+            candidate_source=candidate_source,
+            candidate_source_block_size=candidate_source_block_size)
     if candidates is not None:
         return torch.ops.flashindexer.indexer_decode_candidates(
             q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format,

@@ -39,6 +39,20 @@ void dcp_pack_candidates_binding(nb::handle candidates, nb::handle logits, nb::h
   });
 }
 
+void dcp_pack_candidates_from_scores_binding(nb::handle candidates, nb::handle scores,
+                                             nb::handle local_topk, int k, int rank, int ranks,
+                                             int interleave, uintptr_t stream, int cpu_threads) {
+  ArgumentList args("dcp_pack_candidates_from_scores");
+  const TensorView scores_view = args.input("scores", scores);
+  const TensorView topk_view = args.input("local_topk", local_topk);
+  const TensorView candidates_view = args.output("candidates", candidates);
+  const RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  args.run([&] {
+    return dcp_pack_candidates_from_scores(candidates_view, scores_view, topk_view, k, rank,
+                                           DcpGroup{ranks, interleave}, options);
+  });
+}
+
 void dcp_merge_topk_binding(nb::handle out, nb::handle gathered, int k, int ranks, bool sorted,
                             uintptr_t stream, nb::handle workspace, int cpu_threads) {
   ArgumentList args("dcp_merge_topk");
@@ -140,6 +154,9 @@ void register_dist(nb::module_& m) {
   m.attr("MAX_DCP_TOPK") = kMaxDcpTopK;
   m.def("dcp_pack_candidates", &dcp_pack_candidates_binding, any("candidates"), any("logits"),
         any("local_topk"), any("row_starts") = nb::none(), nb::arg("k"), nb::arg("rank"),
+        nb::arg("ranks"), nb::arg("interleave") = 1, stream, threads);
+  m.def("dcp_pack_candidates_from_scores", &dcp_pack_candidates_from_scores_binding,
+        any("candidates"), any("scores"), any("local_topk"), nb::arg("k"), nb::arg("rank"),
         nb::arg("ranks"), nb::arg("interleave") = 1, stream, threads);
   m.def("dcp_merge_topk", &dcp_merge_topk_binding, any("out"), any("gathered"), nb::arg("k"),
         nb::arg("ranks"), nb::arg("sorted") = false, stream,

@@ -202,7 +202,8 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
                      nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, int k,
                      bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
                      const std::string& path, int64_t min_row_keys, nb::handle candidates,
-                     int candidate_block_size, bool candidate_vllm_compatible) {
+                     int candidate_block_size, bool candidate_vllm_compatible, nb::handle scores,
+                     nb::handle candidate_source, int candidate_source_block_size) {
   ArgumentList args("indexer_prefill");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
@@ -212,7 +213,10 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
       .path = parse_path("indexer_prefill", path),
       .min_row_keys = min_row_keys,
       .candidates = {args.input("candidates", candidates), candidate_block_size,
-                     candidate_vllm_compatible}};
+                     candidate_vllm_compatible},
+      .scores = args.output("scores", scores),
+      .candidate_source = {args.output("candidate_source", candidate_source),
+                           candidate_source_block_size}};
   args.run([&] {
     return fi::indexer_prefill(out_view, in.q, in.keys, in.weights, in.ks, in.ke, k,
                                fi::TopKOptions{.sorted = sorted}, indexer_options, options);
@@ -232,7 +236,8 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
                     nb::handle weights, nb::handle context_lens, nb::handle block_table, int k,
                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
                     const std::string& path, nb::handle candidates, int candidate_block_size,
-                    bool candidate_vllm_compatible) {
+                    bool candidate_vllm_compatible, nb::handle scores, nb::handle candidate_source,
+                    int candidate_source_block_size) {
   ArgumentList args("indexer_decode");
   const DecodeInputs in =
       decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
@@ -241,7 +246,10 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
   const fi::IndexerOptions indexer_options{
       .path = parse_path("indexer_decode", path),
       .candidates = {args.input("candidates", candidates), candidate_block_size,
-                     candidate_vllm_compatible}};
+                     candidate_vllm_compatible},
+      .scores = args.output("scores", scores),
+      .candidate_source = {args.output("candidate_source", candidate_source),
+                           candidate_source_block_size}};
   args.run([&] {
     return fi::indexer_decode(out_view, in.q, in.cache, in.weights, in.context_lens, in.block_table,
                               k, fi::TopKOptions{.sorted = sorted}, indexer_options, options);
@@ -302,14 +310,17 @@ NB_MODULE(_C, m) {
         any("k_values"), any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
         nb::arg("min_row_keys") = 0, any("candidates") = nb::none(),
-        nb::arg("candidate_block_size") = 0, nb::arg("candidate_vllm_compatible") = false);
+        nb::arg("candidate_block_size") = 0, nb::arg("candidate_vllm_compatible") = false,
+        any("scores") = nb::none(), any("candidate_source") = nb::none(),
+        nb::arg("candidate_source_block_size") = 0);
   m.def("cuda_prefill_path", &cuda_prefill_path, nb::arg("k"), nb::arg("path") = "auto",
         nb::arg("min_row_keys") = 0, nb::arg("num_keys") = 0);
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"), nb::arg("k"),
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
         any("candidates") = nb::none(), nb::arg("candidate_block_size") = 0,
-        nb::arg("candidate_vllm_compatible") = false);
+        nb::arg("candidate_vllm_compatible") = false, any("scores") = nb::none(),
+        any("candidate_source") = nb::none(), nb::arg("candidate_source_block_size") = 0);
 
   fi::python::register_candidates(m);
   fi::python::register_dist(m);

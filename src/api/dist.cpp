@@ -87,6 +87,51 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
   return Status::Ok();
 }
 
+Status dcp_pack_candidates_from_scores(const TensorView& candidates, const TensorView& scores,
+                                       const TensorView& local_topk, int k, int rank,
+                                       const DcpGroup& group, const RunOptions& options) {
+  ArgCheck check("dcp_pack_candidates_from_scores");
+  check_group(check, group);
+  check.require(rank >= 0 && rank < group.ranks, "rank=", rank,
+                ", expected 0 <= rank < ranks=", group.ranks);
+  check_k(check, k);
+  check.tensor("scores", scores, {DType::kF32}, 2);
+  if (!check.ok()) return check.status();
+  const int64_t rows = scores.shape[0];
+  check.dim_at_least("scores", scores, 1, k)
+      .tensor("local_topk", local_topk, {DType::kI32}, 2)
+      .dim("local_topk", local_topk, 0, rows)
+      .dim_at_least("local_topk", local_topk, 1, k)
+      .tensor("candidates", candidates, {DType::kI64}, 2)
+      .dim("candidates", candidates, 0, rows)
+      .dim_at_least("candidates", candidates, 1, k);
+  if (check.ok()) check.stride_at_least("candidates", candidates, 0, k);
+  check.on_device("local_topk", local_topk, scores.device)
+      .on_device("candidates", candidates, scores.device);
+  if (!check.ok()) return check.status();
+  if (scores.device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::dcp_pack_candidates_from_scores(candidates, scores, local_topk, k, rank, group,
+                                                 options.cuda_stream);
+  }
+  for (int64_t t = 0; t < rows && check.ok(); ++t) {
+    for (int i = 0; i < k && check.ok(); ++i) {
+      const int64_t local = *element<int32_t>(local_topk, t, i);
+      if (local == -1) continue;
+      check.require(local >= 0, "local_topk[", t, ", ", i, "] is ", local,
+                    ", expected -1 or a local index >= 0");
+      if (!check.ok()) break;
+      const int64_t global_id = dcp_global(local, rank, group);
+      check.require(global_id <= INT32_MAX, "local_topk[", t, ", ", i, "] is ", local,
+                    ", whose global id ", global_id, " on rank ", rank, " does not fit in int32");
+    }
+  }
+  if (!check.ok()) return check.status();
+  cpu::dcp_pack_candidates_from_scores(candidates, scores, local_topk, k, rank, group,
+                                       cpu_threads(options));
+  return Status::Ok();
+}
+
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,
                       const TopKOptions& topk_options, const RunOptions& options) {
   ArgCheck check("dcp_merge_topk");

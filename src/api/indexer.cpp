@@ -43,6 +43,69 @@ void check_candidate_input(ArgCheck& check, const IndexerOptions& indexer_option
                 "consumer call runs the dense path)");
 }
 
+// The optional outputs: scores [rows, >= k] f32 and a source layer's candidate blocks [rows, C]
+// i32 (1 <= C <= 4096, 1 <= cb <= 4096), on the call's device.
+void check_outputs(ArgCheck& check, const IndexerOptions& indexer_options, int64_t rows, int k,
+                   Device device) {
+  const TensorView& scores = indexer_options.scores;
+  if (scores.defined()) {
+    check.tensor("indexer_options.scores", scores, {DType::kF32}, 2)
+        .dim("indexer_options.scores", scores, 0, rows)
+        .dim_at_least("indexer_options.scores", scores, 1, k)
+        .on_device("indexer_options.scores", scores, device);
+    if (check.ok() && rows > 1) check.stride_at_least("indexer_options.scores", scores, 0, k);
+  }
+  const CandidateOutput& source = indexer_options.candidate_source;
+  if (!source.defined()) return;
+  check.tensor("indexer_options.candidate_source.blocks", source.blocks, {DType::kI32}, 2)
+      .dim("indexer_options.candidate_source.blocks", source.blocks, 0, rows)
+      .on_device("indexer_options.candidate_source.blocks", source.blocks, device);
+  if (!check.ok()) return;
+  const int64_t num_blocks = source.blocks.shape[1];
+  check.require(num_blocks >= 1 && num_blocks <= kMaxCandidateBlocks,
+                "indexer_options.candidate_source.blocks has ", num_blocks,
+                " candidate blocks per row, which is not supported: expected 1 <= C <= ",
+                kMaxCandidateBlocks);
+  check.require(source.block_size >= 1 && source.block_size <= 4096,
+                "indexer_options.candidate_source.block_size=", source.block_size,
+                " is not supported, expected 1 <= block_size <= 4096");
+  if (check.ok() && rows > 1) {
+    check.stride_at_least("indexer_options.candidate_source.blocks", source.blocks, 0, num_blocks);
+  }
+}
+
+// Combinations no path serves, refused before any work: kUnsupported naming the options.
+Status check_output_combinations(const char* op, const IndexerOptions& indexer_options,
+                                 Device device) {
+  const bool source = indexer_options.candidate_source.defined();
+  if (source && indexer_options.candidates.defined()) {
+    return Status::Unsupported(
+        concat(op,
+               ": indexer_options.candidates and indexer_options.candidate_source together "
+               "(a layer both consumer and source) is not a DeepSeek-V4.1 layer and is not "
+               "supported; pass one of them"));
+  }
+  if (indexer_options.scores.defined() && indexer_options.candidates.defined() &&
+      indexer_options.candidates.vllm_compatible) {
+    return Status::Unsupported(
+        concat(op,
+               ": indexer_options.scores with indexer_options.candidates.vllm_compatible is "
+               "not supported (that selection ranks masked scores, not the logits); use the "
+               "exact consumer (vllm_compatible = false)"));
+  }
+  if (source && device == Device::kCUDA && indexer_options.path == IndexerPath::kFused) {
+    return Status::Unsupported(
+        concat(op,
+               ": the fused path does not publish candidate blocks "
+               "(indexer_options.candidate_source); pass IndexerPath::kAuto or kDense"));
+  }
+  return Status::Ok();
+}
+
+cuda::IndexerOutputs cuda_outputs(const IndexerOptions& indexer_options) {
+  return {indexer_options.scores, indexer_options.candidate_source};
+}
+
 // indexer_prefill; `min_row_keys_name` names the argument min_row_keys came in, for the message.
 Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
@@ -56,30 +119,41 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
                 indexer_options.min_row_keys,
                 "; expected >= 0 (the fewest keys a row sees, 0 when unknown)");
   check_candidate_input(check, indexer_options, dims.rows, q.values.device);
+  check_outputs(check, indexer_options, dims.rows, k, q.values.device);
   if (!check.ok()) return check.status();
+  if (Status status = check_output_combinations(check.op(), indexer_options, q.values.device);
+      !status.ok()) {
+    return status;
+  }
   const CandidateInput& candidates = indexer_options.candidates;
+  const TensorView& scores = indexer_options.scores;
+  const int threads = cpu_threads(options);
   if (candidates.defined()) {
     if (out.device == Device::kCUDA) {
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
-                                             candidates, indexer_options.path, options);
+                                             candidates, indexer_options.path, options, scores);
     }
     cpu::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
-                                   candidates, cpu_threads(options));
+                                   candidates, threads);
+    if (scores.defined())
+      cpu::selected_scores_prefill(scores, out, q, keys, weights, ks, k, threads);
     return Status::Ok();
   }
   if (out.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
                                  cuda_prefill_path(k, indexer_options, keys.values.shape[0]),
-                                 options);
+                                 cuda_outputs(indexer_options), options);
   }
-  const int threads = cpu_threads(options);
-  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
-                            [&](void* workspace) {
-                              cpu::indexer_prefill(out, q, keys, weights, ks, ke, k,
-                                                   topk_options.sorted, workspace, threads);
-                            });
+  return with_cpu_workspace(
+      check.op(), indexer_cpu_workspace_size(k, threads), options, [&](void* workspace) {
+        cpu::indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
+                             indexer_options.candidate_source, workspace, threads);
+        if (scores.defined()) {
+          cpu::selected_scores_prefill(scores, out, q, keys, weights, ks, k, threads);
+        }
+      });
 }
 
 }  // namespace
@@ -90,6 +164,8 @@ size_t indexer_cpu_workspace_size(int k, int threads) {
 
 IndexerPath cuda_prefill_path(int k, const IndexerOptions& indexer_options, int64_t num_keys) {
   if (indexer_options.path != IndexerPath::kAuto) return indexer_options.path;
+  // The fused path publishes no candidate blocks.
+  if (indexer_options.candidate_source.defined()) return IndexerPath::kDense;
   return heuristics::prefill_takes_fused(k, indexer_options.min_row_keys, num_keys)
              ? IndexerPath::kFused
              : IndexerPath::kDense;
@@ -100,6 +176,13 @@ IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys
 }
 
 size_t indexer_cuda_workspace_size(int k) { return cuda::indexer_workspace_size(k); }
+
+size_t indexer_cuda_workspace_size(int k, const IndexerOptions& indexer_options) {
+  const CandidateOutput& source = indexer_options.candidate_source;
+  if (!source.defined() || source.blocks.rank != 2) return cuda::indexer_workspace_size(k);
+  return cuda::indexer_workspace_size(k, static_cast<int>(source.blocks.shape[1]),
+                                      source.block_size);
+}
 
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
@@ -126,30 +209,44 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   check_topk_output(check, out, dims.rows, k);
   check.on_device("out", out, q.values.device);
   check_candidate_input(check, indexer_options, dims.rows, q.values.device);
+  check_outputs(check, indexer_options, dims.rows, k, q.values.device);
   if (!check.ok()) return check.status();
+  if (Status status = check_output_combinations(check.op(), indexer_options, q.values.device);
+      !status.ok()) {
+    return status;
+  }
   const CandidateInput& candidates = indexer_options.candidates;
+  const TensorView& scores = indexer_options.scores;
+  const int threads = cpu_threads(options);
   if (candidates.defined()) {
     if (out.device == Device::kCUDA) {
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                             topk_options.sorted, candidates, indexer_options.path,
-                                            options);
+                                            options, scores);
     }
     cpu::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
-                                  topk_options.sorted, candidates, cpu_threads(options));
+                                  topk_options.sorted, candidates, threads);
+    if (scores.defined()) {
+      cpu::selected_scores_decode(scores, out, q, cache, weights, block_table, k, threads);
+    }
     return Status::Ok();
   }
   if (out.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
-                                topk_options.sorted, indexer_options.path, options);
+                                topk_options.sorted, indexer_options.path,
+                                cuda_outputs(indexer_options), options);
   }
-  const int threads = cpu_threads(options);
-  return with_cpu_workspace(check.op(), indexer_cpu_workspace_size(k, threads), options,
-                            [&](void* workspace) {
-                              cpu::indexer_decode(out, q, cache, weights, context_lens, block_table,
-                                                  k, topk_options.sorted, workspace, threads);
-                            });
+  return with_cpu_workspace(
+      check.op(), indexer_cpu_workspace_size(k, threads), options, [&](void* workspace) {
+        cpu::indexer_decode(out, q, cache, weights, context_lens, block_table, k,
+                            topk_options.sorted, indexer_options.candidate_source, workspace,
+                            threads);
+        if (scores.defined()) {
+          cpu::selected_scores_decode(scores, out, q, cache, weights, block_table, k, threads);
+        }
+      });
 }
 
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,

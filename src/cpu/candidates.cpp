@@ -97,32 +97,41 @@ std::vector<RowBound> candidate_row_bounds(const CandidateRows& rows, int64_t co
   return bounds;
 }
 
+void select_row_blocks(int32_t* out_row, int64_t out_stride, const float* block_max,
+                       int64_t row_blocks, int num_blocks, std::vector<uint64_t>& keys) {
+  const uint32_t minus_inf_key = ordered_score_bits(-kInf);
+  keys.resize(static_cast<size_t>(row_blocks));
+  for (int64_t b = 0; b < row_blocks; ++b) {
+    const float score = b == row_blocks - 1 ? kInf : block_max[b];
+    keys[b] = rank_key_of_score(score, static_cast<uint32_t>(b));
+  }
+  const size_t kept = keep_largest(keys.data(), keys.size(), num_blocks, /*sorted=*/true);
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    const bool valid = static_cast<size_t>(i) < kept && (keys[i] >> 32) != minus_inf_key;
+    out_row[i * out_stride] = valid ? static_cast<int32_t>(~static_cast<uint32_t>(keys[i])) : -1;
+  }
+}
+
 void select_candidate_blocks(const TensorView& out, const TensorView& logits,
                              const std::vector<RowBound>& bounds, int num_blocks, int block_size,
                              int threads) {
   const int64_t width = logits.shape[1];
-  const uint32_t minus_inf_key = ordered_score_bits(-kInf);
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint64_t> keys;
+    std::vector<float> block_max;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < out.shape[0]; ++t) {
       const Visible vis = visible_of(bounds[t], width);
       const int64_t row_blocks = (vis.count + block_size - 1) / block_size;
       const float* row = element<float>(logits, t, vis.start);
-      keys.resize(static_cast<size_t>(row_blocks));
+      block_max.resize(static_cast<size_t>(row_blocks));
       for (int64_t b = 0; b < row_blocks; ++b) {
         const int64_t n = std::min<int64_t>(block_size, vis.count - b * block_size);
-        const float score = b == row_blocks - 1 ? kInf : block_score(row + b * block_size, n);
-        keys[b] = rank_key_of_score(score, static_cast<uint32_t>(b));
+        block_max[b] = block_score(row + b * block_size, n);
       }
-      const size_t kept = keep_largest(keys.data(), keys.size(), num_blocks, /*sorted=*/true);
-      int32_t* out_row = element<int32_t>(out, t, 0);
-      for (int64_t i = 0; i < num_blocks; ++i) {
-        const bool valid = static_cast<size_t>(i) < kept && (keys[i] >> 32) != minus_inf_key;
-        out_row[i * out.stride[1]] =
-            valid ? static_cast<int32_t>(~static_cast<uint32_t>(keys[i])) : -1;
-      }
+      select_row_blocks(element<int32_t>(out, t, 0), out.stride[1], block_max.data(), row_blocks,
+                        num_blocks, keys);
     }
   }
 }

@@ -35,6 +35,12 @@ void kept_blocks(std::vector<int64_t>& blocks, const int32_t* candidates, int64_
 // The bounds of rows [0, count) of the candidate ops' CandidateRows.
 std::vector<RowBound> candidate_row_bounds(const CandidateRows& rows, int64_t count);
 
+// One row's blocks of select_candidate_blocks from its block maxima (block_max[b]: the max of
+// block b's logits with NaN read as +inf, -inf for none; the newest block, row_blocks - 1, is
+// pinned here): out_row[i * out_stride] for i < num_blocks. `keys` is scratch.
+void select_row_blocks(int32_t* out_row, int64_t out_stride, const float* block_max,
+                       int64_t row_blocks, int num_blocks, std::vector<uint64_t>& keys);
+
 void select_candidate_blocks(const TensorView& out, const TensorView& logits,
                              const std::vector<RowBound>& bounds, int num_blocks, int block_size,
                              int threads);

@@ -49,18 +49,34 @@ size_t indexer_thread_workspace_bytes(int k);
 size_t indexer_slots(int threads);
 int resolve_threads(int requested);
 
+// `source` (optional): the candidate output, written from the scores as they stream (see
+// indexer.cpp); its block maxima are allocated per call, ceil(width / cb) floats per row of a slot.
 void indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                      const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                     bool sorted, void* workspace, int threads);
+                     bool sorted, const CandidateOutput& source, void* workspace, int threads);
 void indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                     const TensorView& weights, const TensorView& context_lens,
-                    const TensorView& block_table, int k, bool sorted, void* workspace,
-                    int threads);
+                    const TensorView& block_table, int k, bool sorted,
+                    const CandidateOutput& source, void* workspace, int threads);
+
+// IndexerOptions::scores on the CPU: scores[t, i] = the score of the key out[t, i] names (the
+// scoring core's bits: each selected key scored again against its row), -inf where out[t, i] is
+// -1. Prefill: key ks[t] + out[t, i]; decode: position out[t, i] of row t's request.
+void selected_scores_prefill(const TensorView& scores, const TensorView& out,
+                             const QuantizedTensor& q, const QuantizedTensor& keys,
+                             const TensorView& weights, const TensorView& ks, int k, int threads);
+void selected_scores_decode(const TensorView& scores, const TensorView& out,
+                            const QuantizedTensor& q, const PagedKCache& cache,
+                            const TensorView& weights, const TensorView& block_table, int k,
+                            int threads);
 
 // The transport-free multi-GPU functions of flashindexer/dist.h (dcp.cpp, row_shard.cpp).
 void dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
                          const TensorView& local_topk, const TensorView& row_starts, int k,
                          int rank, const DcpGroup& group, int threads);
+void dcp_pack_candidates_from_scores(const TensorView& candidates, const TensorView& scores,
+                                     const TensorView& local_topk, int k, int rank,
+                                     const DcpGroup& group, int threads);
 
 // workspace: threads * dcp_merge_thread_workspace_bytes(ranks, k) bytes.
 void dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,

@@ -53,6 +53,24 @@ void dcp_pack_candidates(const TensorView& candidates, const TensorView& logits,
   }
 }
 
+void dcp_pack_candidates_from_scores(const TensorView& candidates, const TensorView& scores,
+                                     const TensorView& local_topk, int k, int rank,
+                                     const DcpGroup& group, int threads) {
+  const int64_t rows = scores.shape[0];
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t t = 0; t < rows; ++t) {
+    const int32_t* local = element<int32_t>(local_topk, t, 0);
+    const float* score = element<float>(scores, t, 0);
+    uint64_t* packed = element<uint64_t>(candidates, t, 0);
+    for (int i = 0; i < k; ++i) {
+      packed[i] = local[i] < 0
+                      ? 0
+                      : rank_key_of_score(score[i],
+                                          static_cast<uint32_t>(dcp_global(local[i], rank, group)));
+    }
+  }
+}
+
 size_t dcp_merge_thread_workspace_bytes(int ranks, int k) {
   return static_cast<size_t>(ranks) * static_cast<size_t>(k) * sizeof(uint64_t);
 }

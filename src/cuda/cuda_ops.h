@@ -66,19 +66,30 @@ size_t topk_per_row_workspace_size(int64_t rows, int64_t width, int k);
 // The most topk_per_row_workspace_size returns at this k for any rows and width.
 size_t topk_per_row_workspace_bound(int k);
 
+// The optional outputs of an indexer call (IndexerOptions::scores and ::candidate_source),
+// validated by src/api; undefined views: not asked for.
+struct IndexerOutputs {
+  TensorView scores;
+  CandidateOutput candidate_source;
+};
+
 // indexer_prefill / indexer_decode on CUDA tensors (see flashindexer/indexer.h), exactly
 // topk_per_row(mqa_logits(...)) / topk_per_row(paged_mqa_logits(...)) by the path asked for
 // (kAuto: dense; the caller resolves the prefill choice, cuda_prefill_path): the rows run in
 // batches whose logits fit in options.workspace (indexer_workspace_size(k) bytes or more; a larger
 // workspace means fewer, larger batches), so memory does not grow with rows or keys.
-// options.indexer_path and options.min_row_keys are not read.
+// options.indexer_path and options.min_row_keys are not read. A candidate output is served by the
+// dense path only (kUnsupported with kFused).
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                       bool sorted, IndexerPath path, const RunOptions& options);
+                       bool sorted, IndexerPath path, const IndexerOutputs& outputs,
+                       const RunOptions& options);
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, int k, bool sorted, IndexerPath path,
-                      const RunOptions& options);
+                      const IndexerOutputs& outputs, const RunOptions& options);
 size_t indexer_workspace_size(int k);
+// With a candidate output of C blocks of block_size positions (num_blocks 0: none).
+size_t indexer_workspace_size(int k, int num_blocks, int block_size);
 
 }  // namespace flashindexer::cuda

@@ -68,16 +68,21 @@ size_t topk_per_row_workspace_bound(int) { return 0; }
 
 Status indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                        const TensorView&, const TensorView&, const TensorView&, int, bool,
-                       IndexerPath, const RunOptions&) {
+                       IndexerPath, const IndexerOutputs&, const RunOptions&) {
   return not_on_cuda("indexer_prefill");
 }
 Status indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
                       const TensorView&, const TensorView&, const TensorView&, int, bool,
-                      IndexerPath, const RunOptions&) {
+                      IndexerPath, const IndexerOutputs&, const RunOptions&) {
   return not_on_cuda("indexer_decode");
 }
 size_t indexer_workspace_size(int) { return 0; }
+size_t indexer_workspace_size(int, int, int) { return 0; }
 
+Status dcp_pack_candidates_from_scores(const TensorView&, const TensorView&, const TensorView&, int,
+                                       int, const DcpGroup&, void*) {
+  return not_on_cuda("dcp_pack_candidates_from_scores");
+}
 Status dcp_pack_candidates(const TensorView&, const TensorView&, const TensorView&,
                            const TensorView&, int, int, const DcpGroup&, void*) {
   return not_on_cuda("dcp_pack_candidates");
@@ -118,12 +123,14 @@ Status sparse_topk_remap(const TensorView&, const TensorView&, const TensorView&
 }
 Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                                  const TensorView&, const TensorView&, const TensorView&, int, bool,
-                                 const CandidateInput&, IndexerPath, const RunOptions&) {
+                                 const CandidateInput&, IndexerPath, const RunOptions&,
+                                 const TensorView&) {
   return not_on_cuda("indexer_prefill");
 }
 Status candidate_indexer_decode(const TensorView&, const QuantizedTensor&, const PagedKCache&,
                                 const TensorView&, const TensorView&, const TensorView&, int, bool,
-                                const CandidateInput&, IndexerPath, const RunOptions&) {
+                                const CandidateInput&, IndexerPath, const RunOptions&,
+                                const TensorView&) {
   return not_on_cuda("indexer_decode");
 }
 

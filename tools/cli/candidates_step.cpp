@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// `flashindexer run` on a preset with candidates (DeepSeek-V4.1 two-level selection): after a
-// batch is scored, a candidate source publishes each row's best C blocks of cb positions from the
-// batch's logits (select_candidate_blocks), and a consumer layer on the same rows runs the
-// indexer with those candidates (IndexerOptions::candidates; the dense route on CUDA). The checks
-// hold both against candidates.h's reference oracle over the backend's own logits.
+// `flashindexer run` on a preset with candidates (DeepSeek-V4.1 two-level selection): the
+// candidate source layer runs the indexer with a candidate output (IndexerOptions::
+// candidate_source), which returns its own top-k and publishes each row's best C blocks of cb
+// positions without logits of its own, and a consumer layer on the same rows runs the indexer
+// with those candidates (IndexerOptions::candidates; the dense route on CUDA). The checks hold
+// both against candidates.h's reference oracle over the backend's own logits (the batch's
+// dense pair, scored before).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -50,34 +52,29 @@ Status timed(double* milliseconds, const DeviceMemory& memory, Op&& op) {
 
 Status run_candidate_layers(
     BatchResult* result, DeviceMemory& memory, const Batch& batch, const Preset& preset,
-    const TensorView& logits,
     const std::function<Status(const IndexerOptions&, const TensorView&)>& run_indexer) {
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int C = preset.candidate_blocks;
   const int cb = preset.candidate_block_size;
-  std::vector<int32_t> ks_host, ke_host;
-  row_bounds(batch, &ks_host, &ke_host);
-  TensorView ks, ke, candidates, consumer_out;
-  CLI_RETURN_IF_ERROR(upload_view(&ks, memory, ks_host, DType::kI32, {rows}));
-  CLI_RETURN_IF_ERROR(upload_view(&ke, memory, ke_host, DType::kI32, {rows}));
+  TensorView candidates, source_out, consumer_out;
   CLI_RETURN_IF_ERROR(allocate_view(&candidates, memory, DType::kI32, {rows, C}, kIndexPoison));
   CLI_RETURN_IF_ERROR(
+      allocate_view(&source_out, memory, DType::kI32, {rows, preset.topk}, kIndexPoison));
+  CLI_RETURN_IF_ERROR(
       allocate_view(&consumer_out, memory, DType::kI32, {rows, preset.topk}, kIndexPoison));
-  RunOptions select_run;
-  if (memory.device() == Device::kCUDA) {
-    select_run.workspace_bytes =
-        select_candidate_blocks_cuda_workspace_size(rows, logits.shape[1], C, cb);
-    CLI_RETURN_IF_ERROR(memory.allocate(&select_run.workspace, select_run.workspace_bytes));
-  }
-  const CandidateRows bounds = CandidateRows::prefill(ks, ke);
-  CLI_RETURN_IF_ERROR(timed(&result->select_ms, memory, [&] {
-    return select_candidate_blocks(candidates, logits, bounds, C, cb, select_run);
-  }));
+  // The source's bounds are the call's own rows (prefill ks / ke, decode lengths): the same
+  // visible columns as the batch's rows, which the checks use.
+  IndexerOptions source;
+  source.candidate_source = CandidateOutput{candidates, cb};
+  CLI_RETURN_IF_ERROR(
+      timed(&result->source_ms, memory, [&] { return run_indexer(source, source_out); }));
   IndexerOptions consumer;
   consumer.candidates = CandidateInput{candidates, cb, false};
   CLI_RETURN_IF_ERROR(
       timed(&result->consumer_ms, memory, [&] { return run_indexer(consumer, consumer_out); }));
   CLI_RETURN_IF_ERROR(download_vector(&result->candidates, memory, candidates.data, rows * C));
+  CLI_RETURN_IF_ERROR(
+      download_vector(&result->source_topk, memory, source_out.data, rows * preset.topk));
   return download_vector(&result->consumer_topk, memory, consumer_out.data, rows * preset.topk);
 }
 
@@ -114,6 +111,12 @@ std::vector<std::string> check_candidate_layers(const Workload& workload, const 
         mismatches.push_back(fmt::format("{} row {}: candidate blocks differ from the reference",
                                          batch.shape->name, r));
         continue;
+      }
+      // The source's own top-k is unrestricted: the plain top-k of the batch's logits.
+      if (sorted_row(got.source_topk, r, k) != sorted_row(got.dense_topk, r, k)) {
+        mismatches.push_back(
+            fmt::format("{} row {}: the source layer's own top-k differs from topk_per_row(logits)",
+                        batch.shape->name, r));
       }
       if (sorted_row(got.consumer_topk, r, k) != sorted_row(expected_topk, r, k)) {
         mismatches.push_back(fmt::format(

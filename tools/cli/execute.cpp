@@ -126,7 +126,7 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
   CLI_RETURN_IF_ERROR(
       timed(&result->indexer_ms, memory, [&] { return run_indexer(choice, indexer_out); }));
   if (preset.candidate_blocks > 0) {
-    CLI_RETURN_IF_ERROR(run_candidate_layers(result, memory, batch, preset, logits, run_indexer));
+    CLI_RETURN_IF_ERROR(run_candidate_layers(result, memory, batch, preset, run_indexer));
   }
 
   CLI_RETURN_IF_ERROR(download_vector(&result->indexer_topk, memory, indexer_out.data, rows * k));

@@ -179,15 +179,15 @@ int run_command(const RunConfig& config) {
   if (workload.preset->candidate_blocks > 0) {
     for (size_t b = 0; b < workload.batches.size(); ++b) {
       fmt::print(
-          "{}: candidate source (C={}, cb={}) select_candidate_blocks {:.2f} ms, consumer "
-          "layer indexer {:.2f} ms\n",
+          "{}: candidate source (C={}, cb={}) indexer with its candidate output {:.2f} ms, "
+          "consumer layer indexer {:.2f} ms\n",
           workload.batches[b].shape->name, workload.preset->candidate_blocks,
-          workload.preset->candidate_block_size, result.batches[b].select_ms,
+          workload.preset->candidate_block_size, result.batches[b].source_ms,
           result.batches[b].consumer_ms);
     }
     fmt::print(
-        "two-level: the source's blocks and the consumer's selection == the reference "
-        "(candidates.h) over the backend's logits, on all rows of every batch\n");
+        "two-level: the source's blocks and top-k and the consumer's selection == the "
+        "reference (candidates.h) over the backend's logits, on all rows of every batch\n");
   }
   fmt::print("checks took {:.1f} s, most of it in the fp64 reference oracle\n",
              checks_time.count());

@@ -33,11 +33,13 @@ struct BatchResult {
   double indexer_ms = 0.0;
   double logits_ms = 0.0;
   double topk_ms = 0.0;
-  // Presets with candidates (candidates_step.cpp): the source's blocks [rows, C] i32 from the
-  // batch's logits, and the consumer layer's indexer output [rows, k] i32 restricted to them.
+  // Presets with candidates (candidates_step.cpp): the source layer's indexer call with a
+  // candidate output, its own top-k [rows, k] i32 and its blocks [rows, C] i32, and the consumer
+  // layer's indexer output [rows, k] i32 restricted to them.
+  std::vector<int32_t> source_topk;
   std::vector<int32_t> candidates;
   std::vector<int32_t> consumer_topk;
-  double select_ms = 0.0;
+  double source_ms = 0.0;
   double consumer_ms = 0.0;
 };
 
@@ -66,19 +68,18 @@ struct Verified {
 std::vector<std::string> check_all(Verified* verified, const Workload& workload,
                                    const RunResult& result, int verify_rows);
 
-// The two-level layers of a preset with candidates, on one batch already scored into `logits`
-// ([rows, logits_width] f32 on `memory`'s device): select_candidate_blocks over the logits (the
-// source), then the indexer with those candidates (the consumer, the dense route on CUDA).
-// `run_indexer(options, out)` runs the batch's indexer call with the given IndexerOptions.
+// The two-level layers of a preset with candidates, on one batch: the source layer (the indexer
+// with a candidate output, IndexerOptions::candidate_source: its own top-k and the blocks, no
+// logits of its own), then the indexer with those candidates (the consumer, the dense route on
+// CUDA). `run_indexer(options, out)` runs the batch's indexer call with the given options.
 class DeviceMemory;
 Status run_candidate_layers(
     BatchResult* result, DeviceMemory& memory, const Batch& batch, const Preset& preset,
-    const TensorView& logits,
     const std::function<Status(const IndexerOptions&, const TensorView&)>& run_indexer);
 
 // Every row of every batch of a preset with candidates against the reference (candidates.h's
-// oracle) over the backend's own logits: the source's blocks bit for bit, the consumer's
-// selection as a set. One line per mismatch.
+// oracle) over the backend's own logits: the source's blocks bit for bit, its own top-k as the
+// plain top-k of the logits, the consumer's selection as a set. One line per mismatch.
 std::vector<std::string> check_candidate_layers(const Workload& workload, const RunResult& result);
 
 // The first k entries of a top-k row as a sorted multiset (-1 padding included).

@@ -41,17 +41,19 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
 // The consumer indexer, in row batches over options.workspace (indexer_workspace_size(k) bytes or
 // more): the sparse path (sparse_indexer.cu) when sparse_consumer_takes, else the dense one:
 // mqa_logits (paged_mqa_logits) into a slab, then the consumer's selection. The fused path is
-// never taken for a consumer call.
+// never taken for a consumer call. scores (optional, exact form only): the selected keys' scores
+// gathered from each batch's slab (IndexerOptions::scores).
 Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                  const QuantizedTensor& keys, const TensorView& weights,
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
                                  const CandidateInput& candidates, IndexerPath path,
-                                 const RunOptions& options);
+                                 const RunOptions& options, const TensorView& scores = {});
 Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const PagedKCache& cache, const TensorView& weights,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& candidates,
-                                IndexerPath path, const RunOptions& options);
+                                IndexerPath path, const RunOptions& options,
+                                const TensorView& scores = {});
 
 // Whether a consumer call takes the sparse path: the exact selection (not vLLM's dense mask),
 // a candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys), and a path other than
@@ -61,11 +63,12 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
                                         const QuantizedTensor& keys, const TensorView& weights,
                                         const TensorView& ks, const TensorView& ke, int k,
                                         bool sorted, const CandidateInput& candidates,
-                                        const RunOptions& options);
+                                        const RunOptions& options, const TensorView& scores);
 Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                        const PagedKCache& cache, const TensorView& weights,
                                        const TensorView& context_lens,
                                        const TensorView& block_table, int k, bool sorted,
-                                       const CandidateInput& candidates, const RunOptions& options);
+                                       const CandidateInput& candidates, const RunOptions& options,
+                                       const TensorView& scores);
 
 }  // namespace flashindexer::cuda

@@ -18,6 +18,7 @@
 #include "cuda/candidates/consumer.h"
 #include "cuda/candidates/workspace.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
 
 namespace flashindexer::cuda {
@@ -85,10 +86,10 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
                                  const QuantizedTensor& keys, const TensorView& weights,
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
                                  const CandidateInput& input, IndexerPath path,
-                                 const RunOptions& options) {
+                                 const RunOptions& options, const TensorView& scores) {
   if (sparse_consumer_takes(input, path)) {
     return sparse_candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, input,
-                                            options);
+                                            options, scores);
   }
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
@@ -123,6 +124,14 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
         !status.ok()) {
       return status;
     }
+    // The exact form leaves the slab as scored (the API refuses scores with the masking form).
+    if (scores.defined()) {
+      if (Status status = gather_selected_scores(leading_rows(scores, first, count), batch_out,
+                                                 logits, bounds, k, options.cuda_stream);
+          !status.ok()) {
+        return status;
+      }
+    }
   }
   return Status::Ok();
 }
@@ -131,10 +140,10 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const PagedKCache& cache, const TensorView& weights,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& input, IndexerPath path,
-                                const RunOptions& options) {
+                                const RunOptions& options, const TensorView& scores) {
   if (sparse_consumer_takes(input, path)) {
     return sparse_candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
-                                           sorted, input, options);
+                                           sorted, input, options, scores);
   }
   const char* op = "indexer_decode";
   const int64_t batch_size = q.values.shape[0];
@@ -173,6 +182,13 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                                  k, sorted, input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
+    }
+    if (scores.defined()) {
+      if (Status status = gather_selected_scores(leading_rows(scores, first * next_n, batch_rows),
+                                                 batch_out, logits, bounds, k, options.cuda_stream);
+          !status.ok()) {
+        return status;
+      }
     }
   }
   return Status::Ok();

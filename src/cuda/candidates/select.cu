@@ -20,6 +20,7 @@
 #include "core/checks.h"
 #include "cuda/candidates/candidates.h"
 #include "cuda/candidates/rows.cuh"
+#include "cuda/candidates/select.h"
 #include "cuda/candidates/workspace.h"
 #include "cuda/common/check.h"
 #include "cuda/cuda_ops.h"
@@ -78,13 +79,65 @@ int64_t score_pitch(int64_t width, int block_size) {
 
 }  // namespace
 
+namespace candidates {
+
+size_t block_select_array_bytes(int64_t rows, int64_t width, int block_size) {
+  return align_bytes(static_cast<size_t>(rows) * score_pitch(width, block_size) * 4) +
+         align_bytes(static_cast<size_t>(rows) * 4);
+}
+
+BlockSelectScratch carve_block_select(void* base, int64_t rows, int64_t width, int block_size) {
+  BlockSelectScratch scratch;
+  auto* at = static_cast<unsigned char*>(base);
+  scratch.pitch = score_pitch(width, block_size);
+  scratch.scores = reinterpret_cast<float*>(at);
+  at += align_bytes(static_cast<size_t>(rows) * scratch.pitch * 4);
+  scratch.row_blocks = reinterpret_cast<int32_t*>(at);
+  return scratch;
+}
+
+Status select_blocks(const char* op, int32_t* out, int64_t out_stride, const LogitsRows& logits,
+                     const BoundRows& bounds, int num_blocks, int block_size,
+                     const BlockSelectScratch& scratch) {
+  const int64_t count = logits.rows;
+  const int64_t width = logits.width;
+  if (count == 0) return Status::Ok();
+  const int64_t blocks = (width + block_size - 1) / block_size;
+  auto stream = static_cast<cudaStream_t>(scratch.topk_run.cuda_stream);
+  const int64_t ctas_per_row =
+      std::clamp<int64_t>((blocks + kScoreThreads - 1) / kScoreThreads, 1, kMaxScoreCtasPerRow);
+  block_scores_kernel<<<dim3(static_cast<unsigned>(count), static_cast<unsigned>(ctas_per_row)),
+                        kScoreThreads, 0, stream>>>(scratch.scores, scratch.pitch,
+                                                    scratch.row_blocks, logits.data, logits.stride,
+                                                    width, bounds, block_size);
+  if (Status status = launch_status(op); !status.ok()) return status;
+  const TensorView score_view =
+      TensorView::contiguous(scratch.scores, DType::kF32, {count, std::max<int64_t>(blocks, 1)},
+                             Device::kCUDA)
+          .with_row_stride(scratch.pitch);
+  const TensorView lengths =
+      TensorView::contiguous(scratch.row_blocks, DType::kI32, {count}, Device::kCUDA);
+  const TensorView out_view =
+      TensorView::contiguous(out, DType::kI32, {count, num_blocks}, Device::kCUDA)
+          .with_row_stride(out_stride);
+  if (Status status = topk_per_row(out_view, score_view, RowRanges::decode(lengths), num_blocks,
+                                   /*sorted=*/true, scratch.topk_run);
+      !status.ok()) {
+    return status;
+  }
+  drop_empty_blocks_kernel<<<static_cast<unsigned>(count), kFinishThreads, 0, stream>>>(
+      out, out_stride, scratch.scores, scratch.pitch, num_blocks);
+  return launch_status(op);
+}
+
+}  // namespace candidates
+
 size_t select_candidate_blocks_workspace_size(int64_t rows, int64_t width, int num_blocks,
                                               int block_size) {
   if (block_size < 1 || num_blocks < 1) return 0;
   const int64_t blocks = (width + block_size - 1) / block_size;
   return candidates::kArrayAlignment +
-         candidates::align_bytes(static_cast<size_t>(rows) * score_pitch(width, block_size) * 4) +
-         candidates::align_bytes(static_cast<size_t>(rows) * 4) +
+         candidates::block_select_array_bytes(rows, width, block_size) +
          topk_per_row_workspace_size(rows, std::max<int64_t>(blocks, 1), num_blocks);
 }
 
@@ -94,7 +147,6 @@ Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
   const char* op = "select_candidate_blocks";
   const int64_t count = logits.shape[0];
   const int64_t width = logits.shape[1];
-  const int64_t blocks = (width + block_size - 1) / block_size;
   const size_t needed =
       select_candidate_blocks_workspace_size(count, width, num_blocks, block_size);
   candidates::Carver carver(options);
@@ -104,34 +156,16 @@ Status select_candidate_blocks(const TensorView& out, const TensorView& logits,
     return status;
   }
   if (count == 0) return Status::Ok();
-  const int64_t pitch = score_pitch(width, block_size);
-  float* scores = carver.take<float>(static_cast<size_t>(count) * pitch);
-  int32_t* row_blocks = carver.take<int32_t>(static_cast<size_t>(count));
-  RunOptions topk_run = options;
-  topk_run.workspace = carver.rest();
-  topk_run.workspace_bytes = carver.rest_bytes();
-  auto stream = static_cast<cudaStream_t>(options.cuda_stream);
-  const int64_t ctas_per_row =
-      std::clamp<int64_t>((blocks + kScoreThreads - 1) / kScoreThreads, 1, kMaxScoreCtasPerRow);
-  block_scores_kernel<<<dim3(static_cast<unsigned>(count), static_cast<unsigned>(ctas_per_row)),
-                        kScoreThreads, 0, stream>>>(
-      scores, pitch, row_blocks, logits.ptr<const float>(), logits.stride[0], width,
-      candidates::bound_rows_of(rows), block_size);
-  if (Status status = launch_status(op); !status.ok()) return status;
-  const TensorView score_view =
-      TensorView::contiguous(scores, DType::kF32, {count, std::max<int64_t>(blocks, 1)},
-                             Device::kCUDA)
-          .with_row_stride(pitch);
-  const TensorView lengths =
-      TensorView::contiguous(row_blocks, DType::kI32, {count}, Device::kCUDA);
-  if (Status status = topk_per_row(out, score_view, RowRanges::decode(lengths), num_blocks,
-                                   /*sorted=*/true, topk_run);
-      !status.ok()) {
-    return status;
-  }
-  drop_empty_blocks_kernel<<<static_cast<unsigned>(count), kFinishThreads, 0, stream>>>(
-      out.ptr<int32_t>(), out.stride[0], scores, pitch, num_blocks);
-  return launch_status(op);
+  candidates::BlockSelectScratch scratch =
+      candidates::carve_block_select(carver.rest(), count, width, block_size);
+  carver.take<unsigned char>(candidates::block_select_array_bytes(count, width, block_size));
+  scratch.topk_run = options;
+  scratch.topk_run.workspace = carver.rest();
+  scratch.topk_run.workspace_bytes = carver.rest_bytes();
+  return candidates::select_blocks(
+      op, out.ptr<int32_t>(), out.stride[0],
+      {const_cast<float*>(logits.ptr<const float>()), logits.stride[0], count, width},
+      candidates::bound_rows_of(rows), num_blocks, block_size, scratch);
 }
 
 }  // namespace flashindexer::cuda

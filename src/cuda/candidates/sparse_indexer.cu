@@ -19,6 +19,7 @@
 #include "cuda/candidates/sparse_rows.h"
 #include "cuda/candidates/workspace.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
 #include "cuda/sm90_scoring/format_sparse.cuh"
 #include "cuda/sm90_scoring/sparse_call.h"
@@ -87,9 +88,11 @@ candidates::CandidateRowsOnDevice candidate_rows_at(const CandidateInput& input,
 }
 
 // Scores the batch's rows (their metadata built), selects over each row's valid columns and
-// remaps the selection to positions, into `out` (the batch's rows of the output).
+// remaps the selection to positions, into `out` (the batch's rows of the output); with `scores`
+// defined, the selected keys' scores too, read from the sparse logits before the remap.
 Status score_and_select(const char* op, const SparseBatches& batches, cuda::SparseScoring scoring,
-                        int64_t count, const TensorView& out, int k, bool sorted) {
+                        int64_t count, const TensorView& out, const TensorView& scores, int k,
+                        bool sorted) {
   const int64_t width = int64_t{batches.arrays.sparse_per_row} * batches.sparse_block;
   scoring.logits =
       TensorView::contiguous(batches.logits, DType::kF32, {count, width}, Device::kCUDA)
@@ -110,6 +113,14 @@ Status score_and_select(const char* op, const SparseBatches& batches, cuda::Spar
           topk_per_row(out, scoring.logits, RowRanges::decode(end), k, sorted, batches.topk_run);
       !status.ok()) {
     return status;
+  }
+  if (scores.defined()) {
+    if (Status status =
+            gather_selected_scores(scores, out, scoring.logits, RowRanges::decode(end), k,
+                                   EmptyScoreRows::kWrite, batches.topk_run.cuda_stream);
+        !status.ok()) {
+      return status;
+    }
   }
   const TensorView blocks =
       TensorView::contiguous(batches.arrays.blocks, DType::kI32,
@@ -132,7 +143,7 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
                                         const QuantizedTensor& keys, const TensorView& weights,
                                         const TensorView& ks, const TensorView& ke, int k,
                                         bool sorted, const CandidateInput& input,
-                                        const RunOptions& options) {
+                                        const RunOptions& options, const TensorView& scores) {
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   SparseBatches batches;
@@ -155,8 +166,9 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     scoring.q = leading_rows(q.values, first, count);
     scoring.weights = leading_rows(weights, first, count);
     scoring.keys = &keys;
-    if (Status status = score_and_select(op, batches, scoring, count,
-                                         leading_rows(out, first, count), k, sorted);
+    if (Status status =
+            score_and_select(op, batches, scoring, count, leading_rows(out, first, count),
+                             leading_rows(scores, first, count), k, sorted);
         !status.ok()) {
       return status;
     }
@@ -168,7 +180,8 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
                                        const PagedKCache& cache, const TensorView& weights,
                                        const TensorView& context_lens,
                                        const TensorView& block_table, int k, bool sorted,
-                                       const CandidateInput& input, const RunOptions& options) {
+                                       const CandidateInput& input, const RunOptions& options,
+                                       const TensorView& scores) {
   const char* op = "indexer_decode";
   const int64_t batch_size = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
@@ -235,8 +248,9 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
     scoring.q = rows_q;
     scoring.weights = leading_rows(weights, first * next_n, batch_rows);
     scoring.cache = &cache;
-    if (Status status = score_and_select(op, batches, scoring, batch_rows,
-                                         leading_rows(out, first * next_n, batch_rows), k, sorted);
+    if (Status status = score_and_select(
+            op, batches, scoring, batch_rows, leading_rows(out, first * next_n, batch_rows),
+            leading_rows(scores, first * next_n, batch_rows), k, sorted);
         !status.ok()) {
       return status;
     }

@@ -17,6 +17,11 @@ Status dcp_pack_candidates(const TensorView& candidates, const TensorView& logit
                            const TensorView& local_topk, const TensorView& row_starts, int k,
                            int rank, const DcpGroup& group, void* stream);
 
+// The same from scores [rows, >= k] f32 (scores[t, i] the score of local_topk[t, i]).
+Status dcp_pack_candidates_from_scores(const TensorView& candidates, const TensorView& scores,
+                                       const TensorView& local_topk, int k, int rank,
+                                       const DcpGroup& group, void* stream);
+
 // out [rows, >= k] i32 (out), best first when sorted, else in ascending id order, from gathered
 // [rows, N k] or [rows, N, k] i64. One CTA per row; no scratch.
 Status dcp_merge_topk(const TensorView& out, const TensorView& gathered, int k, int ranks,

@@ -3,9 +3,12 @@
 // logits slab, then topk_per_row) and the fused path (sm90_fused/fused_indexer.cu: no logits
 // written). Both are topk_per_row(mqa_logits(...)) bit for bit and take the same workspace, so
 // the choice is one of speed only, made by the caller (src/api, core/heuristics.h). Host code only.
+#include <algorithm>
 #include <cstddef>
 
+#include "core/checks.h"
 #include "core/heuristics.h"
+#include "cuda/candidates/select.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/indexer/dense_indexer.h"
 #include "cuda/indexer/slab.h"
@@ -19,30 +22,54 @@ namespace {
 // the spread between runs (docs/decisions/prefill-path-thresholds.md).
 bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
 
+Status fused_refuses_candidate_output(const char* op) {
+  return Status::Unsupported(
+      concat(op,
+             ": the fused path does not publish candidate blocks "
+             "(indexer_options.candidate_source); pass IndexerPath::kAuto or kDense"));
+}
+
 }  // namespace
 
 size_t indexer_workspace_size(int k) {
   return topk_per_row_workspace_bound(k) + kSlabAlignment + heuristics::kDefaultSlabBytes;
 }
 
+size_t indexer_workspace_size(int k, int num_blocks, int block_size) {
+  if (num_blocks < 1 || block_size < 1) return indexer_workspace_size(k);
+  // The block scores of as many rows as the default slab holds at any width: a row's are 1/cb
+  // of its logits rounded up to 256 bytes, plus its block count (4 bytes), and a slab row is at
+  // least 1 KiB; then the two arrays' alignment.
+  const size_t slab_rows = heuristics::kDefaultSlabBytes / (kSlabPitchFloats * sizeof(float));
+  const size_t block_arrays =
+      heuristics::kDefaultSlabBytes / static_cast<size_t>(block_size) + slab_rows * (256 + 4) + 512;
+  return topk_per_row_workspace_bound(std::max(k, num_blocks)) + 3 * kSlabAlignment +
+         heuristics::kDefaultSlabBytes + block_arrays;
+}
+
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
-                       bool sorted, IndexerPath path, const RunOptions& options) {
+                       bool sorted, IndexerPath path, const IndexerOutputs& outputs,
+                       const RunOptions& options) {
   if (use_fused(path)) {
-    return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options);
+    if (outputs.candidate_source.defined())
+      return fused_refuses_candidate_output("indexer_prefill");
+    return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options, {},
+                                 outputs.scores);
   }
-  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options);
+  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, outputs, options);
 }
 
 Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const PagedKCache& cache,
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, int k, bool sorted, IndexerPath path,
-                      const RunOptions& options) {
+                      const IndexerOutputs& outputs, const RunOptions& options) {
   if (use_fused(path)) {
+    if (outputs.candidate_source.defined()) return fused_refuses_candidate_output("indexer_decode");
     return fused_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
-                                options);
+                                options, {}, outputs.scores);
   }
-  return dense_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
+  return dense_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted, outputs,
                               options);
 }
 

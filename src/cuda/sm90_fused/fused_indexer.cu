@@ -20,6 +20,9 @@
 //     the batch's candidates, dead by then) + its top-k (select.h), with every other row's range
 //     empty (their scoring work items are skipped, the counted rows' keys spread over the grid,
 //     and the top-k leaves the other answers alone).
+// With a scores output (IndexerOptions::scores), a kernel between 4 and 5 writes the complete
+// rows' selected scores from their candidates (candidate_scores.h), and each fallback batch's
+// rows get theirs gathered from its logits (indexer/selected_scores.h).
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
 // All decisions on the host come from shapes: no host sync, graph-capturable.
@@ -32,7 +35,9 @@
 #include "core/heuristics.h"
 #include "cuda/common/check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/candidate_scores.h"
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 #include "cuda/sm90_fused/fused_indexer.h"
 #include "cuda/sm90_fused/gate.h"
@@ -125,11 +130,12 @@ struct DecodeForm {
 // The fallback of rows [first, first + count): dense scoring + top-k over the slab, batch by
 // batch, for the rows the fallback ranges keep (the others are empty: no work, and the top-k
 // leaves their rows, which the select has written). lo / hi: the fallback ranges of these rows;
-// live: how many of them are not empty.
+// live: how many of them are not empty. scores (optional): the rows' selected scores, gathered
+// from the fallback's logits for the rows it selects.
 template <typename Form>
 Status run_fallback(const char* op, const Form& form, const FusedShape& shape, const Slab& slab,
-                    const TensorView& out, int64_t first, int64_t count, int32_t* lo, int32_t* hi,
-                    const int32_t* live, bool sorted, void* stream) {
+                    const TensorView& out, const TensorView& scores, int64_t first, int64_t count,
+                    int32_t* lo, int32_t* hi, const int32_t* live, bool sorted, void* stream) {
   for (int64_t done = 0; done < count; done += slab.rows) {
     const int64_t part = std::min(slab.rows, count - done);
     const TensorView logits = slab_view(slab, part, shape.width);
@@ -149,21 +155,29 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
       call.params.live_rows = live;
     }
     if (Status status = launch_scoring(op, call, false, stream); !status.ok()) return status;
-    if (Status status = fused::fallback_topk(
-            leading_rows(out, first + done, part), logits,
-            form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part), shape.k,
-            sorted, slab.topk_run);
+    const RowRanges ranges =
+        form.fallback_ranges(lo == nullptr ? nullptr : lo + done, hi + done, part);
+    if (Status status = fused::fallback_topk(leading_rows(out, first + done, part), logits, ranges,
+                                             shape.k, sorted, slab.topk_run);
         !status.ok()) {
       return status;
+    }
+    if (scores.defined()) {
+      if (Status status = gather_selected_scores(leading_rows(scores, first + done, part),
+                                                 leading_rows(out, first + done, part), logits,
+                                                 ranges, shape.k, EmptyScoreRows::kLeave, stream);
+          !status.ok()) {
+        return status;
+      }
     }
   }
   return Status::Ok();
 }
 
 template <typename Form>
-Status run_fused(const char* op, const Form& form, const TensorView& out, int64_t rows,
-                 int64_t width, int64_t row_unit, int k, bool sorted, const RunOptions& options,
-                 const FusedConfig& config) {
+Status run_fused(const char* op, const Form& form, const TensorView& out, const TensorView& scores,
+                 int64_t rows, int64_t width, int64_t row_unit, int k, bool sorted,
+                 const RunOptions& options, const FusedConfig& config) {
   if (width > fused::kMaxEmitKeys) {
     return Status::InvalidArgument(concat(
         op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
@@ -256,9 +270,25 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, int64_
         !status.ok()) {
       return status;
     }
+    if (scores.defined()) {  // before the fallback's logits overwrite the candidates
+      fused::CandidateScoresParams candidate_scores{};
+      candidate_scores.answer = select.answer;
+      candidate_scores.candidates = arrays.candidates;
+      candidate_scores.counts = arrays.counts;
+      candidate_scores.capacity = shape.capacity;
+      const TensorView batch_scores = leading_rows(scores, first, count);
+      candidate_scores.scores = batch_scores.ptr<float>();
+      candidate_scores.scores_stride = batch_scores.stride[0];
+      if (Status status = to_status(fused::launch_candidate_scores(candidate_scores, count, stream),
+                                    op, "candidate scores kernel launch");
+          !status.ok()) {
+        return status;
+      }
+    }
     if (shape.gated) {
-      if (Status status = run_fallback(op, form, shape, slab, out, first, count, arrays.fallback_lo,
-                                       arrays.fallback_hi, arrays.fallback_rows, sorted, stream);
+      if (Status status =
+              run_fallback(op, form, shape, slab, out, scores, first, count, arrays.fallback_lo,
+                           arrays.fallback_hi, arrays.fallback_rows, sorted, stream);
           !status.ok()) {
         return status;
       }
@@ -281,19 +311,21 @@ size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k,
 Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
-                             const RunOptions& options, const FusedConfig& config) {
+                             const RunOptions& options, const FusedConfig& config,
+                             const TensorView& scores) {
   const PrefillForm form{q, keys, weights, ks, ke};
-  return run_fused("indexer_prefill", form, out, q.values.shape[0], keys.values.shape[0], 1, k,
-                   sorted, options, config);
+  return run_fused("indexer_prefill", form, out, scores, q.values.shape[0], keys.values.shape[0], 1,
+                   k, sorted, options, config);
 }
 
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
-                            bool sorted, const RunOptions& options, const FusedConfig& config) {
+                            bool sorted, const RunOptions& options, const FusedConfig& config,
+                            const TensorView& scores) {
   const int next_n = static_cast<int>(q.values.shape[1]);
   const DecodeForm form{q, cache, weights, context_lens, block_table, next_n};
-  return run_fused("indexer_decode", form, out, q.values.shape[0] * next_n,
+  return run_fused("indexer_decode", form, out, scores, q.values.shape[0] * next_n,
                    block_table.shape[1] * cache.page_size, next_n, k, sorted, options, config);
 }
 
