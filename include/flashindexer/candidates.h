@@ -19,6 +19,8 @@
 // when C other blocks of the row score +inf or NaN.
 #pragma once
 
+#include "flashindexer/kcache.h"
+#include "flashindexer/logits.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 
@@ -111,6 +113,38 @@ Status candidate_blocks_to_sparse_indices(const TensorView& sparse_indices, cons
 Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
                          const TensorView& sparse_indices, const CandidateRows& rows,
                          int sparse_block, const RunOptions& options = {});
+
+// Sparse logits (spec §8.5, DeepGEMM's sparse MQA logits): the scores of the keys of each row's
+// sparse blocks alone, in the columns of its sparse indices. Column j * SBK + o (o < SBK) of row
+// t is the logit of
+//   sparse_mqa_logits (prefill): packed key sparse_indices[t, j] * SBK + ks % SBK + o (ks of
+//     rows, as candidate_blocks_to_sparse_indices took them; rows.ke is only checked);
+//   paged_sparse_mqa_logits (decode): position sparse_indices[t, j] * SBK + o of request
+//     t / next_n of the block table;
+// for every column below end[t]. With logits_options.clean the columns from end[t] to S * SBK
+// are -inf, else left untouched; columns past S * SBK are never written. Each score has the bits
+// mqa_logits / paged_mqa_logits give that key on the same backend, so a consumer's selection over
+// these logits equals its selection over the dense ones. The row of each q, weights row and
+// output row is t (q [M, H, D] or [B, next_n, H, D], weights [rows, H], as the dense ops).
+//   logits: [rows, >= S * SBK] f32 (out); sparse_indices: [rows, S] i32; end: [rows] i32 with
+//   0 <= end <= S * SBK; SBK (sparse_block) 8 or 16.
+// CPU (FP8 and MXFP4): every key a column below end names is checked to exist. CUDA (FP8, H 32
+// or 64, D 128): options.workspace must hold sparse_logits_cuda_workspace_size(rows, S) bytes
+// (16-byte aligned); the indices are not checked (that would need a host sync): a column whose
+// key does not exist holds an unspecified value, and nothing outside the operands is read.
+// Asynchronous, graph-capturable.
+Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                         const QuantizedTensor& keys, const TensorView& weights,
+                         const TensorView& sparse_indices, const TensorView& end,
+                         const CandidateRows& rows, int sparse_block,
+                         const LogitsOptions& logits_options = {}, const RunOptions& options = {});
+Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                               const PagedKCache& cache, const TensorView& weights,
+                               const TensorView& sparse_indices, const TensorView& end,
+                               const TensorView& block_table, int sparse_block,
+                               const LogitsOptions& logits_options = {},
+                               const RunOptions& options = {});
+size_t sparse_logits_cuda_workspace_size(int64_t rows, int64_t sparse_blocks);
 
 // The candidate input of a consumer layer's indexer call (IndexerOptions::candidates).
 struct CandidateInput {

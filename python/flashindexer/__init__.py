@@ -19,7 +19,10 @@ from .candidates import (
     apply_candidate_mask,
     candidate_blocks_to_sparse_indices,
     candidate_topk_per_row,
+    paged_sparse_mqa_logits,
     select_candidate_blocks,
+    sparse_logits_cuda_workspace_size,
+    sparse_mqa_logits,
     sparse_topk_remap,
 )
 from .dist import (
@@ -95,5 +98,6 @@ __all__ += ["IndexerOutputs"]
 __all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]
 __all__ += [
     "apply_candidate_mask", "candidate_blocks_to_sparse_indices", "candidate_topk_per_row",
-    "candidates", "select_candidate_blocks", "sparse_topk_remap",
+    "candidates", "paged_sparse_mqa_logits", "select_candidate_blocks",
+    "sparse_logits_cuda_workspace_size", "sparse_mqa_logits", "sparse_topk_remap",
 ]

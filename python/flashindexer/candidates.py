@@ -19,6 +19,8 @@ block id. Every path returns the same blocks.
 
 from . import _C
 from ._tensors import device_index, empty, is_cuda, raw, shape, stream_handle
+from .cache import PagedKCache
+from .ops import _quantized
 
 MAX_CANDIDATE_BLOCKS = _C.MAX_CANDIDATE_BLOCKS
 
@@ -106,6 +108,53 @@ def sparse_topk_remap(columns, sparse_indices, sparse_block, *, ks=None, row_rep
     _C.sparse_topk_remap(raw(out), raw(columns), raw(sparse_indices), sparse_block, raw(ks),
                          row_repeat, stream_handle(stream, [columns]), cpu_threads)
     return out
+
+
+def sparse_mqa_logits(q, keys, weights, sparse_indices, end, sparse_block, *, ks, ke,
+                      clean=True, out=None, workspace=None, stream=None, cpu_threads=0):
+    """Sparse logits over the packed workspace (spec §8.5): column j * SBK + o of row t is the
+    logit of key sparse_indices[t, j] * SBK + ks[t] % SBK + o, for the columns below end[t]
+    (-inf from there to S * SBK when ``clean``). Same bits as :func:`mqa_logits` for each key.
+    q, keys, weights as mqa_logits; sparse_indices [rows, S] and end [rows] int32 as
+    :func:`candidate_blocks_to_sparse_indices` writes them (ks, ke: the bounds it took).
+    Returns logits [rows, S * SBK] float32."""
+    (q_values, q_scales), (k_values, k_scales) = _quantized("q", q), _quantized("keys", keys)
+    rows, blocks = shape(sparse_indices, "sparse_mqa_logits: sparse_indices")
+    if out is None:
+        out = empty(weights, (rows, blocks * sparse_block), "f32")
+    if is_cuda(weights):
+        workspace = _workspace(weights, sparse_logits_cuda_workspace_size(rows, blocks),
+                               workspace)
+    _C.sparse_mqa_logits(raw(out), raw(q_values), raw(q_scales), raw(k_values), raw(k_scales),
+                         raw(weights), raw(sparse_indices), raw(end), raw(ks), raw(ke),
+                         sparse_block, clean, stream_handle(stream, [weights]), raw(workspace),
+                         cpu_threads)
+    return out
+
+
+def paged_sparse_mqa_logits(q, cache: PagedKCache, weights, sparse_indices, end, block_table,
+                            sparse_block, *, clean=True, out=None, workspace=None, stream=None,
+                            cpu_threads=0):
+    """Sparse logits over the paged cache: column j * SBK + o of row t (= b * next_n + i) is the
+    logit of position sparse_indices[t, j] * SBK + o of request b, for the columns below end[t].
+    Same bits as :func:`paged_mqa_logits` for each position. Returns [rows, S * SBK] float32."""
+    q_values, q_scales = _quantized("q", q)
+    rows, blocks = shape(sparse_indices, "paged_sparse_mqa_logits: sparse_indices")
+    if out is None:
+        out = empty(weights, (rows, blocks * sparse_block), "f32")
+    if is_cuda(weights):
+        workspace = _workspace(weights, sparse_logits_cuda_workspace_size(rows, blocks),
+                               workspace)
+    _C.paged_sparse_mqa_logits(raw(out), raw(q_values), raw(q_scales), cache, raw(weights),
+                               raw(sparse_indices), raw(end), raw(block_table), sparse_block,
+                               clean, stream_handle(stream, [weights]), raw(workspace),
+                               cpu_threads)
+    return out
+
+
+def sparse_logits_cuda_workspace_size(rows, sparse_blocks):
+    """Bytes of CUDA workspace the sparse logits ops need for rows x S sparse blocks."""
+    return int(_C.sparse_logits_cuda_workspace_size(rows, sparse_blocks))
 
 
 def select_candidate_blocks_cuda_workspace_size(rows, width, num_blocks, block_size, device=-1):

@@ -26,6 +26,8 @@ apply_candidate_mask(logits!, ...)    None; masks logits in place (declared muta
 candidate_topk_per_row(logits, ...)   [rows, k] int32 (V4.1 consumer, exact)
 candidate_blocks_to_sparse_indices    (sparse_indices [rows, S] int32, end [rows] int32)
 sparse_topk_remap(columns, ...)       [rows, k] int32
+sparse_mqa_logits(...)                [rows, S * SBK] float32 (V4.1 sparse consumer's logits)
+paged_sparse_mqa_logits(...)          [B * next_n, S * SBK] float32
 indexer_prefill_candidates(...)       [M, k] int32 (indexer_prefill of a consumer layer)
 indexer_decode_candidates(...)        [B * next_n, k] int32
 indexer_prefill_outputs(...)          (topk, scores, blocks): with scores / candidate output
@@ -419,6 +421,39 @@ def _(columns, sparse_indices, sparse_block, ks=None, row_repeat=1):
     return torch.empty_like(columns, dtype=torch.int32)
 
 
+@torch.library.custom_op("flashindexer::sparse_mqa_logits", mutates_args=())
+def _sparse_mqa_logits(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
+                       k_scales: Tensor, weights: Tensor, sparse_indices: Tensor, end: Tensor,
+                       sparse_block: int, ks: Tensor, ke: Tensor, clean: bool = True) -> Tensor:
+    return _candidates.sparse_mqa_logits(_q(q_values, q_scales), (k_values, k_scales), weights,
+                                         sparse_indices, end, sparse_block, ks=ks, ke=ke,
+                                         clean=clean)
+
+
+@_sparse_mqa_logits.register_fake
+def _(q_values, q_scales, k_values, k_scales, weights, sparse_indices, end, sparse_block, ks, ke,
+      clean=True):
+    return weights.new_empty((sparse_indices.shape[0], sparse_indices.shape[1] * sparse_block),
+                             dtype=torch.float32)
+
+
+@torch.library.custom_op("flashindexer::paged_sparse_mqa_logits", mutates_args=())
+def _paged_sparse_mqa_logits(q_values: Tensor, q_scales: Optional[Tensor], cache: Tensor,
+                             page_size: int, head_dim: int, format: str, weights: Tensor,
+                             sparse_indices: Tensor, end: Tensor, block_table: Tensor,
+                             sparse_block: int, clean: bool = True) -> Tensor:
+    return _candidates.paged_sparse_mqa_logits(
+        _q(q_values, q_scales), _cache(cache, page_size, head_dim, format), weights,
+        sparse_indices, end, block_table, sparse_block, clean=clean)
+
+
+@_paged_sparse_mqa_logits.register_fake
+def _(q_values, q_scales, cache, page_size, head_dim, format, weights, sparse_indices, end,
+      block_table, sparse_block, clean=True):
+    return weights.new_empty((sparse_indices.shape[0], sparse_indices.shape[1] * sparse_block),
+                             dtype=torch.float32)
+
+
 @torch.library.custom_op("flashindexer::indexer_prefill_candidates", mutates_args=())
 def _indexer_prefill_candidates(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
                                 k_scales: Tensor, weights: Tensor, ks: Tensor, ke: Tensor, k: int,
@@ -488,3 +523,19 @@ def candidate_blocks_to_sparse_indices(candidates, block_size, sparse_block, ke,
 def sparse_topk_remap(columns, sparse_indices, sparse_block, ks=None, row_repeat=1):
     return torch.ops.flashindexer.sparse_topk_remap(columns, sparse_indices, sparse_block, ks,
                                                     row_repeat)
+
+
+def sparse_mqa_logits(q, keys, weights, sparse_indices, end, sparse_block, ks, ke, clean=True):
+    q_values, q_scales = _ops._quantized("q", q)
+    k_values, k_scales = _ops._quantized("keys", keys)
+    return torch.ops.flashindexer.sparse_mqa_logits(q_values, q_scales, k_values, k_scales,
+                                                    weights, sparse_indices, end, sparse_block,
+                                                    ks, ke, clean)
+
+
+def paged_sparse_mqa_logits(q, cache: PagedKCache, weights, sparse_indices, end, block_table,
+                            sparse_block, clean=True):
+    q_values, q_scales = _ops._quantized("q", q)
+    return torch.ops.flashindexer.paged_sparse_mqa_logits(
+        q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
+        sparse_indices, end, block_table, sparse_block, clean)

@@ -154,6 +154,46 @@ void mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb:
   });
 }
 
+void sparse_mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales,
+                       nb::handle k_values, nb::handle k_scales, nb::handle weights,
+                       nb::handle sparse_indices, nb::handle end, nb::handle ks, nb::handle ke,
+                       int sparse_block, bool clean, uintptr_t stream, nb::handle workspace,
+                       int cpu_threads) {
+  ArgumentList args("sparse_mqa_logits");
+  const PrefillInputs in =
+      prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
+  const fi::TensorView indices_view = args.input("sparse_indices", sparse_indices);
+  const fi::TensorView end_view = args.input("end", end);
+  const fi::TensorView logits_view = args.output("logits", logits);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  args.run([&] {
+    return fi::sparse_mqa_logits(logits_view, in.q, in.keys, in.weights, indices_view, end_view,
+                                 fi::CandidateRows::prefill(in.ks, in.ke), sparse_block,
+                                 fi::LogitsOptions{.clean = clean}, options);
+  });
+}
+
+void paged_sparse_mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales,
+                             nb::handle cache, nb::handle weights, nb::handle sparse_indices,
+                             nb::handle end, nb::handle block_table, int sparse_block, bool clean,
+                             uintptr_t stream, nb::handle workspace, int cpu_threads) {
+  ArgumentList args("paged_sparse_mqa_logits");
+  const fi::QuantizedTensor q =
+      quantized_input(args, "q.values", q_values, "q.scales", q_scales, is_mxfp4_query(q_scales));
+  const fi::PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
+  const fi::TensorView weights_view = args.input("weights", weights);
+  const fi::TensorView indices_view = args.input("sparse_indices", sparse_indices);
+  const fi::TensorView end_view = args.input("end", end);
+  const fi::TensorView table_view = args.input("block_table", block_table);
+  const fi::TensorView logits_view = args.output("logits", logits);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
+  args.run([&] {
+    return fi::paged_sparse_mqa_logits(logits_view, q, cache_view, weights_view, indices_view,
+                                       end_view, table_view, sparse_block,
+                                       fi::LogitsOptions{.clean = clean}, options);
+  });
+}
+
 void paged_mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb::handle cache,
                       nb::handle weights, nb::handle context_lens, nb::handle block_table,
                       bool clean, uintptr_t stream, int cpu_threads) {
@@ -303,6 +343,20 @@ NB_MODULE(_C, m) {
   m.def("paged_mqa_logits", &paged_mqa_logits, any("logits"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"),
         nb::arg("clean") = true, stream, threads);
+  m.def("sparse_mqa_logits", &sparse_mqa_logits, any("logits"), any("q_values"), any("q_scales"),
+        any("k_values"), any("k_scales"), any("weights"), any("sparse_indices"), any("end"),
+        any("ks"), any("ke"), nb::arg("sparse_block"), nb::arg("clean") = true, stream, workspace,
+        threads);
+  m.def("paged_sparse_mqa_logits", &paged_sparse_mqa_logits, any("logits"), any("q_values"),
+        any("q_scales"), any("cache"), any("weights"), any("sparse_indices"), any("end"),
+        any("block_table"), nb::arg("sparse_block"), nb::arg("clean") = true, stream, workspace,
+        threads);
+  m.def(
+      "sparse_logits_cuda_workspace_size",
+      [](int64_t rows, int64_t sparse_blocks) {
+        return fi::sparse_logits_cuda_workspace_size(rows, sparse_blocks);
+      },
+      nb::arg("rows"), nb::arg("sparse_blocks"));
   m.def("topk_per_row", &topk_per_row, any("out"), any("logits"), nb::arg("k"),
         any("ks") = nb::none(), any("ke") = nb::none(), any("lengths") = nb::none(),
         nb::arg("next_n") = 1, nb::arg("sorted") = false, stream, workspace, threads);

@@ -2,8 +2,10 @@
 // Public candidate ops (flashindexer/candidates.h): validate, then run on the tensors' device.
 #include "flashindexer/candidates.h"
 
+#include "api/checks/scoring.h"
 #include "api/checks/topk.h"
 #include "api/dispatch.h"
+#include "core/access.h"
 #include "core/checks.h"
 #include "cpu/candidates.h"
 #include "cuda/candidates/candidates.h"
@@ -67,6 +69,52 @@ void check_candidates(ArgCheck& check, const TensorView& candidates, int64_t row
       .dim("candidates", candidates, 0, rows)
       .on_device("candidates", candidates, device);
   if (check.ok()) check_num_blocks(check, "candidates.shape[1]", candidates.shape[1]);
+}
+
+// The sparse logits ops' own arguments: sparse_indices [rows, S] i32, end [rows] i32, logits
+// [rows, >= S * SBK] f32, SBK 8 or 16; on the CPU, 0 <= end <= S * SBK. Returns S.
+int64_t check_sparse_columns(ArgCheck& check, const TensorView& logits,
+                             const TensorView& sparse_indices, const TensorView& end, int64_t rows,
+                             int sparse_block, Device device) {
+  check.require(sparse_block == 8 || sparse_block == 16, "sparse_block=", sparse_block,
+                " is not supported, expected 8 or 16");
+  check.tensor("sparse_indices", sparse_indices, {DType::kI32}, 2)
+      .dim("sparse_indices", sparse_indices, 0, rows)
+      .on_device("sparse_indices", sparse_indices, device)
+      .tensor("end", end, {DType::kI32}, 1)
+      .dim("end", end, 0, rows)
+      .on_device("end", end, device);
+  check_logits(check, logits);
+  if (!check.ok()) return 0;
+  const int64_t blocks = sparse_indices.shape[1];
+  check.dim("logits", logits, 0, rows)
+      .dim_at_least("logits", logits, 1, blocks * sparse_block)
+      .on_device("logits", logits, device);
+  if (!check.ok() || device != Device::kCPU) return blocks;
+  for (int64_t t = 0; t < rows && check.ok(); ++t) {
+    const int32_t valid = *element<int32_t>(end, t);
+    check.require(valid >= 0 && valid <= blocks * sparse_block, "end[", t, "]=", valid,
+                  ", expected 0 <= end <= S * sparse_block = ", blocks * sparse_block);
+  }
+  return blocks;
+}
+
+// On the CPU: the sparse blocks below end[t] name existing keys: first(t, index) is the first
+// key (or position) of a block, `limit` how many there are, `what` names them.
+template <typename First>
+void check_sparse_keys(ArgCheck& check, const TensorView& sparse_indices, const TensorView& end,
+                       int sparse_block, int64_t limit, const char* what, First&& first) {
+  for (int64_t t = 0; t < sparse_indices.shape[0] && check.ok(); ++t) {
+    const int64_t valid = *element<int32_t>(end, t);
+    for (int64_t column = 0; column < valid && check.ok(); column += sparse_block) {
+      const int32_t index = *element<int32_t>(sparse_indices, t, column / sparse_block);
+      const int64_t key = first(t, index);
+      const int64_t n = std::min<int64_t>(sparse_block, valid - column);
+      check.require(key >= 0 && key + n <= limit, "sparse_indices[", t, ", ", column / sparse_block,
+                    "]=", index, " names ", what, " [", key, ", ", key + n, "), outside the ",
+                    limit, " there are");
+    }
+  }
 }
 
 }  // namespace
@@ -225,6 +273,81 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
   cpu::sparse_topk_remap(out, columns, sparse_indices, cpu::candidate_row_bounds(rows, count),
                          sparse_block, cpu_threads(options));
   return Status::Ok();
+}
+
+Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                         const QuantizedTensor& keys, const TensorView& weights,
+                         const TensorView& sparse_indices, const TensorView& end,
+                         const CandidateRows& rows, int sparse_block,
+                         const LogitsOptions& logits_options, const RunOptions& options) {
+  ArgCheck check("sparse_mqa_logits");
+  const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, rows.ks, rows.ke, -1);
+  if (!check.ok()) return check.status();
+  const Device device = q.values.device;
+  check.require(rows.row_repeat == 1, "row_repeat=", rows.row_repeat,
+                " is not supported: one bound row per query row");
+  check_sparse_columns(check, logits, sparse_indices, end, dims.rows, sparse_block, device);
+  if (!check.ok()) return check.status();
+  if (device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::sparse_mqa_logits(logits, q, keys, weights, sparse_indices, end, rows.ks,
+                                   sparse_block, logits_options.clean, options);
+  }
+  const std::vector<cpu::RowBound> bounds = cpu::candidate_row_bounds(rows, dims.rows);
+  check_sparse_keys(check, sparse_indices, end, sparse_block, keys.values.shape[0], "keys",
+                    [&](int64_t t, int32_t index) {
+                      return int64_t{index} * sparse_block + bounds[t].ks % sparse_block;
+                    });
+  if (!check.ok()) return check.status();
+  cpu::sparse_mqa_logits(logits, q, keys, weights, sparse_indices, end, bounds, sparse_block,
+                         logits_options.clean, cpu_threads(options));
+  return Status::Ok();
+}
+
+Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                               const PagedKCache& cache, const TensorView& weights,
+                               const TensorView& sparse_indices, const TensorView& end,
+                               const TensorView& block_table, int sparse_block,
+                               const LogitsOptions& logits_options, const RunOptions& options) {
+  ArgCheck check("paged_sparse_mqa_logits");
+  const ScoringDims dims = check_paged_operands(check, q, cache, weights, block_table);
+  if (!check.ok()) return check.status();
+  const Device device = q.values.device;
+  check_sparse_columns(check, logits, sparse_indices, end, dims.rows, sparse_block, device);
+  if (!check.ok()) return check.status();
+  check.require(cache.page_size % sparse_block == 0, "cache.page_size=", cache.page_size,
+                " is not a multiple of sparse_block=", sparse_block);
+  if (!check.ok()) return check.status();
+  if (device == Device::kCUDA) {
+    if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+    return cuda::paged_sparse_mqa_logits(logits, q, cache, weights, sparse_indices, end,
+                                         block_table, sparse_block, logits_options.clean, options);
+  }
+  const int64_t next_n = q.values.shape[1];
+  const int64_t pages = block_table.shape[1];
+  check_sparse_keys(check, sparse_indices, end, sparse_block, pages * cache.page_size,
+                    "positions of the block table",
+                    [&](int64_t, int32_t index) { return int64_t{index} * sparse_block; });
+  // Every page a valid column reads is a page of the cache.
+  for (int64_t t = 0; t < dims.rows && check.ok(); ++t) {
+    const int64_t valid = *element<int32_t>(end, t);
+    for (int64_t column = 0; column < valid && check.ok(); column += sparse_block) {
+      const int64_t position =
+          int64_t{*element<int32_t>(sparse_indices, t, column / sparse_block)} * sparse_block;
+      const int32_t page = *element<int32_t>(block_table, t / next_n, position / cache.page_size);
+      check.require(page >= 0 && page < cache.num_pages, "block_table[", t / next_n, ", ",
+                    position / cache.page_size, "]=", page,
+                    " is out of range, expected 0 <= page < ", cache.num_pages);
+    }
+  }
+  if (!check.ok()) return check.status();
+  cpu::paged_sparse_mqa_logits(logits, q, cache, weights, sparse_indices, end, block_table,
+                               sparse_block, logits_options.clean, cpu_threads(options));
+  return Status::Ok();
+}
+
+size_t sparse_logits_cuda_workspace_size(int64_t rows, int64_t sparse_blocks) {
+  return cuda::sparse_logits_workspace_size(rows, sparse_blocks);
 }
 
 }  // namespace flashindexer

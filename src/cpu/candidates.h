@@ -73,4 +73,17 @@ void candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                               const TensorView& context_lens, const TensorView& block_table, int k,
                               bool sorted, const CandidateInput& candidates, int threads);
 
+// sparse_mqa_logits / paged_sparse_mqa_logits (candidates.h): each valid column's key scored
+// with the CPU scoring core, a sparse block at a time; `bounds` gives each row's ks (prefill).
+void sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                       const QuantizedTensor& keys, const TensorView& weights,
+                       const TensorView& sparse_indices, const TensorView& end,
+                       const std::vector<RowBound>& bounds, int sparse_block, bool clean,
+                       int threads);
+void paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                             const PagedKCache& cache, const TensorView& weights,
+                             const TensorView& sparse_indices, const TensorView& end,
+                             const TensorView& block_table, int sparse_block, bool clean,
+                             int threads);
+
 }  // namespace flashindexer::cpu

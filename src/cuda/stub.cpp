@@ -121,6 +121,17 @@ Status sparse_topk_remap(const TensorView&, const TensorView&, const TensorView&
                          const CandidateRows&, int, void*) {
   return not_on_cuda("sparse_topk_remap");
 }
+Status sparse_mqa_logits(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
+                         const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                         int, bool, const RunOptions&) {
+  return not_on_cuda("sparse_mqa_logits");
+}
+Status paged_sparse_mqa_logits(const TensorView&, const QuantizedTensor&, const PagedKCache&,
+                               const TensorView&, const TensorView&, const TensorView&,
+                               const TensorView&, int, bool, const RunOptions&) {
+  return not_on_cuda("paged_sparse_mqa_logits");
+}
+size_t sparse_logits_workspace_size(int64_t, int64_t) { return 0; }
 Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                                  const TensorView&, const TensorView&, const TensorView&, int, bool,
                                  const CandidateInput&, IndexerPath, const RunOptions&,

@@ -140,6 +140,34 @@ def test_sparse_route_equals_the_exact_dense_consumer(rng):
     np.testing.assert_array_equal(got, dense)
 
 
+def test_sparse_mqa_logits_gives_the_dense_logits_bits_and_the_exact_consumer(rng):
+    rows, keys, cb, C, k = 12, 700, 16, 8, 40
+    q = fp8_query(rng, rows)
+    k_cache = fp8_keys(rng, keys)
+    weights = rng.standard_normal((rows, 32)).astype(np.float32)
+    ks, ke = bounds(rng, rows, keys)
+    every = fi.mqa_logits(q, k_cache, weights, np.zeros(rows, np.int32),
+                          np.full(rows, keys, np.int32))
+    logits = fi.mqa_logits(q, k_cache, weights, ks, ke)
+    cand = fi.select_candidate_blocks(logits, C, cb, ks=ks, ke=ke)
+    sparse, end = fi.candidate_blocks_to_sparse_indices(cand, cb, 8, ks=ks, ke=ke)
+    got = fi.sparse_mqa_logits(q, k_cache, weights, sparse, end, 8, ks=ks, ke=ke)
+    assert got.shape == (rows, sparse.shape[1] * 8)
+    for t in range(rows):
+        for j in range(got.shape[1]):
+            if j < end[t]:
+                want = every[t, sparse[t, j // 8] * 8 + ks[t] % 8 + j % 8]
+                assert got[t, j].view(np.uint32) == want.view(np.uint32), (t, j)
+            else:
+                assert got[t, j] == -np.inf, (t, j)
+    columns = fi.topk_per_row(got, k, lengths=end, sorted=True)
+    np.testing.assert_array_equal(
+        fi.sparse_topk_remap(columns, sparse, 8, ks=ks),
+        fi.candidate_topk_per_row(logits, cand, cb, k, ks=ks, ke=ke, sorted=True))
+    with pytest.raises(ValueError, match="sparse_block"):
+        fi.sparse_mqa_logits(q, k_cache, weights, sparse, end, 12, ks=ks, ke=ke)
+
+
 @pytest.mark.parametrize("vllm", [False, True])
 def test_indexer_prefill_with_candidates_equals_the_consumer_over_mqa_logits(rng, vllm):
     rows, keys = 12, 500
@@ -187,3 +215,25 @@ def test_torch_ops_equal_the_numpy_calls(rng):
                                                                           ks=ks, ke=ke)
     np.testing.assert_array_equal(sparse.numpy(), expected_sparse)
     np.testing.assert_array_equal(end.numpy(), expected_end)
+
+
+def test_torch_sparse_logits_ops_equal_the_plain_calls():
+    torch = pytest.importorskip("torch")
+    fit = pytest.importorskip("flashindexer.torch")
+    from torch.library import opcheck
+    generator = torch.Generator().manual_seed(7)
+    rows, keys, heads = 6, 400, 32
+    q = fi.quantize_k_fp8(torch.randn(rows * heads, 128, generator=generator)).values
+    q = q.reshape(rows, heads, 128)
+    k_cache = fi.quantize_k_fp8(torch.randn(keys, 128, generator=generator))
+    weights = torch.randn(rows, heads, generator=generator)
+    ks = torch.tensor([0, 3, 50, 0, 7, 100], dtype=torch.int32)
+    ke = torch.tensor([400, 300, 51, 0, 399, 230], dtype=torch.int32)
+    cand = torch.arange(rows * 4, dtype=torch.int32).reshape(rows, 4) % 9
+    sparse, end = fi.candidate_blocks_to_sparse_indices(cand, 8, 8, ks=ks, ke=ke)
+    want = fi.sparse_mqa_logits(q, k_cache, weights, sparse, end, 8, ks=ks, ke=ke)
+    got = fit.sparse_mqa_logits(q, k_cache, weights, sparse, end, 8, ks, ke)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    opcheck(torch.ops.flashindexer.sparse_mqa_logits,
+            (q.view(torch.uint8), None, k_cache.values.view(torch.uint8), k_cache.scales,
+             weights, sparse, end, 8, ks, ke))

@@ -101,9 +101,9 @@ ScoringDims check_prefill_scoring(ArgCheck& check, const QuantizedTensor& q,
   return dims;
 }
 
-ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache,
-                                const TensorView& weights, const TensorView& context_lens,
-                                const TensorView& block_table, int64_t column_limit) {
+ScoringDims check_paged_operands(ArgCheck& check, const QuantizedTensor& q,
+                                 const PagedKCache& cache, const TensorView& weights,
+                                 const TensorView& block_table) {
   ScoringDims dims = check_query(check, q, 4);
   if (!check.ok()) return dims;
   const Device device = q.values.device;
@@ -120,14 +120,25 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const
                "cache.format=", kformat_name(cache.format), " does not match q.values dtype ",
                dtype_name(q.values.dtype));
   check_weights(check, weights, dims, device);
+  check.tensor("block_table", block_table, {DType::kI32}, 2)
+      .dim("block_table", block_table, 0, batch)
+      .on_device("block_table", block_table, device);
+  return dims;
+}
+
+ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache,
+                                const TensorView& weights, const TensorView& context_lens,
+                                const TensorView& block_table, int64_t column_limit) {
+  ScoringDims dims = check_paged_operands(check, q, cache, weights, block_table);
+  if (!check.ok()) return dims;
+  const Device device = q.values.device;
+  const int64_t batch = q.values.shape[0];
+  const int next_n = static_cast<int>(q.values.shape[1]);
   const int lens_rank = context_lens.rank == 2 ? 2 : 1;
   check.tensor("context_lens", context_lens, {DType::kI32}, lens_rank)
       .dim("context_lens", context_lens, 0, batch)
       .on_device("context_lens", context_lens, device);
   if (lens_rank == 2) check.dim("context_lens", context_lens, 1, next_n);
-  check.tensor("block_table", block_table, {DType::kI32}, 2)
-      .dim("block_table", block_table, 0, batch)
-      .on_device("block_table", block_table, device);
   if (!check.ok() || device != Device::kCPU) return dims;
   check_lengths_non_negative(check, "context_lens", context_lens);
   for (int64_t r = 0; r < dims.rows && check.ok(); ++r) {

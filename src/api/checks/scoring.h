@@ -29,6 +29,12 @@ ScoringDims check_paged_scoring(ArgCheck& check, const QuantizedTensor& q, const
                                 const TensorView& weights, const TensorView& context_lens,
                                 const TensorView& block_table, int64_t column_limit);
 
+// What check_paged_scoring checks but the lengths: q [B, next_n, H, D], the cache, weights
+// [B * next_n, H] f32, block_table [B, P] i32 (shape only).
+ScoringDims check_paged_operands(ArgCheck& check, const QuantizedTensor& q,
+                                 const PagedKCache& cache, const TensorView& weights,
+                                 const TensorView& block_table);
+
 // The cache descriptor itself (shared with insert/gather).
 void check_cache(ArgCheck& check, const PagedKCache& cache);
 

@@ -38,6 +38,20 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
                          const TensorView& sparse_indices, const CandidateRows& rows,
                          int sparse_block, void* stream);
 
+// The public sparse logits ops (flashindexer/candidates.h): the entries of every row's sparse
+// blocks (sparse_logits.cu) into options.workspace, then the sparse scoring kernel.
+Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                         const QuantizedTensor& keys, const TensorView& weights,
+                         const TensorView& sparse_indices, const TensorView& end,
+                         const TensorView& ks, int sparse_block, bool clean,
+                         const RunOptions& options);
+Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                               const PagedKCache& cache, const TensorView& weights,
+                               const TensorView& sparse_indices, const TensorView& end,
+                               const TensorView& block_table, int sparse_block, bool clean,
+                               const RunOptions& options);
+size_t sparse_logits_workspace_size(int64_t rows, int64_t sparse_blocks);
+
 // The consumer indexer, in row batches over options.workspace (indexer_workspace_size(k) bytes or
 // more): the sparse path (sparse_indexer.cu) when sparse_consumer_takes, else the dense one:
 // mqa_logits (paged_mqa_logits) into a slab, then the consumer's selection. The fused path is

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// sparse_mqa_logits / paged_sparse_mqa_logits on CUDA tensors (candidates.h): one small kernel
+// turns each row's sparse indices into the entries of the sparse scoring kernel
+// (format_sparse.cuh) in the caller's workspace, then that kernel writes the sparse logits.
+// Indices are device values and are not checked: an entry that would name a key outside the
+// operands names key 0 (packed) or page 0 (paged) instead, so no copy leaves the tensors.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/checks.h"
+#include "cuda/candidates/candidates.h"
+#include "cuda/candidates/workspace.h"
+#include "cuda/common/check.h"
+#include "cuda/sm90_scoring/format_sparse.cuh"
+#include "cuda/sm90_scoring/sparse_call.h"
+
+namespace flashindexer::cuda {
+namespace {
+
+constexpr int kEntryThreads = 256;
+
+struct EntryParams {
+  int32_t* entries;
+  int64_t entry_stride;
+  const int32_t* indices;
+  int64_t index_stride0;
+  int64_t index_stride1;
+  int64_t rows;
+  int64_t blocks;  // S
+  int sparse_block;
+  // Packed: row t's first key of block j is index * SBK + ks[t] % SBK, of num_keys keys.
+  const int32_t* ks = nullptr;
+  int64_t ks_stride = 1;
+  int64_t num_keys = 0;
+  // Paged (block_table != null): position index * SBK of request t / next_n.
+  const int32_t* block_table = nullptr;
+  int64_t table_stride_b = 0;
+  int64_t table_stride_p = 0;
+  int64_t table_pages = 0;
+  int64_t num_pages = 0;
+  int page_size = 64;
+  int next_n = 1;
+};
+
+__global__ void __launch_bounds__(kEntryThreads) sparse_entries_kernel(const EntryParams p) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * kEntryThreads + threadIdx.x;
+  if (at >= p.rows * p.blocks) return;
+  const int64_t t = at / p.blocks;
+  const int64_t j = at - t * p.blocks;
+  const int64_t index = p.indices[t * p.index_stride0 + j * p.index_stride1];
+  int32_t entry = 0;
+  if (p.block_table == nullptr) {
+    int64_t ks = p.ks[t * p.ks_stride];
+    ks = ks < 0 ? 0 : ks;
+    const int64_t key = index * p.sparse_block + ks % p.sparse_block;
+    entry = key >= 0 && key < p.num_keys ? static_cast<int32_t>(key) : 0;
+  } else {
+    const int64_t position = index * p.sparse_block;
+    const int64_t page_index = position >= 0 ? position / p.page_size : -1;
+    int32_t page = 0;
+    if (page_index >= 0 && page_index < p.table_pages) {
+      page = p.block_table[(t / p.next_n) * p.table_stride_b + page_index * p.table_stride_p];
+    }
+    if (page < 0 || page >= p.num_pages) page = 0;
+    const int32_t row = page_index >= 0 ? static_cast<int32_t>(position % p.page_size) : 0;
+    entry = page << scoring::kSparseRowBits | row;
+  }
+  p.entries[t * p.entry_stride + j] = entry;
+}
+
+// The entries array (256-byte rows) at the start of the workspace.
+Status entries_of(const char* op, const RunOptions& options, int64_t rows, int64_t blocks,
+                  int32_t** entries, int64_t* stride) {
+  candidates::Carver carver(options);
+  if (Status status = carver.check(op, sparse_logits_workspace_size(rows, blocks),
+                                   "sparse_logits_cuda_workspace_size(rows, S)");
+      !status.ok()) {
+    return status;
+  }
+  *stride = candidates::pitch_floats(blocks);
+  *entries = carver.take<int32_t>(static_cast<size_t>(rows * *stride));
+  return Status::Ok();
+}
+
+Status launch_entries(const char* op, const EntryParams& p, void* stream) {
+  const int64_t total = p.rows * p.blocks;
+  if (total == 0) return Status::Ok();
+  sparse_entries_kernel<<<static_cast<unsigned>((total + kEntryThreads - 1) / kEntryThreads),
+                          kEntryThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  return launch_status(op);
+}
+
+// The logits' first S * SBK columns: the sparse kernel's width (and its clean fill's).
+TensorView sparse_columns(const TensorView& logits, int64_t blocks, int sparse_block) {
+  TensorView view = logits;
+  view.shape[1] = blocks * sparse_block;
+  return view;
+}
+
+}  // namespace
+
+size_t sparse_logits_workspace_size(int64_t rows, int64_t sparse_blocks) {
+  return candidates::kArrayAlignment +
+         candidates::align_bytes(
+             static_cast<size_t>(rows * candidates::pitch_floats(sparse_blocks)) * sizeof(int32_t));
+}
+
+Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                         const QuantizedTensor& keys, const TensorView& weights,
+                         const TensorView& sparse_indices, const TensorView& end,
+                         const TensorView& ks, int sparse_block, bool clean,
+                         const RunOptions& options) {
+  const char* op = "sparse_mqa_logits";
+  const int64_t rows = q.values.shape[0];
+  const int64_t blocks = sparse_indices.shape[1];
+  if (rows == 0 || blocks == 0) return Status::Ok();
+  ArgCheck check(op);
+  check.require(q.values.dtype == DType::kE4M3,
+                "CUDA sparse scoring supports FP8 (e4m3) operands; MXFP4 runs on the CPU backend");
+  check.require(end.stride[0] == 1, "end must be contiguous on CUDA");
+  check.require(keys.values.shape[0] < (int64_t{1} << 31), "keys must be fewer than 2^31");
+  if (!check.ok()) return check.status();
+  EntryParams p{};
+  if (Status status = entries_of(op, options, rows, blocks, &p.entries, &p.entry_stride);
+      !status.ok()) {
+    return status;
+  }
+  p.indices = sparse_indices.ptr<const int32_t>();
+  p.index_stride0 = sparse_indices.stride[0];
+  p.index_stride1 = sparse_indices.stride[1];
+  p.rows = rows;
+  p.blocks = blocks;
+  p.sparse_block = sparse_block;
+  p.ks = ks.ptr<const int32_t>();
+  p.ks_stride = ks.stride[0];
+  p.num_keys = keys.values.shape[0];
+  if (Status status = launch_entries(op, p, options.cuda_stream); !status.ok()) return status;
+  SparseScoring scoring;
+  scoring.logits = sparse_columns(logits, blocks, sparse_block);
+  scoring.q = q.values;
+  scoring.weights = weights;
+  scoring.keys = &keys;
+  scoring.entries = p.entries;
+  scoring.entry_stride = p.entry_stride;
+  scoring.entries_per_row = blocks;
+  scoring.end = end.ptr<const int32_t>();
+  scoring.sparse_block = sparse_block;
+  return launch_sparse_scoring(op, scoring, clean, options.cuda_stream);
+}
+
+Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
+                               const PagedKCache& cache, const TensorView& weights,
+                               const TensorView& sparse_indices, const TensorView& end,
+                               const TensorView& block_table, int sparse_block, bool clean,
+                               const RunOptions& options) {
+  const char* op = "paged_sparse_mqa_logits";
+  const int64_t batch = q.values.shape[0];
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  const int64_t rows = batch * next_n;
+  const int64_t blocks = sparse_indices.shape[1];
+  if (rows == 0 || blocks == 0) return Status::Ok();
+  ArgCheck check(op);
+  check.require(cache.format == KFormat::kFP8,
+                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
+  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
+                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
+  check.require(
+      reinterpret_cast<uintptr_t>(cache.data) % 16 == 0 && cache.page_stride_bytes % 16 == 0,
+      "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple of 16 "
+      "on CUDA (TMA); page_stride_bytes is ",
+      cache.page_stride_bytes);
+  check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
+                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
+                "(q.stride[0] == next_n * q.stride[1])");
+  constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
+  check.require(cache.num_pages < kMostPages, "cache.num_pages must be below ", kMostPages,
+                " on CUDA; got ", cache.num_pages);
+  check.require(end.stride[0] == 1, "end must be contiguous on CUDA");
+  if (!check.ok()) return check.status();
+  EntryParams p{};
+  if (Status status = entries_of(op, options, rows, blocks, &p.entries, &p.entry_stride);
+      !status.ok()) {
+    return status;
+  }
+  p.indices = sparse_indices.ptr<const int32_t>();
+  p.index_stride0 = sparse_indices.stride[0];
+  p.index_stride1 = sparse_indices.stride[1];
+  p.rows = rows;
+  p.blocks = blocks;
+  p.sparse_block = sparse_block;
+  p.block_table = block_table.ptr<const int32_t>();
+  p.table_stride_b = block_table.stride[0];
+  p.table_stride_p = block_table.stride[1];
+  p.table_pages = block_table.shape[1];
+  p.num_pages = cache.num_pages;
+  p.page_size = cache.page_size;
+  p.next_n = next_n;
+  if (Status status = launch_entries(op, p, options.cuda_stream); !status.ok()) return status;
+  // q [B, next_n, H, D] as rows [B x next_n, H, D] (batch and next_n contiguous: above).
+  TensorView rows_q = q.values;
+  rows_q.rank = 3;
+  rows_q.shape[0] = rows;
+  rows_q.shape[1] = q.values.shape[2];
+  rows_q.shape[2] = q.values.shape[3];
+  rows_q.stride[0] = q.values.stride[1];
+  rows_q.stride[1] = q.values.stride[2];
+  rows_q.stride[2] = q.values.stride[3];
+  SparseScoring scoring;
+  scoring.logits = sparse_columns(logits, blocks, sparse_block);
+  scoring.q = rows_q;
+  scoring.weights = weights;
+  scoring.cache = &cache;
+  scoring.entries = p.entries;
+  scoring.entry_stride = p.entry_stride;
+  scoring.entries_per_row = blocks;
+  scoring.end = end.ptr<const int32_t>();
+  scoring.sparse_block = sparse_block;
+  return launch_sparse_scoring(op, scoring, clean, options.cuda_stream);
+}
+
+}  // namespace flashindexer::cuda

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cases of the sparse logits ops (candidates.h) shared by the CPU and CUDA tests: candidate rows,
+// their sparse indices, and the expected sparse logits read off the dense logits of the same
+// keys (the ops' contract: each valid column has the dense logit's bits).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/compare.h"
+#include "support/kcache.h"
+#include "support/operands.h"
+
+namespace fitest {
+
+// Distinct candidate blocks inside each row (a source's output: no repeats), a few -1.
+inline HostTensor distinct_candidates(Rng& rng, int64_t rows, int num_blocks,
+                                      const std::vector<int64_t>& row_blocks) {
+  HostTensor cand(DType::kI32, {rows, num_blocks});
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int32_t> pool(static_cast<size_t>(row_blocks[r]));
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
+    rng.shuffle(pool);
+    for (int i = 0; i < num_blocks; ++i) {
+      cand.at<int32_t>({r, i}) =
+          i < static_cast<int>(pool.size()) && !rng.bernoulli(0.05) ? pool[i] : -1;
+    }
+  }
+  return cand;
+}
+
+// Row t's expected sparse logits from `dense` ([rows, width]): column c < end[t] holds
+// dense[t, column_of(t, c)], columns [end[t], S * SBK) -inf when clean, else the poison.
+template <typename ColumnOf>
+::testing::AssertionResult SparseLogitsMatch(const HostTensor& got, const HostTensor& dense,
+                                             const HostTensor& end, int64_t columns, bool clean,
+                                             ColumnOf&& column_of) {
+  for (int64_t t = 0; t < got.size(0); ++t) {
+    const int64_t valid = end.data<int32_t>()[t];
+    for (int64_t c = 0; c < got.size(1); ++c) {
+      uint32_t bits;
+      std::memcpy(&bits, &got.at<float>({t, c}), 4);
+      uint32_t want;
+      if (c < valid) {
+        std::memcpy(&want, &dense.at<float>({t, column_of(t, c)}), 4);
+      } else if (c < columns && clean) {
+        const float minus_inf = -INFINITY;
+        std::memcpy(&want, &minus_inf, 4);
+      } else {
+        want = kPoisonLogitBits;
+      }
+      if (bits != want) {
+        return ::testing::AssertionFailure()
+               << "row " << t << " column " << c << " (end " << valid << "): bits 0x" << std::hex
+               << bits << ", expected 0x" << want;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace fitest

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// sparse_mqa_logits / paged_sparse_mqa_logits on CUDA tensors: every valid column has the bits
+// the CUDA dense logits op gives its key (so the sparse consumer selects from the dense numbers),
+// -inf or untouched past end as asked, the columns past S * SBK never written, poisoned
+// workspaces, page sizes 32/64/128, cb 8/16/32 (ratio 1 and 2), unaligned ks; indices naming
+// no key read nothing outside the operands (compute-sanitizer runs these tests).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpp/api/sparse_logits_cases.h"
+#include "indexer_cases.h"
+
+namespace fitest {
+namespace {
+
+constexpr int kPad = 5;
+
+DeviceBuffer poisoned_workspace(size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  EXPECT_EQ(buffer.error(), cudaSuccess);
+  if (bytes > 0) {
+    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  }
+  return buffer;
+}
+
+TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    for (int block_size : {8, 16, 32}) {
+      const int sparse_block = block_size == 8 ? 8 : 16;
+      const int64_t M = rng.uniform_int(10, 90);
+      const int64_t N = rng.uniform_int(100, 9000);
+      const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 64, 1024}));
+      SCOPED_TRACE(::testing::Message() << "H=" << heads << " M=" << M << " N=" << N
+                                        << " cb=" << block_size << " C=" << num_blocks);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, M, N, heads, 128);
+      HostTensor all_ks(DType::kI32, {M});
+      HostTensor all_ke(DType::kI32, {M});
+      all_ks.fill<int32_t>(0);
+      all_ke.fill<int32_t>(static_cast<int32_t>(N));
+      const DevicePrefill device(p);
+      DeviceTensor device_all_ks = to_device(all_ks);
+      DeviceTensor device_all_ke = to_device(all_ke);
+      HostTensor dense = poisoned_logits(M, N);
+      DeviceTensor device_dense = to_device(dense);
+      FI_ASSERT_OK(mqa_logits(device_dense.view, device.q.view(), device.keys.view(),
+                              device.weights.view, device_all_ks.view, device_all_ke.view,
+                              LogitsOptions{true}));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(dense, device_dense);
+      std::vector<int64_t> row_blocks(M);
+      for (int64_t t = 0; t < M; ++t) {
+        const int64_t n = p.ke.data<int32_t>()[t] - p.ks.data<int32_t>()[t];
+        row_blocks[t] = (n + block_size - 1) / block_size;
+      }
+      const HostTensor cand = distinct_candidates(rng, M, num_blocks, row_blocks);
+      const int64_t S = int64_t{num_blocks} * (block_size / sparse_block);
+      HostTensor indices(DType::kI32, {M, S});
+      HostTensor end(DType::kI32, {M});
+      FI_ASSERT_OK(candidate_blocks_to_sparse_indices(
+          indices.view(), end.view(), cand.view(), CandidateRows::prefill(p.ks.view(), p.ke.view()),
+          block_size, sparse_block));
+      DeviceTensor device_indices = to_device(indices);
+      DeviceTensor device_end = to_device(end);
+      const DeviceBuffer workspace = poisoned_workspace(sparse_logits_cuda_workspace_size(M, S));
+      for (bool clean : {true, false}) {
+        HostTensor got = poisoned_logits(M, S * sparse_block + kPad);
+        DeviceTensor device_got = to_device(got);
+        FI_ASSERT_OK(sparse_mqa_logits(device_got.view, device.q.view(), device.keys.view(),
+                                       device.weights.view, device_indices.view, device_end.view,
+                                       CandidateRows::prefill(device.ks.view, device.ke.view),
+                                       sparse_block, LogitsOptions{clean},
+                                       with_workspace(workspace)));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        to_host(got, device_got);
+        EXPECT_TRUE(SparseLogitsMatch(
+            got, dense, end, S * sparse_block, clean, [&](int64_t t, int64_t col) {
+              return int64_t{indices.at<int32_t>({t, col / sparse_block})} * sparse_block +
+                     p.ks.data<int32_t>()[t] % sparse_block + col % sparse_block;
+            }));
+      }
+    }
+  }
+}
+
+TEST(SparseLogitsCuda, DecodeColumnsHaveTheDenseLogitsBits) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int next_n = 1; next_n <= 4; ++next_n) {
+    DecodeConfig config;
+    config.batch = static_cast<int>(rng.uniform_int(1, 24));
+    config.next_n = next_n;
+    config.heads = next_n % 2 == 0 ? 64 : 32;
+    config.two_dim_lens = rng.bernoulli(0.5);
+    config.page_size = static_cast<int>(rng.pick(std::vector<int64_t>{32, 64, 128}));
+    config.max_len = rng.uniform_int(10, 20000);
+    const int block_size = static_cast<int>(rng.pick(std::vector<int64_t>{8, 16}));
+    const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{8, 256}));
+    SCOPED_TRACE(describe(config) + " cb=" + std::to_string(block_size));
+    DecodeProblem p = make_decode_problem(rng, config);
+    const DevicePaged device(p);
+    const int64_t rows = p.rows();
+    const int64_t width = p.block_table.size(1) * config.page_size;
+    HostTensor dense = poisoned_logits(rows, width);
+    DeviceTensor device_dense = to_device(dense);
+    FI_ASSERT_OK(device.run(device_dense, true));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    to_host(dense, device_dense);
+    HostTensor ends(DType::kI32, {rows});
+    std::vector<int64_t> row_blocks(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
+      row_blocks[r] = (p.ends[r] + block_size - 1) / block_size;
+    }
+    const HostTensor cand = distinct_candidates(rng, rows, num_blocks, row_blocks);
+    HostTensor indices(DType::kI32, {rows, num_blocks});
+    HostTensor end(DType::kI32, {rows});
+    FI_ASSERT_OK(candidate_blocks_to_sparse_indices(indices.view(), end.view(), cand.view(),
+                                                    CandidateRows::decode(ends.view()), block_size,
+                                                    block_size));
+    // A few indices naming no position of the table and a column past end: never read.
+    for (int64_t r = 0; r < rows; ++r) {
+      if (int64_t{num_blocks - 1} * block_size >= end.data<int32_t>()[r]) {
+        indices.at<int32_t>({r, num_blocks - 1}) = r % 2 == 0 ? 1 << 28 : -5;
+      }
+    }
+    DeviceTensor device_indices = to_device(indices);
+    DeviceTensor device_end = to_device(end);
+    const DeviceBuffer workspace =
+        poisoned_workspace(sparse_logits_cuda_workspace_size(rows, num_blocks));
+    for (bool clean : {true, false}) {
+      HostTensor got = poisoned_logits(rows, num_blocks * block_size + kPad);
+      DeviceTensor device_got = to_device(got);
+      FI_ASSERT_OK(paged_sparse_mqa_logits(device_got.view, device.q.view(), device.cache.cache,
+                                           device.weights.view, device_indices.view,
+                                           device_end.view, device.block_table.view, block_size,
+                                           LogitsOptions{clean}, with_workspace(workspace)));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(got, device_got);
+      EXPECT_TRUE(SparseLogitsMatch(
+          got, dense, end, num_blocks * block_size, clean, [&](int64_t t, int64_t col) {
+            return int64_t{indices.at<int32_t>({t, col / block_size})} * block_size +
+                   col % block_size;
+          }));
+    }
+  }
+}
+
+TEST(SparseLogitsCuda, RefusesAMissingWorkspace) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 32, 128);
+  const DevicePrefill device(p);
+  DeviceTensor indices = to_device(HostTensor(DType::kI32, {8, 4}));
+  DeviceTensor end = to_device(HostTensor(DType::kI32, {8}));
+  DeviceTensor logits = to_device(poisoned_logits(8, 32));
+  EXPECT_TRUE(
+      IsRejected(sparse_mqa_logits(logits.view, device.q.view(), device.keys.view(),
+                                   device.weights.view, indices.view, end.view,
+                                   CandidateRows::prefill(device.ks.view, device.ke.view), 8),
+                 StatusCode::kWorkspaceTooSmall, {"workspace"}));
+}
+
+}  // namespace
+}  // namespace fitest
