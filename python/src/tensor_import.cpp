@@ -160,6 +160,15 @@ void ArgumentList::import(const std::string& where, nb::handle array, bool writa
     raise(PyExc_ValueError, where + " has rank " + std::to_string(rank) + ", expected 1 to " +
                                 std::to_string(kMaxRank) + " dimensions");
   }
+  // An empty array's strides mean nothing (NumPy hands zeros through DLPack): take the
+  // contiguous ones, so that an empty input or output passes the ops' layout checks.
+  if (view.numel() == 0) {
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      view.stride[d] = stride;
+      stride *= view.shape[d] > 0 ? view.shape[d] : 1;
+    }
+  }
 }
 
 }  // namespace flashindexer::python

@@ -126,3 +126,16 @@ def test_build_info_and_sizes():
     assert fi.page_bytes("mxfp4", 64, 128) == 64 * 68
     assert fi.topk_per_row_cpu_workspace_size(2048) > 0
     assert fi.MAX_TOPK == 4096
+
+
+def test_empty_arrays_go_through_every_layout_check():
+    # NumPy hands an empty array's strides through DLPack as zeros; they must not be taken for a
+    # non-contiguous layout.
+    keys = fi.quantize_k_fp8(np.ones((5, 128), np.float32))
+    empty_q = fi.quantize_k_fp8(np.zeros((0, 128), np.float32))
+    assert empty_q.values.shape == (0, 128)
+    none = np.zeros(0, np.int32)
+    logits = fi.mqa_logits(empty_q.values.reshape(0, 32, 128), keys,
+                           np.zeros((0, 32), np.float32), none, none)
+    assert logits.shape == (0, 5)
+    assert fi.topk_per_row(np.zeros((0, 10), np.float32), 5, lengths=none).shape == (0, 5)

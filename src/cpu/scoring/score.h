@@ -137,7 +137,7 @@ void load_key_tile(KeyTile& tile, const Keys& keys, int64_t first, int count, in
       tile.scales[i] = 1.0f;
     }
   } else {
-    const uint8_t* values[kKeyTile];
+    const uint8_t* values[kKeyTile] = {};  // zeroed: GCC cannot see that only [0, count) is read
     for (int i = 0; i < count; ++i) {
       values[i] = bytes[i].values;
       std::memcpy(&tile.scales[i], bytes[i].scales, sizeof(float));
