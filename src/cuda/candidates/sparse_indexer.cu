@@ -21,7 +21,6 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
-#include "cuda/sm90_scoring/format_sparse.cuh"
 #include "cuda/sm90_scoring/sparse_call.h"
 
 namespace flashindexer::cuda {
@@ -186,27 +185,7 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
   const int64_t batch_size = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
   const int64_t width = block_table.shape[1] * cache.page_size;
-  // What TMA and the entries need (the dense path checks the same in its own planning).
-  ArgCheck check(op);
-  check.require(cache.format == KFormat::kFP8,
-                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
-  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
-                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
-  check.require(
-      reinterpret_cast<uintptr_t>(cache.data) % 16 == 0 && cache.page_stride_bytes % 16 == 0,
-      "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple of 16 "
-      "on CUDA (TMA); page_stride_bytes is ",
-      cache.page_stride_bytes);
-  check.require(next_n >= 1 && next_n <= 4, "q.shape[1] (next_n) must be 1..4 on CUDA; got ",
-                next_n);
-  check.require(batch_size <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
-                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
-                "(q.stride[0] == next_n * q.stride[1])");
-  constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
-  check.require(cache.num_pages < kMostPages,
-                "the sparse consumer path takes caches of fewer than ", kMostPages,
-                " pages; cache.num_pages is ", cache.num_pages, " (IndexerPath::kDense takes any)");
-  if (!check.ok()) return check.status();
+  if (Status status = check_sparse_paged_source(op, q, cache); !status.ok()) return status;
   SparseBatches batches;
   if (Status status = carve_sparse_batches(op, options, k, input, next_n, &batches); !status.ok()) {
     return status;
@@ -235,17 +214,8 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
         !status.ok()) {
       return status;
     }
-    // q [B, next_n, H, 128] as rows [B x next_n, H, 128] (batch and next_n contiguous: above).
-    TensorView rows_q = leading_rows(q.values, first, count);
-    rows_q.rank = 3;
-    rows_q.shape[0] = batch_rows;
-    rows_q.shape[1] = q.values.shape[2];
-    rows_q.shape[2] = q.values.shape[3];
-    rows_q.stride[0] = q.values.stride[1];
-    rows_q.stride[1] = q.values.stride[2];
-    rows_q.stride[2] = q.values.stride[3];
     SparseScoring scoring;
-    scoring.q = rows_q;
+    scoring.q = decode_query_rows(q.values, first, count);
     scoring.weights = leading_rows(weights, first * next_n, batch_rows);
     scoring.cache = &cache;
     if (Status status = score_and_select(

@@ -91,11 +91,37 @@ Status launch_entries(const char* op, const EntryParams& p, void* stream) {
   return launch_status(op);
 }
 
-// The logits' first S * SBK columns: the sparse kernel's width (and its clean fill's).
-TensorView sparse_columns(const TensorView& logits, int64_t blocks, int sparse_block) {
-  TensorView view = logits;
-  view.shape[1] = blocks * sparse_block;
-  return view;
+// Builds the entries (p's source fields set; its arrays and sizes filled here), then scores
+// q's rows over them into the first S * SBK columns of logits.
+Status score_sparse_rows(const char* op, EntryParams p, SparseScoring scoring,
+                         const TensorView& logits, const TensorView& sparse_indices,
+                         const TensorView& end, int sparse_block, bool clean,
+                         const RunOptions& options) {
+  const int64_t rows = scoring.q.shape[0];
+  const int64_t blocks = sparse_indices.shape[1];
+  if (rows == 0 || blocks == 0) return Status::Ok();
+  ArgCheck check(op);
+  check.require(end.stride[0] == 1, "end must be contiguous on CUDA");
+  if (!check.ok()) return check.status();
+  if (Status status = entries_of(op, options, rows, blocks, &p.entries, &p.entry_stride);
+      !status.ok()) {
+    return status;
+  }
+  p.indices = sparse_indices.ptr<const int32_t>();
+  p.index_stride0 = sparse_indices.stride[0];
+  p.index_stride1 = sparse_indices.stride[1];
+  p.rows = rows;
+  p.blocks = blocks;
+  p.sparse_block = sparse_block;
+  if (Status status = launch_entries(op, p, options.cuda_stream); !status.ok()) return status;
+  scoring.logits = logits;
+  scoring.logits.shape[1] = blocks * sparse_block;  // the kernel's width, and its clean fill's
+  scoring.entries = p.entries;
+  scoring.entry_stride = p.entry_stride;
+  scoring.entries_per_row = blocks;
+  scoring.end = end.ptr<const int32_t>();
+  scoring.sparse_block = sparse_block;
+  return launch_sparse_scoring(op, scoring, clean, options.cuda_stream);
 }
 
 }  // namespace
@@ -112,41 +138,21 @@ Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                          const TensorView& ks, int sparse_block, bool clean,
                          const RunOptions& options) {
   const char* op = "sparse_mqa_logits";
-  const int64_t rows = q.values.shape[0];
-  const int64_t blocks = sparse_indices.shape[1];
-  if (rows == 0 || blocks == 0) return Status::Ok();
   ArgCheck check(op);
   check.require(q.values.dtype == DType::kE4M3,
                 "CUDA sparse scoring supports FP8 (e4m3) operands; MXFP4 runs on the CPU backend");
-  check.require(end.stride[0] == 1, "end must be contiguous on CUDA");
   check.require(keys.values.shape[0] < (int64_t{1} << 31), "keys must be fewer than 2^31");
   if (!check.ok()) return check.status();
   EntryParams p{};
-  if (Status status = entries_of(op, options, rows, blocks, &p.entries, &p.entry_stride);
-      !status.ok()) {
-    return status;
-  }
-  p.indices = sparse_indices.ptr<const int32_t>();
-  p.index_stride0 = sparse_indices.stride[0];
-  p.index_stride1 = sparse_indices.stride[1];
-  p.rows = rows;
-  p.blocks = blocks;
-  p.sparse_block = sparse_block;
   p.ks = ks.ptr<const int32_t>();
   p.ks_stride = ks.stride[0];
   p.num_keys = keys.values.shape[0];
-  if (Status status = launch_entries(op, p, options.cuda_stream); !status.ok()) return status;
   SparseScoring scoring;
-  scoring.logits = sparse_columns(logits, blocks, sparse_block);
   scoring.q = q.values;
   scoring.weights = weights;
   scoring.keys = &keys;
-  scoring.entries = p.entries;
-  scoring.entry_stride = p.entry_stride;
-  scoring.entries_per_row = blocks;
-  scoring.end = end.ptr<const int32_t>();
-  scoring.sparse_block = sparse_block;
-  return launch_sparse_scoring(op, scoring, clean, options.cuda_stream);
+  return score_sparse_rows(op, p, scoring, logits, sparse_indices, end, sparse_block, clean,
+                           options);
 }
 
 Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
@@ -155,68 +161,21 @@ Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& 
                                const TensorView& block_table, int sparse_block, bool clean,
                                const RunOptions& options) {
   const char* op = "paged_sparse_mqa_logits";
-  const int64_t batch = q.values.shape[0];
-  const int next_n = static_cast<int>(q.values.shape[1]);
-  const int64_t rows = batch * next_n;
-  const int64_t blocks = sparse_indices.shape[1];
-  if (rows == 0 || blocks == 0) return Status::Ok();
-  ArgCheck check(op);
-  check.require(cache.format == KFormat::kFP8,
-                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
-  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
-                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
-  check.require(
-      reinterpret_cast<uintptr_t>(cache.data) % 16 == 0 && cache.page_stride_bytes % 16 == 0,
-      "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple of 16 "
-      "on CUDA (TMA); page_stride_bytes is ",
-      cache.page_stride_bytes);
-  check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
-                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
-                "(q.stride[0] == next_n * q.stride[1])");
-  constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
-  check.require(cache.num_pages < kMostPages, "cache.num_pages must be below ", kMostPages,
-                " on CUDA; got ", cache.num_pages);
-  check.require(end.stride[0] == 1, "end must be contiguous on CUDA");
-  if (!check.ok()) return check.status();
+  if (Status status = check_sparse_paged_source(op, q, cache); !status.ok()) return status;
   EntryParams p{};
-  if (Status status = entries_of(op, options, rows, blocks, &p.entries, &p.entry_stride);
-      !status.ok()) {
-    return status;
-  }
-  p.indices = sparse_indices.ptr<const int32_t>();
-  p.index_stride0 = sparse_indices.stride[0];
-  p.index_stride1 = sparse_indices.stride[1];
-  p.rows = rows;
-  p.blocks = blocks;
-  p.sparse_block = sparse_block;
   p.block_table = block_table.ptr<const int32_t>();
   p.table_stride_b = block_table.stride[0];
   p.table_stride_p = block_table.stride[1];
   p.table_pages = block_table.shape[1];
   p.num_pages = cache.num_pages;
   p.page_size = cache.page_size;
-  p.next_n = next_n;
-  if (Status status = launch_entries(op, p, options.cuda_stream); !status.ok()) return status;
-  // q [B, next_n, H, D] as rows [B x next_n, H, D] (batch and next_n contiguous: above).
-  TensorView rows_q = q.values;
-  rows_q.rank = 3;
-  rows_q.shape[0] = rows;
-  rows_q.shape[1] = q.values.shape[2];
-  rows_q.shape[2] = q.values.shape[3];
-  rows_q.stride[0] = q.values.stride[1];
-  rows_q.stride[1] = q.values.stride[2];
-  rows_q.stride[2] = q.values.stride[3];
+  p.next_n = static_cast<int>(q.values.shape[1]);
   SparseScoring scoring;
-  scoring.logits = sparse_columns(logits, blocks, sparse_block);
-  scoring.q = rows_q;
+  scoring.q = decode_query_rows(q.values, 0, q.values.shape[0]);
   scoring.weights = weights;
   scoring.cache = &cache;
-  scoring.entries = p.entries;
-  scoring.entry_stride = p.entry_stride;
-  scoring.entries_per_row = blocks;
-  scoring.end = end.ptr<const int32_t>();
-  scoring.sparse_block = sparse_block;
-  return launch_sparse_scoring(op, scoring, clean, options.cuda_stream);
+  return score_sparse_rows(op, p, scoring, logits, sparse_indices, end, sparse_block, clean,
+                           options);
 }
 
 }  // namespace flashindexer::cuda

@@ -165,6 +165,74 @@ bool lane_owned_rows(const scoring::KernelShape& shape) {
   });
 }
 
+// What the paged kernels need of q and the cache beyond the shared checks of src/api.
+void check_paged_source(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache) {
+  const int64_t batch = q.values.shape[0];
+  const int next_n = static_cast<int>(q.values.shape[1]);
+  check.require(cache.format == KFormat::kFP8,
+                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
+  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
+                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
+  check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
+                "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple "
+                "of 16 on CUDA (TMA); page_stride_bytes is ",
+                cache.page_stride_bytes);
+  check.require(next_n >= 1 && next_n <= 4, "q.shape[1] (next_n) must be 1..4 on CUDA; got ",
+                next_n);
+  check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
+                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
+                "(q.stride[0] == next_n * q.stride[1])");
+}
+
+// The key and scale maps over packed keys [N, 128] + [N], `rows` keys a copy.
+Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows) {
+  const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
+  const MapSpec key_spec{"keys.values",
+                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                         2,
+                         keys.values.data,
+                         {kHeadDim, num_keys, 1},
+                         {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
+                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
+                         true};
+  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+  const MapSpec scale_spec{"keys.scales",
+                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           1,
+                           keys.scales.data,
+                           {num_keys, 1, 1},
+                           {0, 0},
+                           {static_cast<cuuint32_t>(rows), 1, 1},
+                           false};
+  return encode(maps.scales, scale_spec, op);
+}
+
+// The key and scale maps over the cache's pages (keys, then their fp32 scales, in each page),
+// `rows` keys of one page a copy.
+Status encode_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache, int rows) {
+  const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
+  const auto pages = static_cast<cuuint64_t>(cache.num_pages);
+  const auto page_size = static_cast<cuuint64_t>(cache.page_size);
+  const MapSpec key_spec{"cache values",
+                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                         3,
+                         cache.data,
+                         {kHeadDim, page_size, pages},
+                         {kHeadDim, page_stride},
+                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
+                         true};
+  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+  const MapSpec scale_spec{"cache scales",
+                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           2,
+                           static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
+                           {page_size, pages, 1},
+                           {page_stride, 0},
+                           {static_cast<cuuint32_t>(rows), 1, 1},
+                           false};
+  return encode(maps.scales, scale_spec, op);
+}
+
 }  // namespace
 
 namespace scoring {
@@ -233,24 +301,9 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
         !status.ok()) {
       return status;
     }
-    const MapSpec key_spec{"keys.values",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                           2,
-                           keys.values.data,
-                           {kHeadDim, static_cast<cuuint64_t>(num_keys), 1},
-                           {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                           {kHeadDim, kTileKeys, 1},
-                           true};
-    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-    const MapSpec scale_spec{"keys.scales",
-                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                             1,
-                             keys.scales.data,
-                             {static_cast<cuuint64_t>(num_keys), 1, 1},
-                             {0, 0},
-                             {kTileKeys, 1, 1},
-                             false};
-    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+    if (Status status = encode_packed_keys(maps, op, keys, kTileKeys); !status.ok()) {
+      return status;
+    }
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
@@ -278,19 +331,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   const int64_t batch = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
   const int heads = static_cast<int>(q.values.shape[2]);
-  check.require(cache.format == KFormat::kFP8,
-                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
-  check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
-                "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
-  check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
-                "cache.data must be 16-byte aligned and cache.page_stride_bytes a multiple "
-                "of 16 on CUDA (TMA); page_stride_bytes is ",
-                cache.page_stride_bytes);
-  check.require(next_n >= 1 && next_n <= 4, "q.shape[1] (next_n) must be 1..4 on CUDA; got ",
-                next_n);
-  check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
-                "q must have its batch and next_n dimensions contiguous with each other on CUDA "
-                "(q.stride[0] == next_n * q.stride[1])");
+  check_paged_source(check, q, cache);
   check.require(batch * next_n * heads < (int64_t{1} << 31) && cache.num_pages < (int64_t{1} << 31),
                 "rows x heads and cache.num_pages must stay below 2^31 on CUDA");
   if (!check.ok()) return check.status();
@@ -328,28 +369,10 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
         !status.ok()) {
       return status;
     }
-    const int rows_per_copy = std::min(kTileKeys, cache.page_size);
-    const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
-    const auto pages = static_cast<cuuint64_t>(cache.num_pages);
-    const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-    const MapSpec key_spec{"cache values",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                           3,
-                           cache.data,
-                           {kHeadDim, page_size, pages},
-                           {kHeadDim, page_stride},
-                           {kHeadDim, static_cast<cuuint32_t>(rows_per_copy), 1},
-                           true};
-    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-    const MapSpec scale_spec{"cache scales",
-                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                             2,
-                             static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
-                             {page_size, pages, 1},
-                             {page_stride, 0},
-                             {static_cast<cuuint32_t>(rows_per_copy), 1, 1},
-                             false};
-    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+    if (Status status = encode_paged_keys(maps, op, cache, std::min(kTileKeys, cache.page_size));
+        !status.ok()) {
+      return status;
+    }
   } else {
     params.chunks = 0;
   }
@@ -429,51 +452,10 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       !status.ok()) {
     return status;
   }
-  const auto box_rows = static_cast<cuuint32_t>(block);
-  if (call.cache != nullptr) {
-    const PagedKCache& cache = *call.cache;
-    const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
-    const auto pages = static_cast<cuuint64_t>(cache.num_pages);
-    const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-    const MapSpec key_spec{"cache values",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                           3,
-                           cache.data,
-                           {kHeadDim, page_size, pages},
-                           {kHeadDim, page_stride},
-                           {kHeadDim, box_rows, 1},
-                           true};
-    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-    const MapSpec scale_spec{"cache scales",
-                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                             2,
-                             static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
-                             {page_size, pages, 1},
-                             {page_stride, 0},
-                             {box_rows, 1, 1},
-                             false};
-    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
-  } else {
-    const QuantizedTensor& keys = *call.keys;
-    const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
-    const MapSpec key_spec{"keys.values",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                           2,
-                           keys.values.data,
-                           {kHeadDim, num_keys, 1},
-                           {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                           {kHeadDim, box_rows, 1},
-                           true};
-    if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-    const MapSpec scale_spec{"keys.scales",
-                             CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                             1,
-                             keys.scales.data,
-                             {num_keys, 1, 1},
-                             {0, 0},
-                             {box_rows, 1, 1},
-                             false};
-    if (Status status = encode(maps.scales, scale_spec, op); !status.ok()) return status;
+  if (Status status = call.cache != nullptr ? encode_paged_keys(maps, op, *call.cache, block)
+                                            : encode_packed_keys(maps, op, *call.keys, block);
+      !status.ok()) {
+    return status;
   }
   auto* stream = static_cast<cudaStream_t>(stream_handle);
   const int grid = static_cast<int>(std::min<int64_t>(params.groups * params.chunks, sms));
@@ -487,6 +469,29 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
   if (!clean) return Status::Ok();
   return to_status(scoring::launch_fill_invisible(params, /*paged=*/true, stream), op,
                    "clean fill kernel launch");
+}
+
+Status check_sparse_paged_source(const char* op, const QuantizedTensor& q,
+                                 const PagedKCache& cache) {
+  ArgCheck check(op);
+  check_paged_source(check, q, cache);
+  constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
+  check.require(cache.num_pages < kMostPages, "cache.num_pages must be below ", kMostPages,
+                " for sparse scoring on CUDA; got ", cache.num_pages);
+  return check.status();
+}
+
+TensorView decode_query_rows(const TensorView& q, int64_t first, int64_t count) {
+  TensorView rows = q;
+  rows.data = static_cast<uint8_t*>(q.data) + first * q.stride[0];  // e4m3: one byte
+  rows.rank = 3;
+  rows.shape[0] = count * q.shape[1];
+  rows.shape[1] = q.shape[2];
+  rows.shape[2] = q.shape[3];
+  rows.stride[0] = q.stride[1];
+  rows.stride[1] = q.stride[2];
+  rows.stride[2] = q.stride[3];
+  return rows;
 }
 
 }  // namespace flashindexer::cuda

@@ -33,4 +33,13 @@ struct SparseScoring {
 
 Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean, void* stream);
 
+// What sparse scoring over the paged cache needs of q and the cache on CUDA: the paged kernels'
+// checks, and pages that fit the entries (page << kSparseRowBits | row in 31 bits).
+Status check_sparse_paged_source(const char* op, const QuantizedTensor& q,
+                                 const PagedKCache& cache);
+
+// Requests [first, first + count) of decode q values [B, next_n, H, D] (e4m3, batch and next_n
+// contiguous with each other) as query rows [count x next_n, H, D].
+TensorView decode_query_rows(const TensorView& q, int64_t first, int64_t count);
+
 }  // namespace flashindexer::cuda
