@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`, the execution: the K cache built and gathered on the chosen device, then
-// every batch scored there (dense logits + top-k, and the indexer), each op timed, and what the
-// checks read downloaded to the host.
+// every batch's queries quantized and the batch scored there (dense logits + top-k, and the
+// indexer), each op timed, and what the checks read downloaded to the host.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -39,31 +39,56 @@ Status timed(double* milliseconds, const DeviceMemory& memory, Op&& op) {
 // Logits rows padded as vLLM pads them (spec §6.4): 1 KiB aligned, at least 256 spare columns.
 int64_t padded_row_stride(int64_t width) { return (width + 256 + 255) / 256 * 256; }
 
-// Scores one batch densely (logits, then topk_per_row) and with the indexer, timing each.
-// Prefill batches score `workspace`; decode batches score `cache` through their block table.
+// Quantizes the batch's f32 queries on the memory's device (quantize_query_fp8 with the model's
+// eps and the default weight scale D^-1/2 * H^-1/2), timing it, into `q` (prefill [M, H, D],
+// decode [B, next_n, H, D] e4m3) and `weights` ([rows, H] f32), and downloads both for the checks.
+Status quantize_queries(QuantizedTensor* q, TensorView* weights, BatchResult* result,
+                        DeviceMemory& memory, const Batch& batch, const Preset& preset) {
+  const int heads = preset.heads;
+  const BatchShape& shape = *batch.shape;
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  TensorView raw_q;        // [rows, H, D] f32
+  TensorView raw_weights;  // [rows, H] f32
+  TensorView values;       // [rows, H, D] e4m3
+  CLI_RETURN_IF_ERROR(upload_view(&raw_q, memory, batch.q, DType::kF32, {rows, heads, kHeadDim}));
+  CLI_RETURN_IF_ERROR(upload_view(&raw_weights, memory, batch.weights, DType::kF32, {rows, heads}));
+  CLI_RETURN_IF_ERROR(
+      allocate_view(&values, memory, DType::kE4M3, {rows, heads, kHeadDim}, kValuePoison));
+  CLI_RETURN_IF_ERROR(allocate_view(weights, memory, DType::kF32, {rows, heads}, kValuePoison));
+  QueryQuantOptions quant;
+  quant.eps = preset.query_eps;
+  CLI_RETURN_IF_ERROR(timed(&result->quantize_ms, memory, [&] {
+    return quantize_query_fp8(values, *weights, raw_q, raw_weights, quant);
+  }));
+  // A decode batch's rows are b * next_n + j: the same buffer is its [B, next_n, H, D] query.
+  const int64_t requests = static_cast<int64_t>(shape.requests.size());
+  q->values = shape.decode ? TensorView::contiguous(values.data, DType::kE4M3,
+                                                    {requests, shape.next_n, heads, kHeadDim},
+                                                    memory.device())
+                           : values;
+  CLI_RETURN_IF_ERROR(
+      download_vector(&result->q_values, memory, values.data, rows * heads * kHeadDim));
+  return download_vector(&result->q_weights, memory, weights->data, rows * heads);
+}
+
+// Quantizes one batch's queries, then scores the batch densely (logits, then topk_per_row) and
+// with the indexer, timing each. Prefill batches score `workspace`; decode batches score `cache`
+// through their block table.
 Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
                  const Preset& preset, const QuantizedTensor& workspace, const PagedKCache& cache,
                  const RunOptions& indexer_run) {
-  const int heads = preset.heads;
   const int k = preset.topk;
   const BatchShape& shape = *batch.shape;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
   const int next_n = shape.next_n;
 
-  QuantizedTensor q;  // prefill [M, H, D] e4m3; decode [B, next_n, H, D] e4m3
-  if (shape.decode) {
-    CLI_RETURN_IF_ERROR(
-        upload_view(&q.values, memory, batch.q, DType::kE4M3, {requests, next_n, heads, kHeadDim}));
-  } else {
-    CLI_RETURN_IF_ERROR(
-        upload_view(&q.values, memory, batch.q, DType::kE4M3, {rows, heads, kHeadDim}));
-  }
-  TensorView weights;      // [rows, H] f32
+  QuantizedTensor q;   // prefill [M, H, D] e4m3; decode [B, next_n, H, D] e4m3
+  TensorView weights;  // [rows, H] f32, the query scales folded in
+  CLI_RETURN_IF_ERROR(quantize_queries(&q, &weights, result, memory, batch, preset));
   TensorView indexer_out;  // [rows, k] i32
   TensorView dense_out;    // [rows, k] i32
   TensorView logits;       // [rows, width] f32, padded rows
-  CLI_RETURN_IF_ERROR(upload_view(&weights, memory, batch.weights, DType::kF32, {rows, heads}));
   CLI_RETURN_IF_ERROR(allocate_view(&indexer_out, memory, DType::kI32, {rows, k}, kIndexPoison));
   CLI_RETURN_IF_ERROR(allocate_view(&dense_out, memory, DType::kI32, {rows, k}, kIndexPoison));
   result->logits_row_stride = padded_row_stride(batch.logits_width);

@@ -39,6 +39,14 @@ void print_header(const Workload& workload, Device device, const RunResult& resu
       "{:.3f} ms\n",
       device == Device::kCPU ? "CPU" : "GPU", workload.slot_mapping.size(), result.insert_ms,
       result.workspace_scales.size(), result.gather_ms);
+  // One quantize_query_fp8 call per batch, each on that batch's rows.
+  fmt::print("queries (on the {}): quantize_query_fp8", device == Device::kCPU ? "CPU" : "GPU");
+  for (size_t b = 0; b < workload.batches.size(); ++b) {
+    fmt::print("{} {} {} rows x {} heads {:.3f} ms", b == 0 ? "" : ",",
+               workload.batches[b].shape->name, workload.batches[b].rows.size(), preset.heads,
+               result.batches[b].quantize_ms);
+  }
+  fmt::print(" (eps {:g}, no RoPE)\n", preset.query_eps);
   for (const Batch& batch : workload.batches) {
     std::string contexts;
     for (const RequestShape& request : batch.shape->requests) {
@@ -175,6 +183,13 @@ int run_command(const RunConfig& config) {
   }
   fmt::print("k cache: {} keys and {} workspace rows equal the reference quantizer\n",
              workload.slot_mapping.size(), result.workspace_scales.size());
+  int64_t query_heads = 0;
+  for (const Batch& batch : workload.batches)
+    query_heads += static_cast<int64_t>(batch.weights.size());
+  fmt::print(
+      "queries: {} heads' values and folded weights equal the reference quantizer; every "
+      "scoring call read them\n",
+      query_heads);
   fmt::print("indexer == topk_per_row(logits), well formed, on all rows of every batch\n");
   if (workload.preset->candidate_blocks > 0) {
     for (size_t b = 0; b < workload.batches.size(); ++b) {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The steps of `flashindexer run` (run.h), in three files:
-//   execute.cpp  builds the K cache and scores the workload's batches on the chosen device
-//                (insert and gather, dense logits + top-k, and the indexer), timing each op;
+//   execute.cpp  builds the K cache, quantizes the queries and scores the workload's batches on
+//                the chosen device (insert and gather, quantize_query_fp8, dense logits + top-k,
+//                and the indexer), timing each op;
 //   verify.cpp   checks on the host
-//                1. the K cache and the gathered workspace against the reference quantizer,
+//                1. the K cache and the gathered workspace against the reference quantizer, and
+//                   the quantized queries and folded weights against the query oracle,
 //                2. indexer_* == topk_per_row(*mqa_logits) as sets on every row (a library
 //                   contract),
 //                3. a sample of rows against the reference oracle: every visible logit within
@@ -26,6 +28,10 @@ namespace flashindexer::cli {
 
 // What one batch's ops wrote, downloaded to the host, and how long each took.
 struct BatchResult {
+  // quantize_query_fp8's output, which every scoring call of the batch read.
+  std::vector<uint8_t> q_values;  // [rows, H, D] e4m3
+  std::vector<float> q_weights;   // [rows, H] f32: (w * sigma) * D^-1/2 * H^-1/2
+  double quantize_ms = 0.0;
   std::vector<int32_t> indexer_topk;  // [rows, k] i32 from indexer_prefill / indexer_decode
   std::vector<int32_t> dense_topk;    // [rows, k] i32 topk_per_row over `logits`
   std::vector<float> logits;          // [rows, logits_row_stride] f32, clean (-inf outside)

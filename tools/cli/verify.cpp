@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `flashindexer run`, the checks on the host, over the downloaded results: the K cache and the
-// gathered workspace against the reference quantizer, indexer_* == topk_per_row(*mqa_logits) on
-// every row, and a sample of rows against the reference oracle (run_steps.h).
+// gathered workspace against the reference quantizer, the quantized queries and folded weights
+// against the query oracle, indexer_* == topk_per_row(*mqa_logits) on every row, and a sample of
+// rows against the reference oracle (run_steps.h) over the very queries the backend scored.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "cli/run_steps.h"
 #include "cli/workload.h"
 #include "flashindexer/flashindexer.h"
+#include "reference/query.h"
 #include "reference/reference.h"
 
 namespace flashindexer::cli {
@@ -25,10 +27,10 @@ namespace {
 constexpr int kMismatchExamples = 4;  // offending keys printed per mismatching row
 
 // Host views of what the reference functions read, over the workload and the downloaded
-// results.
+// results (the queries and weights quantize_query_fp8 wrote on the device).
 struct HostOperands {
   QuantizedTensor q;          // prefill [M, H, D] / decode [B, next_n, H, D] e4m3
-  TensorView weights;         // [rows, H] f32
+  TensorView weights;         // [rows, H] f32, the query scales folded in
   TensorView block_table;     // decode: [B, P] i32
   QuantizedTensor workspace;  // prefill: values [Nws, D] e4m3, scales [Nws] f32
   PagedKCache cache;
@@ -40,15 +42,16 @@ HostOperands host_operands(const Workload& workload, const RunResult& result, si
   const int heads = workload.preset->heads;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
+  const BatchResult& scored = result.batches[batch_index];
   // The views only read; the reference API takes mutable pointers.
-  auto* q_data = const_cast<uint8_t*>(batch.q.data());
+  auto* q_data = const_cast<uint8_t*>(scored.q_values.data());
   HostOperands operands;
   operands.q.values =
       shape.decode
           ? TensorView::contiguous(q_data, DType::kE4M3, {requests, shape.next_n, heads, kHeadDim})
           : TensorView::contiguous(q_data, DType::kE4M3, {rows, heads, kHeadDim});
-  operands.weights =
-      TensorView::contiguous(const_cast<float*>(batch.weights.data()), DType::kF32, {rows, heads});
+  operands.weights = TensorView::contiguous(const_cast<float*>(scored.q_weights.data()),
+                                            DType::kF32, {rows, heads});
   operands.block_table = TensorView::contiguous(const_cast<int32_t*>(batch.block_table.data()),
                                                 DType::kI32, {requests, batch.block_table_width});
   const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
@@ -123,6 +126,40 @@ std::vector<std::string> check_k_cache(const Workload& workload, const RunResult
   }
   if (bad_keys > kMismatchExamples) {
     mismatches.push_back(fmt::format("k cache: {} keys differ in all", bad_keys));
+  }
+  return mismatches;
+}
+
+// Every query head of a batch must hold the spec §2.3 quantization of its f32 draw (model eps,
+// weight scale fp32(1 / sqrt(D * H))) in the op's output: the values and the folded weight, bit
+// for bit.
+std::vector<std::string> check_queries(const Workload& workload, size_t batch_index,
+                                       const BatchResult& result) {
+  const Batch& batch = workload.batches[batch_index];
+  const Preset& preset = *workload.preset;
+  const float weight_scale = default_query_weight_scale(kHeadDim, preset.heads);
+  const int64_t head_rows = static_cast<int64_t>(batch.weights.size());  // rows * H
+  std::vector<std::string> mismatches;
+  int64_t bad_heads = 0;
+  uint8_t expected_values[kHeadDim];
+  for (int64_t i = 0; i < head_rows; ++i) {
+    const float expected_weight =
+        reference::quantize_query_fp8_head(expected_values, batch.q.data() + i * kHeadDim, kHeadDim,
+                                           batch.weights[i], preset.query_eps, weight_scale);
+    const float got_weight = result.q_weights[i];
+    if (std::memcmp(result.q_values.data() + i * kHeadDim, expected_values, kHeadDim) == 0 &&
+        std::memcmp(&got_weight, &expected_weight, sizeof(float)) == 0) {
+      continue;
+    }
+    if (bad_heads++ < kMismatchExamples) {
+      mismatches.push_back(fmt::format(
+          "{} row {} head {}: quantize_query_fp8 differs from the reference (weight {} vs {})",
+          batch.shape->name, i / preset.heads, i % preset.heads, got_weight, expected_weight));
+    }
+  }
+  if (bad_heads > kMismatchExamples) {
+    mismatches.push_back(
+        fmt::format("{}: {} query heads differ in all", batch.shape->name, bad_heads));
   }
   return mismatches;
 }
@@ -291,6 +328,9 @@ std::vector<std::string> check_all(Verified* verified, const Workload& workload,
         batch.shape->decode
             ? verify_rows / decode_batches + (decode_index < verify_rows % decode_batches ? 1 : 0)
             : verify_rows;
+    for (std::string& line : check_queries(workload, b, result.batches[b])) {
+      mismatches.push_back(std::move(line));
+    }
     for (std::string& line : check_selections(batch, result.batches[b], workload.preset->topk)) {
       mismatches.push_back(std::move(line));
     }

@@ -7,9 +7,6 @@
 #include <numbers>
 #include <random>
 
-#include "flashindexer/quantize.h"
-#include "flashindexer/tensor.h"
-
 namespace flashindexer::cli {
 namespace {
 
@@ -150,16 +147,10 @@ double norm_of(const Vector& v) {
   return std::sqrt(sum);
 }
 
-// fp32 queries of one batch before quantization.
-struct QueryDraws {
-  std::vector<float> q;  // [rows, H, D] f32
-  std::vector<float> w;  // [rows, H] f32 raw head weights, N(0, 1)
-};
-
-// Appends one request's query rows (its last `query_rows` positions) and its keys.
-void draw_request(std::vector<float>& keys, QueryDraws& queries, std::vector<QueryRow>& rows,
-                  Rng& rng, const RequestShape& request, int request_index, int heads,
-                  const Vector& shared_direction) {
+// Appends one request's query rows (its last `query_rows` positions, their f32 queries and raw
+// head weights) to `batch` and its keys to `keys`.
+void draw_request(std::vector<float>& keys, Batch& batch, Rng& rng, const RequestShape& request,
+                  int request_index, int heads, const Vector& shared_direction) {
   const int64_t context = request.context_len;
   const int64_t first_query = context - request.query_rows;
   const Vector mean_key = [&] {
@@ -173,7 +164,7 @@ void draw_request(std::vector<float>& keys, QueryDraws& queries, std::vector<Que
   std::vector<std::vector<double>> head_weights(request.query_rows, std::vector<double>(heads));
   for (int i = 0; i < request.query_rows; ++i) {
     const int64_t position = first_query + i;
-    rows.push_back({request_index, position, 0, position + 1});
+    batch.rows.push_back({request_index, position, 0, position + 1});
     for (int h = 0; h < heads; ++h) {
       const double w = rng.normal();
       const double sign = w >= 0.0 ? 1.0 : -1.0;
@@ -182,8 +173,8 @@ void draw_request(std::vector<float>& keys, QueryDraws& queries, std::vector<Que
       add_position_features(q, position, sign * kPositionAmplitude);
       head_weights[i][h] = w;
       query_heads[i][h] = q;
-      append(queries.q, q);
-      queries.w.push_back(static_cast<float>(w));
+      append(batch.q, q);
+      batch.weights.push_back(static_cast<float>(w));
     }
   }
 
@@ -224,25 +215,6 @@ void draw_request(std::vector<float>& keys, QueryDraws& queries, std::vector<Que
     request_keys[position] = needle;
   }
   for (const Vector& k : request_keys) append(keys, k);
-}
-
-// Quantizes q per (row, head) to e4m3 with a power-of-two scale and folds the scale, the
-// softmax scale D^-1/2 and the head scale H^-1/2 into the weights (spec §2.3).
-Status quantize_queries(Batch& batch, QueryDraws& queries, int heads) {
-  const int64_t head_rows = static_cast<int64_t>(queries.w.size());  // rows * H
-  batch.q.resize(head_rows * kHeadDim);
-  std::vector<float> scales(head_rows);  // [rows * H] f32
-  Status status =
-      quantize_k_fp8(TensorView::contiguous(batch.q.data(), DType::kE4M3, {head_rows, kHeadDim}),
-                     TensorView::contiguous(scales.data(), DType::kF32, {head_rows}),
-                     TensorView::contiguous(queries.q.data(), DType::kF32, {head_rows, kHeadDim}));
-  if (!status.ok()) return status;
-  const double fold = 1.0 / std::sqrt(static_cast<double>(kHeadDim) * heads);
-  batch.weights.resize(head_rows);
-  for (int64_t i = 0; i < head_rows; ++i) {
-    batch.weights[i] = static_cast<float>(static_cast<double>(queries.w[i]) * scales[i] * fold);
-  }
-  return Status::Ok();
 }
 
 int64_t pages_for(int64_t keys) { return (keys + kPageSize - 1) / kPageSize; }
@@ -328,16 +300,16 @@ void fill_row_ranges(Batch& batch) {
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all = {
-      {"v32", "DeepSeek-V3.2", 64, 2048, model_batches()},
-      {"v4flash", "DeepSeek-V4-Flash", 64, 512, model_batches()},
-      {"glm5", "GLM-5", 32, 2048, model_batches()},
-      {"small", "a few hundred keys per request", 32, 64, small_batches()},
+      {"v32", "DeepSeek-V3.2", 64, 2048, 1e-10f, model_batches()},
+      {"v4flash", "DeepSeek-V4-Flash", 64, 512, 1e-4f, model_batches()},
+      {"glm5", "GLM-5", 32, 2048, 1e-10f, model_batches()},
+      {"small", "a few hundred keys per request", 32, 64, 1e-10f, small_batches()},
       // V4.1-Flash's C = 2048 blocks of 8 cover every block of these rows (the restriction only
       // bites past 16,384 keys): v41small keeps C below the rows' block counts so it does.
-      {"v41flash", "DeepSeek-V4.1-Flash, candidate source + consumer", 32, 512, model_batches(),
-       2048, 8},
+      {"v41flash", "DeepSeek-V4.1-Flash, candidate source + consumer", 32, 512, 1e-4f,
+       model_batches(), 2048, 8},
       {"v41small", "DeepSeek-V4.1 two-level selection, a few hundred keys per request", 32, 64,
-       small_batches(), 12, 8},
+       1e-4f, small_batches(), 12, 8},
   };
   return all;
 }
@@ -362,13 +334,10 @@ Status make_workload(Workload* workload, const Preset& preset, uint64_t seed) {
   for (const BatchShape& shape : preset.batches) {
     Batch batch;
     batch.shape = &shape;
-    QueryDraws queries;
     for (size_t r = 0; r < shape.requests.size(); ++r) {
-      draw_request(workload->keys, queries, batch.rows, rng, shape.requests[r], static_cast<int>(r),
-                   preset.heads, shared_direction);
+      draw_request(workload->keys, batch, rng, shape.requests[r], static_cast<int>(r), preset.heads,
+                   shared_direction);
     }
-    Status status = quantize_queries(batch, queries, preset.heads);
-    if (!status.ok()) return status;
     fill_row_ranges(batch);
     workload->batches.push_back(std::move(batch));
   }

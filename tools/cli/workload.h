@@ -37,8 +37,11 @@ struct BatchShape {
 struct Preset {
   std::string_view name;
   std::string_view model;
-  int heads;                        // H
-  int topk;                         // k
+  int heads;  // H
+  int topk;   // k
+  // eps_q of the model's query quantization (spec §2.3): 1e-10 in DeepSeek-V3.2's kernel (which
+  // GLM-5 runs too), 1e-4 in V4's (V4 and V4.1).
+  float query_eps;
   std::vector<BatchShape> batches;  // batches[0] is the prefill chunk, the others decode
   // DeepSeek-V4.1 two-level selection (candidates.h): when candidate_blocks (C) > 0, every batch
   // also runs a candidate source (its blocks of candidate_block_size positions, selected from the
@@ -64,8 +67,10 @@ struct QueryRow {
 struct Batch {
   const BatchShape* shape = nullptr;
   std::vector<QueryRow> rows;
-  std::vector<uint8_t> q;             // [rows, H, D] e4m3, per-(row, head) scale folded into W
-  std::vector<float> weights;         // [rows, H] f32 (may be negative)
+  // The query projection's output before quantization: the run quantizes it on its device
+  // (quantize_query_fp8), which folds each head's scale into the weights.
+  std::vector<float> q;               // [rows, H, D] f32
+  std::vector<float> weights;         // [rows, H] f32 raw head weights (may be negative)
   std::vector<int32_t> block_table;   // [requests, block_table_width] i32 physical page ids
   int64_t block_table_width = 0;      // pages of the longest request; shorter rows pad with 0
   std::vector<int32_t> cu_seq_lens;   // prefill: [requests + 1] i32 workspace offsets
@@ -90,7 +95,7 @@ struct Workload {
 };
 
 // Draws the workload of `preset` from `seed`: the same bits on every platform (own normal
-// and integer draws on std::mt19937_64). Quantizes the queries with quantize_k_fp8.
+// and integer draws on std::mt19937_64). The queries stay unquantized.
 Status make_workload(Workload* workload, const Preset& preset, uint64_t seed);
 
 }  // namespace flashindexer::cli
