@@ -14,11 +14,11 @@
 # set of `tests` and `memcheck` (default: every CUDA suite). racecheck follows every shared-memory
 # access and is far slower, so it runs RACECHECK_FILTER: the tests of each kernel family at small
 # shapes (scoring, paged scoring, fused indexer, indexer decode, top-k direct / cluster / split
-# paths and every k, DCP, dequantize, planning, the candidate ops' shared-memory
-# sorts and selections, the workspace gather). synccheck runs SYNCCHECK_FILTER: every test of
-# the kernels that synchronise through named barriers and mbarriers (the sm90 scoring kernels,
-# the fused indexer and the indexer paths over them). Each sanitizer step stops after
-# SANITIZER_TIMEOUT seconds (default 5400). BENCH_ARGS replaces the benchmark's arguments
+# paths and every k, DCP, dequantize, planning, the candidate ops' shared-memory sorts and
+# selections, the workspace gather, sparse logits). synccheck runs SYNCCHECK_FILTER: every test
+# of the kernels that synchronise through named barriers and mbarriers (the sm90 scoring
+# kernels, the fused indexer, the indexer paths over them, and the sparse scoring of the V4.1
+# consumer). Each sanitizer step stops after SANITIZER_TIMEOUT seconds (default 5400). BENCH_ARGS replaces the benchmark's arguments
 # (default: all --markdown $OUT/benchmarks.md).
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS)
 # into $BIN/python-module and stages it with the package sources; the bench step runs on that
@@ -39,9 +39,9 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   TopKCuda.SupportsEveryKFromOneTo4096 TopKCuda.DecodeFormsWithNextN \
   TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*' \
   'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' 'CandidateTopKCuda.*' 'SparseIndicesCuda.*' \
-  'GatherKWorkspaceCuda.*')
+  'GatherKWorkspaceCuda.*' 'SparseLogitsCuda.*')
 RACECHECK_FILTER=${RACECHECK_FILTER:-${RACECHECK_DEFAULT%:}}
-SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*}
+SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*:SparseLogitsCuda.*:SparseConsumerCuda.*}
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer ||
   ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)}
 PYBUILD="$BIN/python-module"
