@@ -24,6 +24,7 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
   to.cache = static_cast<uint8_t*>(cache.data);
   to.page_stride = cache.page_stride_bytes;
   to.page_size = cache.page_size;
+  to.by_page_size = quant::FastDivisor64(static_cast<uint32_t>(cache.page_size));
   to.num_slots = cache.num_pages * cache.page_size;
   job.vector = quant::rows_aligned(keys, 16) && quant::aligned(cache.data, 16) &&
                cache.page_stride_bytes % 16 == 0;

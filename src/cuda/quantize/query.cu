@@ -16,14 +16,17 @@ quant::RowJob query_job(const TensorView& q, const TensorView& weights,
   job.rows = q.shape[0] * q.shape[1];
   job.head_dim = static_cast<int>(q.shape[2]);
   job.rows_per_token = q.shape[1];
+  if (quant::fast_divisor_fits(q.shape[1])) {
+    job.by_rows_per_token = quant::FastDivisor(static_cast<uint32_t>(q.shape[1]));
+  }
   job.floor = quant_options.eps;
   job.rope = quant::rope_of(quant_options.rope, job.head_dim);
   quant::WeightFold& fold = job.weights;
   fold.weights = weights.data;
   fold.weights_bf16 = weights.dtype == DType::kBF16;
-  fold.weight_rows = {weights.shape[1], weights.stride[0], 1};
+  fold.weight_rows = quant::rows_with(weights.shape[1], weights.stride[0], 1);
   fold.weights_out = weights_out.ptr<float>();
-  fold.weights_out_rows = {weights_out.shape[1], weights_out.stride[0], 1};
+  fold.weights_out_rows = quant::rows_with(weights_out.shape[1], weights_out.stride[0], 1);
   fold.weight_scale = quant_options.weight_scale;
   return job;
 }

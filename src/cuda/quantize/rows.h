@@ -29,6 +29,7 @@ struct Destination {
   uint8_t* cache = nullptr;
   int64_t page_stride = 0;
   int page_size = 0;
+  FastDivisor64 by_page_size;  // slot -> page
   int64_t num_slots = 0;
 };
 
@@ -49,26 +50,28 @@ struct RowJob {
   int64_t rows = 0;
   int head_dim = 0;
   int64_t rows_per_token = 1;  // RoPE position of row r: positions[r / rows_per_token]
-  float floor = 1e-4f;         // FP8: the amax floor
-  bool vector = false;         // every row and destination allows the lanes' vector accesses
+  FastDivisor by_rows_per_token;
+  float floor = 1e-4f;  // FP8: the amax floor
+  bool vector = false;  // every row and destination allows the lanes' vector accesses
   Rope rope;
   Destination destination;
   WeightFold weights;
 };
 
-// Head dims the kernels take: D/8 lanes per row, a power of two up to a warp.
+// Head dims the kernels take: D/16 lanes per row, a power of two up to a warp.
 inline bool head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// Each group of D/8 lanes quantizes this many rows, their loads issued together: twice the bytes
-// in flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
-// kernel needs both; a bound forcing more blocks per SM spilled).
-constexpr int kRowsPerGroup = 2;
-// Registers: at most 64 a thread (4 blocks of 256 threads per SM, each thread with 32 bytes of
-// bf16 loads in flight); the RoPE kernels, which hold a row's partner half too, up to 80 (3
-// blocks), and with f32 input (64 bytes of loads in flight) up to 128 (2 blocks): tighter bounds
-// spilled.
+// Each group of D/16 lanes quantizes two rows, their loads issued together: twice the bytes in
+// flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
+// kernel needs both), and the group's lanes split the rows' scales between them
+// (fp8_group_scales, mxfp4_block_bytes). The RoPE kernels, which hold a row's partner half and
+// its cos/sin entries too, take one row a group: two spilled even at 128 registers.
+__host__ __device__ constexpr int rows_per_group(bool rope) { return rope ? 1 : 2; }
+// Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
+// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), and with f32 input
+// up to 128 (2 blocks): tighter bounds spilled.
 template <typename In>
 constexpr int min_blocks_per_sm(bool rope) {
   return !rope ? 4 : (sizeof(In) == 4 ? 2 : 3);
@@ -84,7 +87,9 @@ struct RowTarget {
 
 // value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
 // scale_element: bytes of one element of the scales view.
-__device__ __forceinline__ RowTarget row_target(const RowJob& job, int64_t row, int value_bytes,
+// Row indices of one launch are below 2^31 (rows_launch.cuh), so its view offsets split rows
+// with FastDivisors; slots (a cache may hold more than 2^31) with a 64-bit one.
+__device__ __forceinline__ RowTarget row_target(const RowJob& job, uint32_t row, int value_bytes,
                                                 int scale_bytes, int scale_element) {
   RowTarget target;
   if (row >= job.rows) return target;
@@ -93,15 +98,16 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, int64_t row, 
     const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + row)
                                       : __ldg(static_cast<const int32_t*>(to.slots) + row);
     if (slot < 0 || slot >= to.num_slots) return target;
-    const int64_t page_index = divide(slot, to.page_size);
+    const auto page_index = static_cast<int64_t>(to.by_page_size.quotient(slot));
     uint8_t* page = to.cache + page_index * to.page_stride;
     const int64_t in_page = slot - page_index * to.page_size;
     target.values = page + in_page * value_bytes;
     target.scales = page + static_cast<int64_t>(to.page_size) * value_bytes + in_page * scale_bytes;
   } else {
-    target.values = to.values + to.value_rows.offset(row);
+    target.values = to.values + to.value_rows.offset32(row);
     if (to.scales != nullptr) {
-      target.scales = static_cast<uint8_t*>(to.scales) + to.scale_rows.offset(row) * scale_element;
+      target.scales =
+          static_cast<uint8_t*>(to.scales) + to.scale_rows.offset32(row) * scale_element;
     }
   }
   target.live = true;
@@ -110,14 +116,14 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, int64_t row, 
 
 // The weight of row `row` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
 // form, w * weight_scale in the MXFP4 form (sigma null).
-__device__ __forceinline__ void fold_weight(const WeightFold& fold, int64_t row,
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, uint32_t row,
                                             const float* sigma) {
   if (fold.weights == nullptr) return;
-  const int64_t at = fold.weight_rows.offset(row);
+  const int64_t at = fold.weight_rows.offset32(row);
   float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + at)
                               : load_float(static_cast<const float*>(fold.weights) + at);
   if (sigma != nullptr) w = __fmul_rn(w, *sigma);
-  fold.weights_out[fold.weights_out_rows.offset(row)] = __fmul_rn(w, fold.weight_scale);
+  fold.weights_out[fold.weights_out_rows.offset32(row)] = __fmul_rn(w, fold.weight_scale);
 }
 
 Status launch_fp8_rows(const RowJob& job, cudaStream_t stream, const char* op);
