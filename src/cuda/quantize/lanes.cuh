@@ -40,34 +40,29 @@ __device__ __forceinline__ int64_t divide(int64_t a, int64_t b) {
 }
 
 // Flat row r of a [N, D] view (inner = 1) or of a [M, H, D] view (inner = H), as an element
-// offset: offset() for any row, offset32() for rows below 2^31 (the row kernels': rows_launch.cuh
-// splits larger jobs), whose split is a FastDivisor's, not a division.
+// offset: offset() for any row; at() from the row's (outer, inner) split, which the row kernels
+// make once a row for all their views (rows_launch.cuh gives every view of a job the same inner
+// dimension).
 struct Rows {
   int64_t inner = 1;
   int64_t outer_stride = 0;
   int64_t inner_stride = 0;
-  FastDivisor by_inner;
   __device__ __forceinline__ int64_t offset(int64_t row) const {
     if (inner == 1) return row * outer_stride;
     const int64_t outer = divide(row, inner);
     return outer * outer_stride + (row - outer * inner) * inner_stride;
   }
-  __device__ __forceinline__ int64_t offset32(uint32_t row) const {
-    if (inner == 1) return static_cast<int64_t>(row) * outer_stride;
-    const uint32_t outer = by_inner.quotient(row);
+  __device__ __forceinline__ int64_t at(uint32_t outer, uint32_t inner_index) const {
     return static_cast<int64_t>(outer) * outer_stride +
-           static_cast<int64_t>(row - outer * static_cast<uint32_t>(inner)) * inner_stride;
+           static_cast<int64_t>(inner_index) * inner_stride;
   }
 };
 
-// Rows of `inner` rows per outer index. An inner dimension past 2^31 gets no divisor: its view
-// has more rows than one launch takes, and launch_rows refuses it (rows_launch.cuh).
 inline Rows rows_with(int64_t inner, int64_t outer_stride, int64_t inner_stride) {
   Rows rows;
   rows.inner = inner;
   rows.outer_stride = outer_stride;
   rows.inner_stride = inner_stride;
-  if (fast_divisor_fits(inner)) rows.by_inner = FastDivisor(static_cast<uint32_t>(inner));
   return rows;
 }
 
@@ -98,16 +93,10 @@ inline bool rows_aligned(const TensorView& view, int64_t bytes) {
   return true;
 }
 
-// The lanes of this lane's group, as a shuffle mask.
-template <int kLanes>
-__device__ __forceinline__ unsigned group_mask() {
-  if constexpr (kLanes == 32) {
-    return 0xFFFFFFFFu;
-  } else {
-    const unsigned first = (threadIdx.x & 31u) & ~static_cast<unsigned>(kLanes - 1);
-    return ((1u << kLanes) - 1u) << first;
-  }
-}
+// The row kernels' shuffles name the whole warp: its groups of lanes run together (a warp
+// leaves only when all its rows are done), and a mask computed per group costs a convergence
+// check at every shuffle.
+constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 
 template <int kLanes>
 __device__ __forceinline__ float group_max(float value, unsigned mask) {
@@ -158,13 +147,16 @@ __device__ __forceinline__ void load_lane(float (&x)[kLaneValues], const In* p) 
 }
 
 // Four e4m3 codes, the first in the low byte. The instruction rounds to nearest even and
-// saturates to +-448; its NaN may carry the input's sign (0xFF) where the CPU writes 0x7F, and
-// 0xFF is no finite code, so those bytes lose their sign bit.
+// saturates to +-448; its NaN may carry the input's sign (0xFF) where the CPU writes 0x7F, so
+// NaN bytes lose their sign bit.
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
   const uint32_t low = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
   const uint32_t high = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
   const uint32_t word = low | high << 16;
-  return word & ~(__vcmpeq4(word, 0xFFFFFFFFu) & 0x80808080u);
+  // A byte's low seven bits are all ones only for NaN (0x7F, 0xFF): adding 1 to them carries
+  // into bit 7 then, and that bit clears the byte's sign. Three instructions a word.
+  const uint32_t nan_bits = ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+  return word & ~nan_bits;
 }
 
 __device__ __forceinline__ float pow2(int exponent) {

@@ -16,9 +16,6 @@ quant::RowJob query_job(const TensorView& q, const TensorView& weights,
   job.rows = q.shape[0] * q.shape[1];
   job.head_dim = static_cast<int>(q.shape[2]);
   job.rows_per_token = q.shape[1];
-  if (quant::fast_divisor_fits(q.shape[1])) {
-    job.by_rows_per_token = quant::FastDivisor(static_cast<uint32_t>(q.shape[1]));
-  }
   job.floor = quant_options.eps;
   job.rope = quant::rope_of(quant_options.rope, job.head_dim);
   quant::WeightFold& fold = job.weights;

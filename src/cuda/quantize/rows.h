@@ -50,7 +50,10 @@ struct RowJob {
   int64_t rows = 0;
   int head_dim = 0;
   int64_t rows_per_token = 1;  // RoPE position of row r: positions[r / rows_per_token]
-  FastDivisor by_rows_per_token;
+  // Set by launch_rows: every view's inner dimension (1, or H of a [T, H, D] job; rows_per_token
+  // is 1 or H too), and the divisor that splits a row into (outer, inner) once for all views.
+  uint32_t row_inner = 1;
+  FastDivisor by_row_inner;
   float floor = 1e-4f;  // FP8: the amax floor
   bool vector = false;  // every row and destination allows the lanes' vector accesses
   Rope rope;
@@ -70,11 +73,30 @@ inline bool head_dim_supported(int64_t head_dim) {
 // its cos/sin entries too, take one row a group: two spilled even at 128 registers.
 __host__ __device__ constexpr int rows_per_group(bool rope) { return rope ? 1 : 2; }
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
-// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), and with f32 input
-// up to 128 (2 blocks): tighter bounds spilled.
+// bf16 loads in flight (128 of f32); the FP8 RoPE kernels up to 80 (3 blocks), with f32 input
+// up to 128 (2 blocks), and the MXFP4 RoPE kernels (sixteen E2M1 encodings on top) up to 128:
+// tighter bounds spilled.
 template <typename In>
-constexpr int min_blocks_per_sm(bool rope) {
-  return !rope ? 4 : (sizeof(In) == 4 ? 2 : 3);
+constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
+  return !rope ? 4 : (sizeof(In) == 4 || mxfp4 ? 2 : 3);
+}
+
+// A row of a launch (below 2^31) and its (outer, inner) split.
+struct RowIndex {
+  uint32_t row;
+  uint32_t outer;
+  uint32_t inner;
+};
+
+__device__ __forceinline__ RowIndex row_index(const RowJob& job, uint32_t row) {
+  const uint32_t outer = job.by_row_inner.quotient(row);
+  return {row, outer, row - outer * job.row_inner};
+}
+
+// The RoPE position's index: the token, row / rows_per_token (rows_per_token is 1 or the
+// inner dimension).
+__device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& at) {
+  return job.rows_per_token == 1 ? at.row : at.outer;
 }
 
 // Where one row's codes go and whether it is written at all (a row past the end, or a cache
@@ -86,17 +108,17 @@ struct RowTarget {
 };
 
 // value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
-// scale_element: bytes of one element of the scales view.
-// Row indices of one launch are below 2^31 (rows_launch.cuh), so its view offsets split rows
-// with FastDivisors; slots (a cache may hold more than 2^31) with a 64-bit one.
-__device__ __forceinline__ RowTarget row_target(const RowJob& job, uint32_t row, int value_bytes,
-                                                int scale_bytes, int scale_element) {
+// scale_element: bytes of one element of the scales view. Slots (a cache may hold more than
+// 2^31) split into pages with a 64-bit FastDivisor.
+__device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowIndex& at,
+                                                int value_bytes, int scale_bytes,
+                                                int scale_element) {
   RowTarget target;
-  if (row >= job.rows) return target;
+  if (at.row >= job.rows) return target;
   const Destination& to = job.destination;
   if (to.slots != nullptr) {
-    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + row)
-                                      : __ldg(static_cast<const int32_t*>(to.slots) + row);
+    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
+                                      : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
     if (slot < 0 || slot >= to.num_slots) return target;
     const auto page_index = static_cast<int64_t>(to.by_page_size.quotient(slot));
     uint8_t* page = to.cache + page_index * to.page_stride;
@@ -104,26 +126,26 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, uint32_t row,
     target.values = page + in_page * value_bytes;
     target.scales = page + static_cast<int64_t>(to.page_size) * value_bytes + in_page * scale_bytes;
   } else {
-    target.values = to.values + to.value_rows.offset32(row);
+    target.values = to.values + to.value_rows.at(at.outer, at.inner);
     if (to.scales != nullptr) {
       target.scales =
-          static_cast<uint8_t*>(to.scales) + to.scale_rows.offset32(row) * scale_element;
+          static_cast<uint8_t*>(to.scales) + to.scale_rows.at(at.outer, at.inner) * scale_element;
     }
   }
   target.live = true;
   return target;
 }
 
-// The weight of row `row` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
+// The weight of row `at` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
 // form, w * weight_scale in the MXFP4 form (sigma null).
-__device__ __forceinline__ void fold_weight(const WeightFold& fold, uint32_t row,
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowIndex& at,
                                             const float* sigma) {
   if (fold.weights == nullptr) return;
-  const int64_t at = fold.weight_rows.offset32(row);
-  float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + at)
-                              : load_float(static_cast<const float*>(fold.weights) + at);
+  const int64_t in = fold.weight_rows.at(at.outer, at.inner);
+  float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + in)
+                              : load_float(static_cast<const float*>(fold.weights) + in);
   if (sigma != nullptr) w = __fmul_rn(w, *sigma);
-  fold.weights_out[fold.weights_out_rows.offset32(row)] = __fmul_rn(w, fold.weight_scale);
+  fold.weights_out[fold.weights_out_rows.at(at.outer, at.inner)] = __fmul_rn(w, fold.weight_scale);
 }
 
 Status launch_fp8_rows(const RowJob& job, cudaStream_t stream, const char* op);

@@ -75,7 +75,7 @@ inline int64_t rows_bytes(const Rows& rows, int64_t start, int64_t element) {
 }
 
 // Rows [start, start + count) of `job` as a job of its own: every pointer moved to row `start`,
-// which is a multiple of every inner dimension, so each row keeps its (outer, inner) split.
+// a multiple of the rows' inner dimension, so each row keeps its (outer, inner) split.
 inline RowJob job_part(const RowJob& job, int64_t start, int64_t count, int64_t scale_element) {
   RowJob part = job;
   part.rows = count;
@@ -103,28 +103,37 @@ inline RowJob job_part(const RowJob& job, int64_t start, int64_t count, int64_t 
   return part;
 }
 
-// The rows a part may start at: multiples of every inner dimension and of the rows per token.
-// Capped past kMaxRowsPerLaunch (such a job is refused), so the products never overflow.
-inline int64_t row_quantum(const RowJob& job) {
-  int64_t quantum = 1;
-  auto take = [&](int64_t inner) {
-    if (quantum <= kMaxRowsPerLaunch && inner <= kMaxRowsPerLaunch) {
-      quantum = std::lcm(quantum, inner);
-    } else {
-      quantum = kMaxRowsPerLaunch + 1;
-    }
-  };
-  take(job.input_rows.inner);
-  take(job.rows_per_token);
-  if (job.destination.slots == nullptr) {
-    take(job.destination.value_rows.inner);
-    if (job.destination.scales != nullptr) take(job.destination.scale_rows.inner);
+// Gives every view of `job` the job's inner dimension, the largest of its views' (H of a
+// [T, H, D] job, else 1): a [T * H, D]-shaped view (inner 1) is the same rows as [T, H, D] with
+// strides (H * stride, stride). The kernels then split a row into (outer, inner) once for all
+// views. False when a view has another inner dimension (the ops' shape checks exclude it), or a
+// RoPE job's rows per token are neither 1 nor that dimension.
+inline bool share_row_split(RowJob& job) {
+  Destination& to = job.destination;
+  WeightFold& fold = job.weights;
+  Rows* views[5] = {&job.input_rows, nullptr, nullptr, nullptr, nullptr};
+  if (to.slots == nullptr) {
+    views[1] = &to.value_rows;
+    if (to.scales != nullptr) views[2] = &to.scale_rows;
   }
-  if (job.weights.weights != nullptr) {
-    take(job.weights.weight_rows.inner);
-    take(job.weights.weights_out_rows.inner);
+  if (fold.weights != nullptr) views[3] = &fold.weight_rows, views[4] = &fold.weights_out_rows;
+  int64_t inner = 1;
+  for (const Rows* view : views) {
+    if (view != nullptr && view->inner > inner) inner = view->inner;
   }
-  return quantum;
+  if (!fast_divisor_fits(inner) || inner > kMaxRowsPerLaunch) return false;
+  for (Rows* view : views) {
+    if (view == nullptr || view->inner == inner) continue;
+    if (view->inner != 1) return false;
+    *view = rows_with(inner, view->outer_stride * inner, view->outer_stride);
+  }
+  if (job.rope.style != static_cast<int>(RopeStyle::kNone) && job.rows_per_token != 1 &&
+      job.rows_per_token != inner) {
+    return false;
+  }
+  job.row_inner = static_cast<uint32_t>(inner);
+  job.by_row_inner = FastDivisor(static_cast<uint32_t>(inner));
+  return true;
 }
 
 template <typename Kernel>
@@ -139,23 +148,21 @@ void launch_part(const RowJob& job, cudaStream_t stream) {
 }  // namespace rows_launch
 
 // Launches `job` with the row kernel Kernel (one group of D / 16 lanes per rows_per_group rows),
-// in parts of at most 2^30 rows. Kernel::kScaleElement: bytes of one element of a scales view.
+// in parts of at most 2^30 rows, each starting at a multiple of the rows' inner dimension.
+// Kernel::kScaleElement: bytes of one element of a scales view.
 template <typename Kernel>
-Status launch_rows(const RowJob& job, cudaStream_t stream, const char* op) {
-  if (job.rows == 0) return Status::Ok();
+Status launch_rows(const RowJob& given, cudaStream_t stream, const char* op) {
+  if (given.rows == 0) return Status::Ok();
+  RowJob job = given;
+  if (!rows_launch::share_row_split(job)) {
+    return Status::Unsupported(concat(op, ": the CUDA kernels take views whose rows are all ",
+                                      "[N, D] or all [T, H, D] with the same H (H < 2^30)"));
+  }
   if (job.rows <= rows_launch::kMaxRowsPerLaunch) {
     rows_launch::launch_part<Kernel>(job, stream);
     return launch_status(op);
   }
-  const int64_t quantum = rows_launch::row_quantum(job);
-  if (quantum > rows_launch::kMaxRowsPerLaunch / 2) {
-    return Status::Unsupported(concat(op,
-                                      ": a CUDA job of more than 2^30 rows is split at "
-                                      "multiples of the rows per token or outer index, which must "
-                                      "be at most 2^29; got ",
-                                      quantum));
-  }
-  const int64_t part_rows = rows_launch::kMaxRowsPerLaunch / quantum * quantum;
+  const int64_t part_rows = rows_launch::kMaxRowsPerLaunch / job.row_inner * job.row_inner;
   for (int64_t start = 0; start < job.rows; start += part_rows) {
     const int64_t count = job.rows - start < part_rows ? job.rows - start : part_rows;
     rows_launch::launch_part<Kernel>(

@@ -13,25 +13,31 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
+__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, true))
     mxfp4_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = rows_per_group(kRope);
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
   const uint32_t first_row = group * kRows;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
-  if (first_row >= job.rows) return;  // a group's lanes leave together
-  const unsigned mask = group_mask<kLanes>();
+  // A warp leaves only when all its groups are past the end (its shuffles name the whole warp);
+  // a group past the end computes on zeros and writes nothing.
+  const uint32_t warp_first_row = (group & ~static_cast<uint32_t>(32 / kLanes - 1)) * kRows;
+  if (warp_first_row >= job.rows) return;
+  const unsigned mask = kFullWarp;
   const int value_bytes = job.head_dim / 2;
   const int scale_count = job.head_dim / kMxfp4BlockSize;
+  RowIndex at[kRows];
   RowTarget target[kRows];
   float x[kRows][kLaneValues];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    target[u] = row_target(job, first_row + u, value_bytes, scale_count, 1);
+    at[u] = row_index(job, first_row + u);
+    target[u] = row_target(job, at[u], value_bytes, scale_count, 1);
     if (target[u].live) {
       load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                       job.input_rows.offset32(first_row + u) + lane * kLaneValues);
+                                       job.input_rows.at(at[u].outer, at[u].inner) +
+                                       lane * kLaneValues);
     } else {
 #pragma unroll
       for (int k = 0; k < kLaneValues; ++k) x[u][k] = 0.0f;
@@ -40,8 +46,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
   if constexpr (kRope) {
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
-      apply_rope<kLanes>(x[u], job.rope, job.by_rows_per_token.quotient(first_row + u),
-                         target[u].live, lane, mask);
+      apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
     }
   }
   uint32_t scale_byte[kRows];
@@ -54,7 +59,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
     if (lane % kLanesPerMxfp4Block == 0) {
       target[u].scales[lane / kLanesPerMxfp4Block] = static_cast<uint8_t>(scale_byte[u]);
     }
-    if (lane == 0) fold_weight(job.weights, first_row + u, nullptr);  // not q-scaled in MXFP4
+    if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
   }
 }
 
