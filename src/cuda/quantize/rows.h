@@ -29,8 +29,12 @@ struct Destination {
   uint8_t* cache = nullptr;
   int64_t page_stride = 0;
   int page_size = 0;
-  FastDivisor64 by_page_size;  // slot -> page
+  int64_t scales_in_page = 0;  // where a page's scales start: page_size * value bytes a key
   int64_t num_slots = 0;
+  // slot -> page: in 32 bits when every slot is below 2^31, else in 64.
+  bool slots_fit_32 = false;
+  FastDivisor by_page_size;
+  FastDivisor64 by_page_size_64;
 };
 
 // The query weights: weights_out[r] = weights[r] * (sigma_r for FP8) * weight_scale.
@@ -99,8 +103,8 @@ __device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& 
   return job.rows_per_token == 1 ? at.row : at.outer;
 }
 
-// Where one row's codes go and whether it is written at all (a row past the end, or a cache
-// slot < 0 or past the cache, is not).
+// Where one row's codes go and whether it is written at all (a row past the end, in_range
+// false, or a cache slot < 0 or past the cache, is not).
 struct RowTarget {
   bool live = false;
   uint8_t* values = nullptr;
@@ -108,23 +112,32 @@ struct RowTarget {
 };
 
 // value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
-// scale_element: bytes of one element of the scales view. Slots (a cache may hold more than
-// 2^31) split into pages with a 64-bit FastDivisor.
+// scale_element: bytes of one element of the scales view. Slots split into pages with a 32-bit
+// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots.
 __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowIndex& at,
-                                                int value_bytes, int scale_bytes,
+                                                bool in_range, int value_bytes, int scale_bytes,
                                                 int scale_element) {
   RowTarget target;
-  if (at.row >= job.rows) return target;
+  if (!in_range) return target;
   const Destination& to = job.destination;
   if (to.slots != nullptr) {
     const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
                                       : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
     if (slot < 0 || slot >= to.num_slots) return target;
-    const auto page_index = static_cast<int64_t>(to.by_page_size.quotient(slot));
-    uint8_t* page = to.cache + page_index * to.page_stride;
-    const int64_t in_page = slot - page_index * to.page_size;
-    target.values = page + in_page * value_bytes;
-    target.scales = page + static_cast<int64_t>(to.page_size) * value_bytes + in_page * scale_bytes;
+    uint8_t* page;
+    uint64_t in_page;
+    if (to.slots_fit_32) {  // the same branch for the whole launch
+      const auto slot32 = static_cast<uint32_t>(slot);
+      const uint32_t page_index = to.by_page_size.quotient(slot32);
+      in_page = slot32 - page_index * static_cast<uint32_t>(to.page_size);
+      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+    } else {
+      const uint64_t page_index = to.by_page_size_64.quotient(static_cast<uint64_t>(slot));
+      in_page = static_cast<uint64_t>(slot) - page_index * static_cast<uint64_t>(to.page_size);
+      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+    }
+    target.values = page + in_page * static_cast<uint32_t>(value_bytes);
+    target.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
   } else {
     target.values = to.values + to.value_rows.at(at.outer, at.inner);
     if (to.scales != nullptr) {

@@ -21,8 +21,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, fa
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
   const uint32_t first_row = group * kRows;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
-  // A warp leaves only when all its groups are past the end (its shuffles name the whole warp);
-  // a group past the end computes on zeros and writes nothing.
+  // A warp leaves only when all its groups are past the end (its shuffles name the whole warp).
   const uint32_t warp_first_row = (group & ~static_cast<uint32_t>(32 / kLanes - 1)) * kRows;
   if (warp_first_row >= job.rows) return;
   const unsigned mask = kFullWarp;
@@ -31,16 +30,15 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, fa
   float x[kRows][kLaneValues];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    at[u] = row_index(job, first_row + u);
-    target[u] = row_target(job, at[u], job.head_dim, 4, sizeof(float));
-    if (target[u].live) {
-      load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                       job.input_rows.at(at[u].outer, at[u].inner) +
-                                       lane * kLaneValues);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kLaneValues; ++k) x[u][k] = 0.0f;
-    }
+    // A row past the end reads the last row (no branch around the loads, no zeros to set)
+    // and writes nothing; so do rows whose slot is skipped.
+    const uint32_t row = first_row + u;
+    const bool in_range = row < job.rows;
+    at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
+    target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
+    load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
+                                     job.input_rows.at(at[u].outer, at[u].inner) +
+                                     lane * kLaneValues);
   }
   if constexpr (kRope) {
 #pragma unroll
