@@ -65,7 +65,7 @@ struct RowJob {
   WeightFold weights;
 };
 
-// Head dims the kernels take: D/16 lanes per row, a power of two up to a warp.
+// Head dims the kernels take: D/16 lanes per row, a power of two up to half a warp.
 inline bool head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
