@@ -255,7 +255,7 @@ __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues], uint
   uint32_t words[2] = {0, 0};
 #pragma unroll
   for (int k = 0; k < kLaneValues; ++k) {
-    words[k / 8] |= codes::e2m1_code(__float_as_uint(__fmul_rn(x[k], inverse))) << (4 * (k % 8));
+    words[k / 8] |= codes::e2m1_code_of(__fmul_rn(x[k], inverse)) << (4 * (k % 8));
   }
   return make_uint2(words[0], words[1]);
 }
