@@ -37,6 +37,7 @@ struct GatherParams {
   const uint8_t* cache;
   int64_t page_stride;
   int page_size;
+  int64_t scales_in_page;  // where a page's scales start: page_size * value_bytes
   quant::FastDivisor by_page_size;
   int64_t num_pages;
   int value_bytes;
@@ -70,9 +71,15 @@ struct Chunk<1> {
   using Type = uint8_t;
 };
 
-// The source key of workspace key `key`, or null when it has none (see the header comment).
-__device__ __forceinline__ const uint8_t* source_key(const GatherParams& p, int64_t key,
-                                                     int64_t* in_page) {
+// Where workspace key `key`'s values and scale are in the cache; values null when it has none
+// (see the header comment).
+struct KeySource {
+  const uint8_t* values = nullptr;
+  const uint8_t* scale = nullptr;
+};
+
+__device__ __forceinline__ KeySource source_key(const GatherParams& p, int64_t key) {
+  KeySource none;
   int lo = 0;
   int hi = p.requests + 1;  // first r in [0, R] with cu[r] > key
   while (lo < hi) {
@@ -84,17 +91,19 @@ __device__ __forceinline__ const uint8_t* source_key(const GatherParams& p, int6
     }
   }
   const int request = lo - 1;
-  if (request < 0 || request >= p.requests) return nullptr;
+  if (request < 0 || request >= p.requests) return none;
   const int32_t begin = __ldg(p.cu_seq_lens + request);
-  if (begin < 0 || key >= __ldg(p.cu_seq_lens + request + 1)) return nullptr;
+  if (begin < 0 || key >= __ldg(p.cu_seq_lens + request + 1)) return none;
   // 0 <= j <= key < cu_seq_lens[R] < 2^31: the FastDivisor's range.
   const auto j = static_cast<uint32_t>(key - begin);
   const uint32_t column = p.by_page_size.quotient(j);
-  if (column >= p.table_columns) return nullptr;
+  if (column >= p.table_columns) return none;
   const int32_t page = __ldg(p.block_table + request * p.table_row_stride + column);
-  if (page < 0 || page >= p.num_pages) return nullptr;
-  *in_page = j - column * static_cast<uint32_t>(p.page_size);
-  return p.cache + page * p.page_stride;
+  if (page < 0 || page >= p.num_pages) return none;
+  const uint64_t in_page = j - column * static_cast<uint32_t>(p.page_size);
+  const uint8_t* start = p.cache + page * p.page_stride;
+  return {start + in_page * static_cast<uint32_t>(p.value_bytes),
+          start + p.scales_in_page + in_page * static_cast<uint32_t>(p.scale_bytes)};
 }
 
 template <int kChunk, bool kScaleWord>
@@ -110,20 +119,22 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
     const int64_t first_key = tile * kTileKeys;
     // The lane's own key: its source and its scale.
     const int64_t own_key = first_key + lane;
-    int64_t in_page = 0;
-    const uint8_t* page = own_key < keys ? source_key(p, own_key, &in_page) : nullptr;
-    const uint8_t* source = page == nullptr ? nullptr : page + in_page * p.value_bytes;
-    const uint8_t* scale_in =
-        page + static_cast<int64_t>(p.page_size) * p.value_bytes + in_page * p.scale_bytes;
+    const KeySource own = own_key < keys ? source_key(p, own_key) : KeySource{};
+    const uint8_t* source = own.values;
+    const uint8_t* scale_in = own.scale;
     uint32_t scale = 0;  // a 4-byte scale, loaded with the values
     if constexpr (kScaleWord) {
-      if (page != nullptr) scale = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
+      if (source != nullptr) scale = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
     }
-    const auto source_bits = reinterpret_cast<uintptr_t>(source);
+    // The key's source and workspace row, for the lanes copying its chunks (by shuffles).
+    const auto source_bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(source));
     const auto source_low = static_cast<uint32_t>(source_bits);
-    const auto source_high = static_cast<uint32_t>(static_cast<uint64_t>(source_bits) >> 32);
+    const auto source_high = static_cast<uint32_t>(source_bits >> 32);
+    const auto row_bits =
+        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.values + own_key * p.values_row_bytes));
+    const auto row_low = static_cast<uint32_t>(row_bits);
+    const auto row_high = static_cast<uint32_t>(row_bits >> 32);
     // The tile's chunks: lane l takes chunks l, l + 32, ... of the tile's 32 * chunks_per_key.
-    uint8_t* const tile_values = p.values + first_key * p.values_row_bytes;
     for (int first = 0; first < p.chunks_per_key; first += kChunksInFlight) {
       T chunk[kChunksInFlight];
       uint8_t* to[kChunksInFlight];
@@ -140,14 +151,17 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
         if (from_bits == 0) continue;  // no source: the key is not written
         const auto* from = reinterpret_cast<const uint8_t*>(from_bits);
         chunk[u] = __ldcs(reinterpret_cast<const T*>(from + part * kChunk));
-        to[u] = tile_values + key * p.values_row_bytes + part * kChunk;
+        const uint64_t to_bits = static_cast<uint64_t>(__shfl_sync(0xFFFFFFFFu, row_high, key))
+                                     << 32 |
+                                 __shfl_sync(0xFFFFFFFFu, row_low, key);
+        to[u] = reinterpret_cast<uint8_t*>(to_bits) + part * kChunk;
       }
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
         if (to[u] != nullptr) *reinterpret_cast<T*>(to[u]) = chunk[u];
       }
     }
-    if (page == nullptr) continue;
+    if (source == nullptr) continue;
     uint8_t* scale_out = p.scales + own_key * p.scales_row_bytes;
     if constexpr (kScaleWord) {
       *reinterpret_cast<uint32_t*>(scale_out) = scale;
@@ -197,6 +211,7 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
   p.by_page_size = quant::FastDivisor(static_cast<uint32_t>(cache.page_size));
   p.num_pages = cache.num_pages;
   p.value_bytes = static_cast<int>(cache.value_bytes_per_key());
+  p.scales_in_page = static_cast<int64_t>(cache.page_size) * p.value_bytes;
   p.scale_bytes = static_cast<int>(cache.scale_bytes_per_key());
   p.block_table = block_table.ptr<int32_t>();
   p.table_row_stride = block_table.stride[0];
