@@ -32,6 +32,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileKeys = 32;       // keys per warp tile: one a lane
 constexpr int kChunksInFlight = 4;  // chunk loads a lane issues before its stores
+constexpr unsigned kAllLanes = 0xFFFFFFFFu;
 
 struct GatherParams {
   const uint8_t* cache;
@@ -138,27 +139,29 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
     for (int first = 0; first < p.chunks_per_key; first += kChunksInFlight) {
       T chunk[kChunksInFlight];
       uint8_t* to[kChunksInFlight];
+      bool copies[kChunksInFlight];
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
-        to[u] = nullptr;
-        if (first + u >= p.chunks_per_key) continue;  // the same for the whole warp
-        const auto item = static_cast<uint32_t>((first + u) * kTileKeys + lane);
+        // Straight-line shuffles for all four (a chunk past the key's last is chunk 0's again,
+        // and not copied): no branch around them.
+        const bool in_key = first + u < p.chunks_per_key;  // the same for the whole warp
+        const auto item = static_cast<uint32_t>((in_key ? first + u : 0) * kTileKeys + lane);
         const uint32_t key = p.by_chunks_per_key.quotient(item);
         const uint32_t part = item - key * static_cast<uint32_t>(p.chunks_per_key);
-        const uint64_t from_bits = static_cast<uint64_t>(__shfl_sync(0xFFFFFFFFu, source_high, key))
+        const uint64_t from_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, source_high, key))
                                        << 32 |
-                                   __shfl_sync(0xFFFFFFFFu, source_low, key);
-        if (from_bits == 0) continue;  // no source: the key is not written
-        const auto* from = reinterpret_cast<const uint8_t*>(from_bits);
-        chunk[u] = __ldcs(reinterpret_cast<const T*>(from + part * kChunk));
-        const uint64_t to_bits = static_cast<uint64_t>(__shfl_sync(0xFFFFFFFFu, row_high, key))
+                                   __shfl_sync(kAllLanes, source_low, key);
+        const uint64_t to_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, row_high, key))
                                      << 32 |
-                                 __shfl_sync(0xFFFFFFFFu, row_low, key);
+                                 __shfl_sync(kAllLanes, row_low, key);
+        copies[u] = in_key && from_bits != 0;  // no source: the key is not written
+        const auto* from = reinterpret_cast<const uint8_t*>(from_bits) + part * kChunk;
+        if (copies[u]) chunk[u] = __ldcs(reinterpret_cast<const T*>(from));
         to[u] = reinterpret_cast<uint8_t*>(to_bits) + part * kChunk;
       }
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
-        if (to[u] != nullptr) *reinterpret_cast<T*>(to[u]) = chunk[u];
+        if (copies[u]) *reinterpret_cast<T*>(to[u]) = chunk[u];
       }
     }
     if (source == nullptr) continue;
