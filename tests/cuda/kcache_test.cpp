@@ -132,13 +132,15 @@ TEST(InsertKCacheCuda, MatchesTheCpuByteForByte) {
   FI_SEEDED_RNG(rng);
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
     for (DType key_dtype : {DType::kBF16, DType::kF32}) {
-      for (int head_dim : {128, 64}) {
+      for (int head_dim : {128, 64, 256, 32}) {  // 8, 4, 16 and 2 lanes a row
         for (int64_t stride_pad : {0, 4, 512}) {
           for (RopeStyle rope : {RopeStyle::kNone, RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+            if (head_dim < kRopeDims && rope != RopeStyle::kNone) continue;  // rejected by the op
+            // Page sizes of both kinds for the slot -> page split: powers of two and not.
             const InsertCase c{format,
                                key_dtype,
                                rng.bernoulli(0.5) ? DType::kI64 : DType::kI32,
-                               static_cast<int>(rng.pick(std::vector<int64_t>{16, 64})),
+                               static_cast<int>(rng.pick(std::vector<int64_t>{16, 64, 7, 100})),
                                head_dim,
                                stride_pad,
                                rope};
@@ -306,10 +308,11 @@ TEST(GatherKWorkspaceCuda, MatchesTheCpuByteForByte) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
-    for (int head_dim : {128, 64}) {
+    for (int head_dim : {128, 64, 32, 256}) {
       for (int64_t stride_pad : {0, 4, 1024}) {
         for (int64_t row_pad : {0, 3}) {
-          const int page_size = static_cast<int>(rng.pick(std::vector<int64_t>{16, 64, 128}));
+          const int page_size =
+              static_cast<int>(rng.pick(std::vector<int64_t>{16, 64, 128, 7, 100}));
           SCOPED_TRACE(::testing::Message()
                        << kformat_name(format) << " D " << head_dim << " page_size " << page_size
                        << " stride_pad " << stride_pad << " row_pad " << row_pad);

@@ -54,6 +54,25 @@ TEST(DeviceCodes, E2M1EncoderMatchesTheCpuOverASweepOfFloats) {
   }
 }
 
+TEST(DeviceCodes, BranchFreeE2M1EncoderMatchesTheCpuOnEveryFloatNearTheGrid) {
+  // Every float of magnitude 2^-3 to 10 (each rounding boundary of the grid and its binades),
+  // both signs, then a sweep of all floats and the edges (specials, subnormals).
+  for (uint32_t b = 0x3E000000u; b <= 0x41200000u; ++b) {
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      const uint32_t v = b | sign;
+      ASSERT_EQ(codes::e2m1_code_of(bits_float(v)), float_to_e2m1(bits_float(v)))
+          << "bits " << std::hex << v;
+    }
+  }
+  std::vector<uint32_t> bits = edge_bits();
+  for (uint64_t b = 0; b < (1ull << 32); b += 997) bits.push_back(static_cast<uint32_t>(b));
+  for (uint32_t b = 0; b < 4096; ++b) bits.push_back(b), bits.push_back(b | 0x80000000u);
+  for (uint32_t b : bits) {
+    ASSERT_EQ(codes::e2m1_code_of(bits_float(b)), float_to_e2m1(bits_float(b)))
+        << "bits " << std::hex << b;
+  }
+}
+
 TEST(DeviceCodes, Bf16RoundingMatchesTheCpuOverASweepOfFloats) {
   std::vector<uint32_t> bits = edge_bits();
   for (uint64_t b = 0; b < (1ull << 32); b += 4093) bits.push_back(static_cast<uint32_t>(b));
@@ -377,7 +396,7 @@ TEST(QueryQuantCuda, Fp8MatchesTheCpuByteForByte) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {64, 128, 256}) {  // 4, 8 and 16 lanes a row, all with RoPE
       for (RopeStyle style : kStyles) {
         for (RopeDims dims : {RopeDims::kFirst64, RopeDims::kLast64}) {
           for (int64_t q_pad : {0, 3}) {
@@ -416,7 +435,7 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {64, 128, 256}) {  // 4, 8 and 16 lanes a row, all with RoPE
       for (RopeStyle style : kStyles) {
         for (RopeDims dims : {RopeDims::kFirst64, RopeDims::kLast64}) {
           SCOPED_TRACE(::testing::Message()

@@ -2,14 +2,17 @@
 // gather_k_workspace on CUDA tensors (spec §4.6): every request's keys, read through its block
 // table, copied into the packed workspace in request order.
 //
-// A pure copy of value_bytes + scale_bytes per key (132 FP8, 68 MXFP4 at D = 128). The work is
-// a grid-stride loop over (workspace key, 16-byte chunk of its values): consecutive threads copy
-// consecutive chunks of consecutive keys, so a warp reads and writes whole 128-byte lines, and
-// the key's first chunk also copies its scale. Each thread finds its key's request by a binary
-// search of cu_seq_lens (L1-resident), so any mix of request lengths spreads evenly; two items
-// per iteration keep two loads in flight per thread. The grid is one wave of resident blocks (or
-// fewer, from the workspace's host shape); the keys to copy come from cu_seq_lens[R] read on the
-// device: graph-capturable, no sync.
+// A pure copy of value_bytes + scale_bytes per key (132 FP8, 68 MXFP4 at D = 128). Each warp
+// takes a tile of 32 consecutive workspace keys at a time (a grid-stride loop over tiles): lane l
+// finds key l's source once (its request by a binary search of cu_seq_lens, L1-resident, so any
+// mix of request lengths spreads evenly; its page through the block table) and copies that key's
+// scale; then the warp copies the tile's values in chunks of 16 bytes (or 4, or 1 where the
+// addresses allow no wider), consecutive lanes taking consecutive chunks, so a warp reads and
+// writes whole 128-byte lines, each chunk's source taken from its key's lane by a shuffle. What a
+// key costs besides its bytes is paid once a key, not once a chunk, and no chunk needs a
+// division (FastDivisors, built on the host). Four chunks a lane are loaded before any is
+// stored. The grid is one wave of resident blocks (or fewer, from the workspace's host shape);
+// the keys to copy come from cu_seq_lens[R] read on the device: graph-capturable, no sync.
 //
 // Nothing is read or written out of bounds whatever the device-side values: a key whose request
 // offsets are not ordered, whose page index is past the block table's width, or whose page id is
@@ -20,20 +23,27 @@
 #include "cuda/common/check.h"
 #include "cuda/common/device.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/quantize/fast_divide.h"
 #include "cuda/quantize/lanes.cuh"
 
 namespace flashindexer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerIteration = 2;  // loads in flight per thread
+constexpr int kTileKeys = 32;       // keys per warp tile: one a lane
+constexpr int kChunksInFlight = 4;  // chunk loads a lane issues before its stores
+constexpr unsigned kAllLanes = 0xFFFFFFFFu;
 
 struct GatherParams {
   const uint8_t* cache;
   int64_t page_stride;
   int page_size;
+  int64_t scales_in_page;  // where a page's scales start: page_size * value_bytes
+  quant::FastDivisor by_page_size;
   int64_t num_pages;
   int value_bytes;
+  int chunks_per_key;  // value_bytes / the chunk
+  quant::FastDivisor by_chunks_per_key;
   int scale_bytes;
   const int32_t* block_table;
   int64_t table_row_stride;
@@ -62,9 +72,15 @@ struct Chunk<1> {
   using Type = uint8_t;
 };
 
-// The source key of workspace key `key`, or null when it has none (see the header comment).
-__device__ __forceinline__ const uint8_t* source_key(const GatherParams& p, int64_t key,
-                                                     int64_t* in_page) {
+// Where workspace key `key`'s values and scale are in the cache; values null when it has none
+// (see the header comment).
+struct KeySource {
+  const uint8_t* values = nullptr;
+  const uint8_t* scale = nullptr;
+};
+
+__device__ __forceinline__ KeySource source_key(const GatherParams& p, int64_t key) {
+  KeySource none;
   int lo = 0;
   int hi = p.requests + 1;  // first r in [0, R] with cu[r] > key
   while (lo < hi) {
@@ -76,69 +92,84 @@ __device__ __forceinline__ const uint8_t* source_key(const GatherParams& p, int6
     }
   }
   const int request = lo - 1;
-  if (request < 0 || request >= p.requests) return nullptr;
-  const int64_t begin = __ldg(p.cu_seq_lens + request);
-  if (key >= __ldg(p.cu_seq_lens + request + 1)) return nullptr;
-  const int64_t j = key - begin;
-  const int64_t column = quant::divide(j, p.page_size);
-  if (column >= p.table_columns) return nullptr;
+  if (request < 0 || request >= p.requests) return none;
+  const int32_t begin = __ldg(p.cu_seq_lens + request);
+  if (begin < 0 || key >= __ldg(p.cu_seq_lens + request + 1)) return none;
+  // 0 <= j <= key < cu_seq_lens[R] < 2^31: the FastDivisor's range.
+  const auto j = static_cast<uint32_t>(key - begin);
+  const uint32_t column = p.by_page_size.quotient(j);
+  if (column >= p.table_columns) return none;
   const int32_t page = __ldg(p.block_table + request * p.table_row_stride + column);
-  if (page < 0 || page >= p.num_pages) return nullptr;
-  *in_page = j - column * p.page_size;
-  return p.cache + page * p.page_stride;
+  if (page < 0 || page >= p.num_pages) return none;
+  const uint64_t in_page = j - column * static_cast<uint32_t>(p.page_size);
+  const uint8_t* start = p.cache + page * p.page_stride;
+  return {start + in_page * static_cast<uint32_t>(p.value_bytes),
+          start + p.scales_in_page + in_page * static_cast<uint32_t>(p.scale_bytes)};
 }
 
 template <int kChunk, bool kScaleWord>
 __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) {
   using T = typename Chunk<kChunk>::Type;
-  const int chunks_per_key = p.value_bytes / kChunk;
   int64_t keys = __ldg(p.cu_seq_lens + p.requests);
   keys = keys < 0 ? 0 : (keys > p.workspace_keys ? p.workspace_keys : keys);
-  const int64_t items = keys * chunks_per_key;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; first < items;
-       first += stride * kItemsPerIteration) {
-    T chunk[kItemsPerIteration];
-    uint32_t scale[kItemsPerIteration];
-    const uint8_t* page[kItemsPerIteration];
-    int64_t key[kItemsPerIteration];
-    int64_t in_page[kItemsPerIteration];
-    int part[kItemsPerIteration];
+  const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+       tile < tiles; tile += warps) {  // the warp's lanes loop together (the shuffles need all)
+    const int64_t first_key = tile * kTileKeys;
+    // The lane's own key: its source and its scale.
+    const int64_t own_key = first_key + lane;
+    const KeySource own = own_key < keys ? source_key(p, own_key) : KeySource{};
+    const uint8_t* source = own.values;
+    const uint8_t* scale_in = own.scale;
+    uint32_t scale = 0;  // a 4-byte scale, loaded with the values
+    if constexpr (kScaleWord) {
+      if (source != nullptr) scale = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
+    }
+    // The key's source and workspace row, for the lanes copying its chunks (by shuffles).
+    const auto source_bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(source));
+    const auto source_low = static_cast<uint32_t>(source_bits);
+    const auto source_high = static_cast<uint32_t>(source_bits >> 32);
+    const auto row_bits =
+        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.values + own_key * p.values_row_bytes));
+    const auto row_low = static_cast<uint32_t>(row_bits);
+    const auto row_high = static_cast<uint32_t>(row_bits >> 32);
+    // The tile's chunks: lane l takes chunks l, l + 32, ... of the tile's 32 * chunks_per_key.
+    for (int first = 0; first < p.chunks_per_key; first += kChunksInFlight) {
+      T chunk[kChunksInFlight];
+      uint8_t* to[kChunksInFlight];
+      bool copies[kChunksInFlight];
 #pragma unroll
-    for (int u = 0; u < kItemsPerIteration; ++u) {
-      const int64_t item = first + u * stride;
-      page[u] = nullptr;
-      if (item >= items) continue;
-      key[u] = quant::divide(item, chunks_per_key);
-      part[u] = static_cast<int>(item - key[u] * chunks_per_key);
-      page[u] = source_key(p, key[u], &in_page[u]);
-      if (page[u] == nullptr) continue;
-      chunk[u] = __ldcs(
-          reinterpret_cast<const T*>(page[u] + in_page[u] * p.value_bytes + part[u] * kChunk));
-      if (part[u] == 0) {  // the key's first chunk also carries its scale, loaded here as well
-        const uint8_t* scale_in = page[u] + static_cast<int64_t>(p.page_size) * p.value_bytes +
-                                  in_page[u] * p.scale_bytes;
-        if constexpr (kScaleWord) {
-          scale[u] = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
-        } else {
-          scale[u] = 0;
-          for (int b = 0; b < p.scale_bytes; ++b)
-            scale[u] |= static_cast<uint32_t>(__ldg(scale_in + b)) << (8 * b);
-        }
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        // Straight-line shuffles for all four (a chunk past the key's last is chunk 0's again,
+        // and not copied): no branch around them.
+        const bool in_key = first + u < p.chunks_per_key;  // the same for the whole warp
+        const auto item = static_cast<uint32_t>((in_key ? first + u : 0) * kTileKeys + lane);
+        const uint32_t key = p.by_chunks_per_key.quotient(item);
+        const uint32_t part = item - key * static_cast<uint32_t>(p.chunks_per_key);
+        const uint64_t from_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, source_high, key))
+                                       << 32 |
+                                   __shfl_sync(kAllLanes, source_low, key);
+        const uint64_t to_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, row_high, key))
+                                     << 32 |
+                                 __shfl_sync(kAllLanes, row_low, key);
+        copies[u] = in_key && from_bits != 0;  // no source: the key is not written
+        const auto* from = reinterpret_cast<const uint8_t*>(from_bits) + part * kChunk;
+        if (copies[u]) chunk[u] = __ldcs(reinterpret_cast<const T*>(from));
+        to[u] = reinterpret_cast<uint8_t*>(to_bits) + part * kChunk;
+      }
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        if (copies[u]) *reinterpret_cast<T*>(to[u]) = chunk[u];
       }
     }
-#pragma unroll
-    for (int u = 0; u < kItemsPerIteration; ++u) {
-      if (page[u] == nullptr) continue;
-      *reinterpret_cast<T*>(p.values + key[u] * p.values_row_bytes + part[u] * kChunk) = chunk[u];
-      if (part[u] != 0) continue;
-      uint8_t* scale_out = p.scales + key[u] * p.scales_row_bytes;
-      if constexpr (kScaleWord) {
-        *reinterpret_cast<uint32_t*>(scale_out) = scale[u];
-      } else {
-        for (int b = 0; b < p.scale_bytes; ++b)
-          scale_out[b] = static_cast<uint8_t>(scale[u] >> (8 * b));
-      }
+    if (source == nullptr) continue;
+    uint8_t* scale_out = p.scales + own_key * p.scales_row_bytes;
+    if constexpr (kScaleWord) {
+      *reinterpret_cast<uint32_t*>(scale_out) = scale;
+    } else {  // any number of bytes (MXFP4 has D/32), unaligned
+      for (int b = 0; b < p.scale_bytes; ++b) scale_out[b] = __ldg(scale_in + b);
     }
   }
 }
@@ -180,8 +211,10 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
   p.cache = static_cast<const uint8_t*>(cache.data);
   p.page_stride = cache.page_stride_bytes;
   p.page_size = cache.page_size;
+  p.by_page_size = quant::FastDivisor(static_cast<uint32_t>(cache.page_size));
   p.num_pages = cache.num_pages;
   p.value_bytes = static_cast<int>(cache.value_bytes_per_key());
+  p.scales_in_page = static_cast<int64_t>(cache.page_size) * p.value_bytes;
   p.scale_bytes = static_cast<int>(cache.scale_bytes_per_key());
   p.block_table = block_table.ptr<int32_t>();
   p.table_row_stride = block_table.stride[0];
@@ -205,8 +238,10 @@ Status gather_k_workspace(const TensorView& values, const TensorView& scales,
   const int chunk = fits(16) ? 16 : (fits(4) ? 4 : 1);
   const bool scale_word = p.scale_bytes == 4 && quant::aligned(cache.data, 4) &&
                           quant::aligned(scales.data, 4) && p.scales_row_bytes % 4 == 0;
-  const int64_t items = p.workspace_keys * (p.value_bytes / chunk);
-  const int64_t wanted = (items + kThreads - 1) / kThreads;
+  p.chunks_per_key = p.value_bytes / chunk;
+  p.by_chunks_per_key = quant::FastDivisor(static_cast<uint32_t>(p.chunks_per_key));
+  const int64_t tiles = (p.workspace_keys + kTileKeys - 1) / kTileKeys;
+  const int64_t wanted = (tiles + kThreads / 32 - 1) / (kThreads / 32);
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if (chunk == 16) {
     launch<16>(p, scale_word, wanted, cuda_stream);

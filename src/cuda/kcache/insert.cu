@@ -24,7 +24,11 @@ Status insert_k_cache(const PagedKCache& cache, const TensorView& keys,
   to.cache = static_cast<uint8_t*>(cache.data);
   to.page_stride = cache.page_stride_bytes;
   to.page_size = cache.page_size;
+  to.scales_in_page = static_cast<int64_t>(cache.page_size) * cache.value_bytes_per_key();
   to.num_slots = cache.num_pages * cache.page_size;
+  to.slots_fit_32 = to.num_slots <= int64_t{quant::FastDivisor::kMaxDividend} + 1;
+  to.by_page_size = quant::FastDivisor(static_cast<uint32_t>(cache.page_size));
+  to.by_page_size_64 = quant::FastDivisor64(static_cast<uint32_t>(cache.page_size));
   job.vector = quant::rows_aligned(keys, 16) && quant::aligned(cache.data, 16) &&
                cache.page_stride_bytes % 16 == 0;
   const auto cuda_stream = static_cast<cudaStream_t>(stream);

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The integer halves of the quantizers, on the float bits, shared by the CUDA kernels and the
 // host tests that check them against src/core/formats.cpp over every float: E2M1 encoding (sm_90
-// has no E2M1 conversion instruction), the UE8M0 exponent of a positive float and bf16 rounding.
+// has no E2M1 conversion instruction; two forms), the UE8M0 exponent of a positive float and bf16
+// rounding.
 // Each gives exactly the bits of the CPU backend's function named beside it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/host_device.h"
 
@@ -31,6 +34,49 @@ FI_HOST_DEVICE uint32_t e2m1_code(uint32_t bits) {
     if (index > 7u) index = 7u;
   }
   return ((bits >> 28) & 0x8u) | index;
+}
+
+FI_HOST_DEVICE uint32_t bits_of(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+#endif
+}
+
+FI_HOST_DEVICE float float_of(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+#endif
+}
+
+// float_to_e2m1 again (the same code for every float), without branches: the kernels' form,
+// where e2m1_code's branches and compares cost more than the value's other work. |x| is first
+// clamped to 8 (everything from 7 up encodes as 6, code 7). Adding 2^(22+k) to it in binade
+// [2^k, 2^(k+1)) (k clamped to 0..2) rounds it, to nearest even, onto the E2M1 grid's step
+// there (0.5 below 2, 1 in [2, 4), 2 in [4, 8]), and the sum's mantissa counts the steps: the
+// code is that count plus 2k, at most 7. NaN is +0.
+FI_HOST_DEVICE uint32_t e2m1_code_of(float x) {
+  const uint32_t bits = bits_of(x);
+  const bool nan = !(x == x);
+  const float clamped = fminf(fabsf(x), 8.0f);  // NaN: 8, replaced below
+  const int binade = static_cast<int>(bits_of(clamped) >> 23) - 127;
+  const int k = binade < 0 ? 0 : (binade > 2 ? 2 : binade);
+  const float magic = float_of(static_cast<uint32_t>(127 + 22 + k) << 23);
+#if defined(__CUDA_ARCH__)
+  const float sum = __fadd_rn(clamped, magic);
+#else
+  const float sum = clamped + magic;  // IEEE single addition, round to nearest even
+#endif
+  uint32_t index = (bits_of(sum) & 0x7FFFFFu) + 2u * static_cast<uint32_t>(k);
+  index = index > 7u ? 7u : index;
+  return nan ? 0u : (index | ((bits >> 28) & 0x8u));
 }
 
 // ceil(log2(x)) of a positive float as the CPU derives it from frexp: exact for finite x, and 0

@@ -21,9 +21,9 @@ quant::RowJob query_job(const TensorView& q, const TensorView& weights,
   quant::WeightFold& fold = job.weights;
   fold.weights = weights.data;
   fold.weights_bf16 = weights.dtype == DType::kBF16;
-  fold.weight_rows = {weights.shape[1], weights.stride[0], 1};
+  fold.weight_rows = quant::rows_with(weights.shape[1], weights.stride[0], 1);
   fold.weights_out = weights_out.ptr<float>();
-  fold.weights_out_rows = {weights_out.shape[1], weights_out.stride[0], 1};
+  fold.weights_out_rows = quant::rows_with(weights_out.shape[1], weights_out.stride[0], 1);
   fold.weight_scale = quant_options.weight_scale;
   return job;
 }

@@ -29,7 +29,12 @@ struct Destination {
   uint8_t* cache = nullptr;
   int64_t page_stride = 0;
   int page_size = 0;
+  int64_t scales_in_page = 0;  // where a page's scales start: page_size * value bytes a key
   int64_t num_slots = 0;
+  // slot -> page: in 32 bits when every slot is below 2^31, else in 64.
+  bool slots_fit_32 = false;
+  FastDivisor by_page_size;
+  FastDivisor64 by_page_size_64;
 };
 
 // The query weights: weights_out[r] = weights[r] * (sigma_r for FP8) * weight_scale.
@@ -49,33 +54,57 @@ struct RowJob {
   int64_t rows = 0;
   int head_dim = 0;
   int64_t rows_per_token = 1;  // RoPE position of row r: positions[r / rows_per_token]
-  float floor = 1e-4f;         // FP8: the amax floor
-  bool vector = false;         // every row and destination allows the lanes' vector accesses
+  // Set by launch_rows: every view's inner dimension (1, or H of a [T, H, D] job; rows_per_token
+  // is 1 or H too), and the divisor that splits a row into (outer, inner) once for all views.
+  uint32_t row_inner = 1;
+  FastDivisor by_row_inner;
+  float floor = 1e-4f;  // FP8: the amax floor
+  bool vector = false;  // every row and destination allows the lanes' vector accesses
   Rope rope;
   Destination destination;
   WeightFold weights;
 };
 
-// Head dims the kernels take: D/8 lanes per row, a power of two up to a warp.
+// Head dims the kernels take: D/16 lanes per row, a power of two up to half a warp.
 inline bool head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// Each group of D/8 lanes quantizes this many rows, their loads issued together: twice the bytes
-// in flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
-// kernel needs both; a bound forcing more blocks per SM spilled).
-constexpr int kRowsPerGroup = 2;
-// Registers: at most 64 a thread (4 blocks of 256 threads per SM, each thread with 32 bytes of
-// bf16 loads in flight); the RoPE kernels, which hold a row's partner half too, up to 80 (3
-// blocks), and with f32 input (64 bytes of loads in flight) up to 128 (2 blocks): tighter bounds
-// spilled.
+// Each group of D/16 lanes quantizes two rows, their loads issued together: twice the bytes in
+// flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
+// kernel needs both), and the group's lanes split the rows' scales between them
+// (fp8_group_scales, mxfp4_block_bytes). The RoPE kernels, which hold a row's partner half and
+// its cos/sin entries too, take one row a group: two spilled even at 128 registers.
+__host__ __device__ constexpr int rows_per_group(bool rope) { return rope ? 1 : 2; }
+// Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
+// bf16 loads in flight (128 of f32); the FP8 RoPE kernels up to 80 (3 blocks), with f32 input
+// up to 128 (2 blocks), and the MXFP4 RoPE kernels (sixteen E2M1 encodings on top) up to 128:
+// tighter bounds spilled.
 template <typename In>
-constexpr int min_blocks_per_sm(bool rope) {
-  return !rope ? 4 : (sizeof(In) == 4 ? 2 : 3);
+constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
+  return !rope ? 4 : (sizeof(In) == 4 || mxfp4 ? 2 : 3);
 }
 
-// Where one row's codes go and whether it is written at all (a row past the end, or a cache
-// slot < 0 or past the cache, is not).
+// A row of a launch (below 2^31) and its (outer, inner) split.
+struct RowIndex {
+  uint32_t row;
+  uint32_t outer;
+  uint32_t inner;
+};
+
+__device__ __forceinline__ RowIndex row_index(const RowJob& job, uint32_t row) {
+  const uint32_t outer = job.by_row_inner.quotient(row);
+  return {row, outer, row - outer * job.row_inner};
+}
+
+// The RoPE position's index: the token, row / rows_per_token (rows_per_token is 1 or the
+// inner dimension).
+__device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& at) {
+  return job.rows_per_token == 1 ? at.row : at.outer;
+}
+
+// Where one row's codes go and whether it is written at all (a row past the end, in_range
+// false, or a cache slot < 0 or past the cache, is not).
 struct RowTarget {
   bool live = false;
   uint8_t* values = nullptr;
@@ -83,41 +112,53 @@ struct RowTarget {
 };
 
 // value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
-// scale_element: bytes of one element of the scales view.
-__device__ __forceinline__ RowTarget row_target(const RowJob& job, int64_t row, int value_bytes,
-                                                int scale_bytes, int scale_element) {
+// scale_element: bytes of one element of the scales view. Slots split into pages with a 32-bit
+// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots.
+__device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowIndex& at,
+                                                bool in_range, int value_bytes, int scale_bytes,
+                                                int scale_element) {
   RowTarget target;
-  if (row >= job.rows) return target;
+  if (!in_range) return target;
   const Destination& to = job.destination;
   if (to.slots != nullptr) {
-    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + row)
-                                      : __ldg(static_cast<const int32_t*>(to.slots) + row);
+    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
+                                      : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
     if (slot < 0 || slot >= to.num_slots) return target;
-    const int64_t page_index = divide(slot, to.page_size);
-    uint8_t* page = to.cache + page_index * to.page_stride;
-    const int64_t in_page = slot - page_index * to.page_size;
-    target.values = page + in_page * value_bytes;
-    target.scales = page + static_cast<int64_t>(to.page_size) * value_bytes + in_page * scale_bytes;
+    uint8_t* page;
+    uint64_t in_page;
+    if (to.slots_fit_32) {  // the same branch for the whole launch
+      const auto slot32 = static_cast<uint32_t>(slot);
+      const uint32_t page_index = to.by_page_size.quotient(slot32);
+      in_page = slot32 - page_index * static_cast<uint32_t>(to.page_size);
+      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+    } else {
+      const uint64_t page_index = to.by_page_size_64.quotient(static_cast<uint64_t>(slot));
+      in_page = static_cast<uint64_t>(slot) - page_index * static_cast<uint64_t>(to.page_size);
+      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+    }
+    target.values = page + in_page * static_cast<uint32_t>(value_bytes);
+    target.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
   } else {
-    target.values = to.values + to.value_rows.offset(row);
+    target.values = to.values + to.value_rows.at(at.outer, at.inner);
     if (to.scales != nullptr) {
-      target.scales = static_cast<uint8_t*>(to.scales) + to.scale_rows.offset(row) * scale_element;
+      target.scales =
+          static_cast<uint8_t*>(to.scales) + to.scale_rows.at(at.outer, at.inner) * scale_element;
     }
   }
   target.live = true;
   return target;
 }
 
-// The weight of row `row` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
+// The weight of row `at` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
 // form, w * weight_scale in the MXFP4 form (sigma null).
-__device__ __forceinline__ void fold_weight(const WeightFold& fold, int64_t row,
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowIndex& at,
                                             const float* sigma) {
   if (fold.weights == nullptr) return;
-  const int64_t at = fold.weight_rows.offset(row);
-  float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + at)
-                              : load_float(static_cast<const float*>(fold.weights) + at);
+  const int64_t in = fold.weight_rows.at(at.outer, at.inner);
+  float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + in)
+                              : load_float(static_cast<const float*>(fold.weights) + in);
   if (sigma != nullptr) w = __fmul_rn(w, *sigma);
-  fold.weights_out[fold.weights_out_rows.offset(row)] = __fmul_rn(w, fold.weight_scale);
+  fold.weights_out[fold.weights_out_rows.at(at.outer, at.inner)] = __fmul_rn(w, fold.weight_scale);
 }
 
 Status launch_fp8_rows(const RowJob& job, cudaStream_t stream, const char* op);

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// FP8 row quantization (spec §3.2, §2.3) on the GPU: one group of D/8 lanes per pair of rows.
+// FP8 row quantization (spec §3.2, §2.3) on the GPU: one group of D/16 lanes per pair of rows.
 //
-// Memory-bound (2 or 4 bytes in, 1 out per value): each lane issues the 16-byte load(s) of both
-// its rows at once, the row amax is log2(D/8) shuffles, and each lane stores its eight codes as
-// one 8-byte store; lane 0 of the group writes the row's scale (and folded weight). 256 threads
-// per block, no loop: a 1M-key insert at D = 128 is 32K blocks. RoPE is a template flag so the
-// plain quantizers carry none of its registers.
+// Memory-bound (2 or 4 bytes in, 1 out per value): each lane issues the 16-byte loads of both its
+// rows at once, the row amax is log2(D/16) shuffles, the two rows' scales are computed by two
+// lanes at once and shuffled to the group, and each lane stores its sixteen codes as two 8-byte
+// stores; lane 0 of the group writes the row's scale (and folded weight). 256 threads per block,
+// no loop: a 1M-key insert at D = 128 is 16K blocks. RoPE is a template flag so the plain
+// quantizers carry none of its registers.
 #include "cuda/quantize/rows.h"
 #include "cuda/quantize/rows_launch.cuh"
 
@@ -13,52 +14,62 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
+__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, false))
     fp8_rows_kernel(const RowJob job) {
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
-  const int64_t first_row = thread / kLanes * kRowsPerGroup;
-  const int lane = static_cast<int>(thread % kLanes);
-  if (first_row >= job.rows) return;  // a group's lanes leave together
-  const unsigned mask = group_mask<kLanes>();
-  RowTarget target[kRowsPerGroup];
-  float x[kRowsPerGroup][kLaneValues];
+  // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
+  constexpr int kRows = rows_per_group(kRope);
+  const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
+  const uint32_t first_row = group * kRows;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  // A warp leaves only when all its groups are past the end (its shuffles name the whole warp).
+  const uint32_t warp_first_row = (group & ~static_cast<uint32_t>(32 / kLanes - 1)) * kRows;
+  if (warp_first_row >= job.rows) return;
+  const unsigned mask = kFullWarp;
+  RowIndex at[kRows];
+  RowTarget target[kRows];
+  float x[kRows][kLaneValues];
 #pragma unroll
-  for (int u = 0; u < kRowsPerGroup; ++u) {
-    target[u] = row_target(job, first_row + u, job.head_dim, 4, sizeof(float));
-    if (target[u].live) {
-      load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                       job.input_rows.offset(first_row + u) + lane * kLaneValues);
-    } else {
+  for (int u = 0; u < kRows; ++u) {
+    // A row past the end reads the last row (no branch around the loads, no zeros to set)
+    // and writes nothing; so do rows whose slot is skipped.
+    const uint32_t row = first_row + u;
+    const bool in_range = row < job.rows;
+    at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
+    target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
+    load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
+                                     job.input_rows.at(at[u].outer, at[u].inner) +
+                                     lane * kLaneValues);
+  }
+  if constexpr (kRope) {
 #pragma unroll
-      for (int k = 0; k < kLaneValues; ++k) x[u][k] = 0.0f;
+    for (int u = 0; u < kRows; ++u) {
+      apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
     }
   }
+  Fp8Scale scale[kRows];
+  fp8_group_scales<kLanes>(scale, x, job.floor, lane, mask);
 #pragma unroll
-  for (int u = 0; u < kRowsPerGroup; ++u) {
-    const int64_t row = first_row + u;
-    if constexpr (kRope) {
-      apply_rope<kLanes>(x[u], job.rope, divide(row, job.rows_per_token), target[u].live, lane,
-                         mask);
-    }
-    const float scale = fp8_row_scale<kLanes>(x[u], job.floor, mask);
+  for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_u64<kVector>(target[u].values + lane * kLaneValues, fp8_codes(x[u], scale));
+    store_2x_u64<kVector>(target[u].values + lane * kLaneValues, fp8_codes(x[u], scale[u].inverse));
     if (lane != 0) continue;
     if (target[u].scales != nullptr) {
       if (job.destination.slots != nullptr) {
-        store_u32<kVector>(target[u].scales, __float_as_uint(scale));  // 4 bytes of a page
+        store_u32<kVector>(target[u].scales, __float_as_uint(scale[u].scale));  // 4 bytes of a page
       } else {
-        *reinterpret_cast<float*>(target[u].scales) = scale;  // an f32 view's element
+        *reinterpret_cast<float*>(target[u].scales) = scale[u].scale;  // an f32 view's element
       }
     }
-    fold_weight(job.weights, row, &scale);  // the query form folds the scale into W
+    fold_weight(job.weights, at[u], &scale[u].scale);  // the query form folds it into W
   }
 }
 
 // The kernel for launch_rows (rows_launch.cuh).
 struct Fp8Rows {
+  static constexpr int64_t kScaleElement = 4;  // bytes of an element of a scales view
   template <typename In, int kLanes, bool kVector, bool kRope>
-  static void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
+  static void launch(const RowJob& job, cudaStream_t stream) {
+    const unsigned blocks = rows_launch::blocks_for(job, kLanes, rows_per_group(kRope));
     fp8_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };

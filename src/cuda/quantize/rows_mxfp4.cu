@@ -1,64 +1,72 @@
 // SPDX-License-Identifier: Apache-2.0
-// MXFP4 row quantization (spec §3.3, §2.4) on the GPU: one group of D/8 lanes per pair of rows,
-// four lanes per block of 32 values.
+// MXFP4 row quantization (spec §3.3, §2.4) on the GPU: one group of D/16 lanes per pair of rows,
+// two lanes per block of 32 values.
 //
-// Each lane loads its eight values of both rows (16-byte loads, issued together), the block amax
-// is two shuffles among the block's four lanes, and each lane stores its four packed bytes as
-// one 4-byte store; the first lane of a block writes the block's scale byte. The launch is
-// rows_fp8.cu's (rows_launch.cuh).
+// Each lane loads its sixteen values of both rows (16-byte loads, issued together), the block
+// amax is one shuffle between the block's two lanes, which then derive one row's scale byte each
+// and swap them (mxfp4_block_bytes), and each lane stores its eight packed bytes; the block's
+// even lane writes the block's scale byte. The launch is rows_fp8.cu's (rows_launch.cuh).
 #include "cuda/quantize/rows.h"
 #include "cuda/quantize/rows_launch.cuh"
 
 namespace flashindexer::cuda::quant {
 namespace {
 
-constexpr int kLanesPerBlock = kMxfp4BlockSize / kLaneValues;
-
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope))
+__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, true))
     mxfp4_rows_kernel(const RowJob job) {
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
-  const int64_t first_row = thread / kLanes * kRowsPerGroup;
-  const int lane = static_cast<int>(thread % kLanes);
-  if (first_row >= job.rows) return;  // a group's lanes leave together
-  const unsigned mask = group_mask<kLanes>();
+  // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
+  constexpr int kRows = rows_per_group(kRope);
+  const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
+  const uint32_t first_row = group * kRows;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  // A warp leaves only when all its groups are past the end (its shuffles name the whole warp).
+  const uint32_t warp_first_row = (group & ~static_cast<uint32_t>(32 / kLanes - 1)) * kRows;
+  if (warp_first_row >= job.rows) return;
+  const unsigned mask = kFullWarp;
   const int value_bytes = job.head_dim / 2;
   const int scale_count = job.head_dim / kMxfp4BlockSize;
-  RowTarget target[kRowsPerGroup];
-  float x[kRowsPerGroup][kLaneValues];
+  RowIndex at[kRows];
+  RowTarget target[kRows];
+  float x[kRows][kLaneValues];
 #pragma unroll
-  for (int u = 0; u < kRowsPerGroup; ++u) {
-    target[u] = row_target(job, first_row + u, value_bytes, scale_count, 1);
-    if (target[u].live) {
-      load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                       job.input_rows.offset(first_row + u) + lane * kLaneValues);
-    } else {
+  for (int u = 0; u < kRows; ++u) {
+    // A row past the end reads the last row (no branch around the loads, no zeros to set)
+    // and writes nothing; so do rows whose slot is skipped.
+    const uint32_t row = first_row + u;
+    const bool in_range = row < job.rows;
+    at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
+    target[u] = row_target(job, at[u], in_range, value_bytes, scale_count, 1);
+    load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
+                                     job.input_rows.at(at[u].outer, at[u].inner) +
+                                     lane * kLaneValues);
+  }
+  if constexpr (kRope) {
 #pragma unroll
-      for (int k = 0; k < kLaneValues; ++k) x[u][k] = 0.0f;
+    for (int u = 0; u < kRows; ++u) {
+      apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
     }
   }
+  uint32_t scale_byte[kRows];
+  mxfp4_block_bytes(scale_byte, x, lane, mask);
 #pragma unroll
-  for (int u = 0; u < kRowsPerGroup; ++u) {
-    const int64_t row = first_row + u;
-    if constexpr (kRope) {
-      apply_rope<kLanes>(x[u], job.rope, divide(row, job.rows_per_token), target[u].live, lane,
-                         mask);
-    }
-    uint32_t scale_byte;
-    const uint32_t word = mxfp4_codes(x[u], mask, &scale_byte);
+  for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_u32<kVector>(target[u].values + lane * (kLaneValues / 2), word);
-    if (lane % kLanesPerBlock == 0) {
-      target[u].scales[lane / kLanesPerBlock] = static_cast<uint8_t>(scale_byte);
+    store_2x_u32<kVector>(target[u].values + lane * (kLaneValues / 2),
+                          mxfp4_codes(x[u], scale_byte[u]));
+    if (lane % kLanesPerMxfp4Block == 0) {
+      target[u].scales[lane / kLanesPerMxfp4Block] = static_cast<uint8_t>(scale_byte[u]);
     }
-    if (lane == 0) fold_weight(job.weights, row, nullptr);  // MXFP4 weights are not q-scaled
+    if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
   }
 }
 
 // The kernel for launch_rows (rows_launch.cuh).
 struct Mxfp4Rows {
+  static constexpr int64_t kScaleElement = 1;  // bytes of an element of a scales view
   template <typename In, int kLanes, bool kVector, bool kRope>
-  static void launch(const RowJob& job, unsigned blocks, cudaStream_t stream) {
+  static void launch(const RowJob& job, cudaStream_t stream) {
+    const unsigned blocks = rows_launch::blocks_for(job, kLanes, rows_per_group(kRope));
     mxfp4_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };
