@@ -245,12 +245,12 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
     dense_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     sparse_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     layer(dense_out, "dense")
-    layer(sparse_out, "auto")
+    layer(sparse_out, "sparse")
     torch.cuda.synchronize()
     assert torch.equal(dense_out, sparse_out), f"{case.name}: the sparse consumer differs"
     iters, warm = ctx.iters(10), ctx.warm_ms
     dense_ms = graph_ms(lambda: layer(dense_out, "dense"), batch, iters, warm)
-    sparse_ms = graph_ms(lambda: layer(sparse_out, "auto"), batch, iters, warm)
+    sparse_ms = graph_ms(lambda: layer(sparse_out, "sparse"), batch, iters, warm)
     # Bytes of the candidate blocks' keys the sparse path reads (132 per FP8 key).
     candidate_keys = int(torch.minimum(visible, torch.full_like(visible, C * CB)).sum())
     gbs = candidate_keys * 132 / sparse_ms / 1e6

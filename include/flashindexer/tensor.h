@@ -61,8 +61,10 @@ struct TensorView {
 };
 
 // Which implementation of the CUDA indexer runs (IndexerOptions::path in indexer.h, where the
-// choice is explained): the dense path, the fused path, or the library's choice.
-enum class IndexerPath { kAuto, kDense, kFused };
+// choice is explained): the dense path, the fused path, the library's choice, or (a consumer
+// layer's call, IndexerOptions::candidates) the sparse path that scores only its candidate
+// blocks' keys.
+enum class IndexerPath { kAuto, kDense, kFused, kSparse };
 
 // Execution settings shared by every op.
 struct RunOptions {

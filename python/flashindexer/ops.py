@@ -377,7 +377,8 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     CUDA inputs: without ``workspace`` one of indexer_cuda_workspace_size(k) bytes is allocated
     at the first call and kept for later calls on the same device, stream and k; pass one to
     choose its size and lifetime (any size >= one batch of rows works).
-    path: "auto", "dense" or "fused": which CUDA implementation runs (same answer bit for bit).
+    path: "auto", "dense", "fused" or (a consumer layer, with candidates) "sparse": which CUDA
+    implementation runs (same answer bit for bit).
     min_row_keys: the fewest keys any row sees (min of ke - ks), when the caller knows it without
     reading ks / ke back (0: unknown). "auto" takes the fused path when k <= 2048 and the rows
     are long enough for it to be level or ahead (thresholds measured per k, lower when the chunk
@@ -386,7 +387,9 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     candidates: a DeepSeek-V4.1 consumer layer's [M, C] int32 candidate blocks of
     ``candidate_block_size`` positions (flashindexer.candidates): the rows select only inside
     them, exactly candidate_topk_per_row of the logits with (ks, ke) as bounds (vllm_compatible:
-    vLLM's mask-then-top-k). On CUDA such a call takes the dense path.
+    vLLM's mask-then-top-k). On CUDA such a call takes the dense path; path="sparse" scores only
+    the candidate blocks' keys (exact form, candidate_block_size 8, 16 or 32; not yet the
+    default, see indexer.h).
     scores: True (or a [M, >= k] float32 tensor to fill) to also return each selected key's
     score, the very bits mqa_logits writes at column ks[t] + out[t, i], -inf where out is -1 (what
     flashindexer.dist.dcp_pack_candidates_from_scores packs; the fused path's -0.0 / NaN corner

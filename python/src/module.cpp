@@ -234,8 +234,10 @@ fi::IndexerPath parse_path(const char* op, const std::string& path) {
   if (path == "auto") return fi::IndexerPath::kAuto;
   if (path == "dense") return fi::IndexerPath::kDense;
   if (path == "fused") return fi::IndexerPath::kFused;
-  fi::python::raise(PyExc_ValueError, std::string(op) + ": path is \"" + path +
-                                          "\", expected \"auto\", \"dense\" or \"fused\"");
+  if (path == "sparse") return fi::IndexerPath::kSparse;
+  fi::python::raise(PyExc_ValueError,
+                    std::string(op) + ": path is \"" + path +
+                        "\", expected \"auto\", \"dense\", \"fused\" or \"sparse\"");
 }
 
 void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, nb::handle k_values,

@@ -26,6 +26,9 @@ IndexerOptions indexer_options_of(const RunOptions& options) {
 void check_candidate_input(ArgCheck& check, const IndexerOptions& indexer_options, int64_t rows,
                            Device device) {
   const CandidateInput& input = indexer_options.candidates;
+  check.require(indexer_options.path != IndexerPath::kSparse || input.defined(),
+                "IndexerPath::kSparse scores a consumer layer's candidate blocks: it needs "
+                "indexer_options.candidates");
   if (!input.defined()) return;
   check.tensor("indexer_options.candidates.blocks", input.blocks, {DType::kI32}, 2)
       .dim("indexer_options.candidates.blocks", input.blocks, 0, rows)
@@ -38,6 +41,12 @@ void check_candidate_input(ArgCheck& check, const IndexerOptions& indexer_option
   check.require(input.block_size >= 1 && input.block_size <= 4096,
                 "indexer_options.candidates.block_size=", input.block_size,
                 " is not supported, expected 1 <= block_size <= 4096");
+  check.require(indexer_options.path != IndexerPath::kSparse ||
+                    (!input.vllm_compatible &&
+                     (input.block_size == 8 || input.block_size == 16 || input.block_size == 32)),
+                "IndexerPath::kSparse takes the exact consumer (not vllm_compatible) with a block "
+                "size of 8, 16 or 32; got indexer_options.candidates.block_size=",
+                input.block_size, input.vllm_compatible ? ", vllm_compatible" : "");
   check.require(device != Device::kCUDA || indexer_options.path != IndexerPath::kFused,
                 "the fused path does not take candidates; pass IndexerPath::kAuto or kDense (a "
                 "consumer call runs the dense path)");

@@ -132,10 +132,9 @@ TEST(InsertKCacheCuda, MatchesTheCpuByteForByte) {
   FI_SEEDED_RNG(rng);
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
     for (DType key_dtype : {DType::kBF16, DType::kF32}) {
-      for (int head_dim : {128, 64, 256, 32}) {  // 8, 4, 16 and 2 lanes a row
+      for (int head_dim : {128, 64}) {  // the head dims the cache ops take
         for (int64_t stride_pad : {0, 4, 512}) {
           for (RopeStyle rope : {RopeStyle::kNone, RopeStyle::kNeox, RopeStyle::kInterleaved}) {
-            if (head_dim < kRopeDims && rope != RopeStyle::kNone) continue;  // rejected by the op
             // Page sizes of both kinds for the slot -> page split: powers of two and not.
             const InsertCase c{format,
                                key_dtype,
@@ -308,7 +307,7 @@ TEST(GatherKWorkspaceCuda, MatchesTheCpuByteForByte) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
-    for (int head_dim : {128, 64, 32, 256}) {
+    for (int head_dim : {128, 64}) {
       for (int64_t stride_pad : {0, 4, 1024}) {
         for (int64_t row_pad : {0, 3}) {
           const int page_size =

@@ -105,12 +105,12 @@ TEST(SparseConsumerCuda, PrefillEqualsTheDenseConsumerBitForBit) {
           return out;
         };
         const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
-        const HostTensor sparse = run(IndexerPath::kAuto, indexer_cuda_workspace_size(k));
+        const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
         EXPECT_TRUE(SameTopK(sparse, dense, k, true)) << (sorted ? "sorted" : "unsorted");
         EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
         // Many small batches, and a repeat: the same bits.
         const HostTensor batched =
-            run(IndexerPath::kAuto, small_sparse_workspace(k, num_blocks, block_size, 7));
+            run(IndexerPath::kSparse, small_sparse_workspace(k, num_blocks, block_size, 7));
         EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
       }
     }
@@ -163,14 +163,14 @@ TEST(SparseConsumerCuda, DecodeEqualsTheDenseConsumerBitForBit) {
       };
       const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
       for (int repeat = 0; repeat < 3; ++repeat) {
-        const HostTensor sparse = run(IndexerPath::kAuto, indexer_cuda_workspace_size(k));
+        const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
         EXPECT_TRUE(SameTopK(sparse, dense, k, true));
         EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
       }
       // A workspace sized for the candidates alone: the sparse path runs (in batches of a
       // request); the dense path, which needs a logits row of the whole context, does not.
       const size_t small = small_sparse_workspace(k, num_blocks, block_size, next_n);
-      const HostTensor batched = run(IndexerPath::kAuto, small);
+      const HostTensor batched = run(IndexerPath::kSparse, small);
       EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
       if (width > int64_t{num_blocks} * block_size * 4 && width > 16384) {
         Status dense_status;
@@ -199,7 +199,7 @@ TEST(SparseConsumerCuda, V41FlashDecodeEqualsTheDenseConsumer) {
   HostTensor results[2];
   for (int i = 0; i < 2; ++i) {
     IndexerOptions indexer_options;
-    indexer_options.path = i == 0 ? IndexerPath::kDense : IndexerPath::kAuto;
+    indexer_options.path = i == 0 ? IndexerPath::kDense : IndexerPath::kSparse;
     indexer_options.candidates = CandidateInput{device_cand.view, 8, false};
     results[i] = poisoned_topk_output(rows, 512);
     DeviceTensor device_out = to_device(results[i]);

@@ -69,9 +69,9 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 IndexerPath path, const RunOptions& options,
                                 const TensorView& scores = {});
 
-// Whether a consumer call takes the sparse path: the exact selection (not vLLM's dense mask),
-// a candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys), and a path other than
-// kDense asked for.
+// Whether a consumer call takes the sparse path: IndexerPath::kSparse asked for, the exact
+// selection (not vLLM's dense mask) and a candidate block size of 8, 16 or 32 (sparse blocks of
+// 8 or 16 keys; src/api refuses kSparse otherwise).
 bool sparse_consumer_takes(const CandidateInput& candidates, IndexerPath path);
 Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                         const QuantizedTensor& keys, const TensorView& weights,

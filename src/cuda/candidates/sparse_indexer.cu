@@ -134,7 +134,7 @@ Status score_and_select(const char* op, const SparseBatches& batches, cuda::Spar
 }  // namespace
 
 bool sparse_consumer_takes(const CandidateInput& input, IndexerPath path) {
-  return path != IndexerPath::kDense && !input.vllm_compatible &&
+  return path == IndexerPath::kSparse && !input.vllm_compatible &&
          candidates::sparse_block_of(input.block_size) > 0;
 }
 

@@ -33,12 +33,28 @@ struct SparseKeysE4M3 : KeysE4M3 {
   static_assert(kBlock == 8 || kBlock == 16, "sparse blocks of 8 or 16 keys");
   static constexpr int kSparseBlock = kBlock;
   static constexpr int kCopies = kTileKeys / kBlock;  // sparse blocks per key tile
-  // A tensor copy lands on a 128-byte boundary of shared memory, so each block's kBlock scales
-  // (32 or 64 bytes) get a 128-byte slot of their own: a stage holds kCopies slots.
+  // A tensor copy lands on a 128-byte boundary of shared memory, so each block's scales get a
+  // 128-byte slot of their own: a stage holds kCopies slots.
   static constexpr int kScaleSlotFloats = 128 / 4;
   static constexpr int kTileScaleBytes = kCopies * 128;
+  // The scales' box, in floats. A copy's first element must lie on a 16-byte boundary of global
+  // memory (an unaligned start stopped the kernel with an illegal instruction on an H200), and a
+  // packed block starts at any key (ks is any row): its copy starts at the aligned key at or
+  // before the block's first, entry & ~3, and brings kBlock + 4 scales; the lane that copies it
+  // writes the block's place in its slot, entry & 3, at the slot's last word. A cache page's
+  // blocks start at multiples of kBlock keys of an aligned page: their copies are exact.
+  static constexpr int kScaleBox = kPagedSource ? kBlock : kBlock + 4;
+  static_assert(kScaleBox < kScaleSlotFloats, "the slot holds the box and the block's place");
   // What the copies of one tile bring (the stage's full barrier expects it).
-  static constexpr uint32_t kTileCopyBytes = kTileBytes + kTileKeys * 4;
+  static constexpr uint32_t kTileCopyBytes = kTileBytes + kCopies * kScaleBox * 4;
+
+  // Before the copies: the packed form records block c's place in its slot (a plain shared
+  // store, published by the producer's arrive on the stage's full barrier).
+  __device__ __forceinline__ static void note_block(float* scales, int c, int32_t entry) {
+    if constexpr (!kPagedSource) {
+      reinterpret_cast<int32_t*>(scales)[c * kScaleSlotFloats + kScaleSlotFloats - 1] = entry & 3;
+    }
+  }
 
   // Block `c` of a tile, whose entry is `entry`: its keys after the c blocks before it (1 or 2
   // KiB, so every copy starts on the 1024-byte swizzle period), its scales in slot c.
@@ -54,13 +70,18 @@ struct SparseKeysE4M3 : KeysE4M3 {
       ptx::tma_load_2d(scales + c * kScaleSlotFloats, scale_map, full, row, page);
     } else {
       ptx::tma_load_2d(dst, key_map, full, 0, entry);
-      ptx::tma_load_1d(scales + c * kScaleSlotFloats, scale_map, full, entry);
+      ptx::tma_load_1d(scales + c * kScaleSlotFloats, scale_map, full, entry & ~3);
     }
   }
-  // The scale of key row `key_row` of a stage: in its block's slot.
+  // The scale of key row `key_row` of a stage: in its block's slot, after the block's place.
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
-    return reinterpret_cast<const float*>(
-        tile_scales)[key_row / kBlock * kScaleSlotFloats + key_row % kBlock];
+    const float* slot =
+        reinterpret_cast<const float*>(tile_scales) + key_row / kBlock * kScaleSlotFloats;
+    int place = 0;
+    if constexpr (!kPagedSource) {
+      place = reinterpret_cast<const int32_t*>(slot)[kScaleSlotFloats - 1];
+    }
+    return slot[place + key_row % kBlock];
   }
 };
 

@@ -184,8 +184,10 @@ void check_paged_source(ArgCheck& check, const QuantizedTensor& q, const PagedKC
                 "(q.stride[0] == next_n * q.stride[1])");
 }
 
-// The key and scale maps over packed keys [N, 128] + [N], `rows` keys a copy.
-Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows) {
+// The key and scale maps over packed keys [N, 128] + [N], `rows` keys and `scale_rows` scales a
+// copy.
+Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows,
+                          int scale_rows) {
   const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
   const MapSpec key_spec{"keys.values",
                          CU_TENSOR_MAP_DATA_TYPE_UINT8,
@@ -202,7 +204,7 @@ Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor
                            keys.scales.data,
                            {num_keys, 1, 1},
                            {0, 0},
-                           {static_cast<cuuint32_t>(rows), 1, 1},
+                           {static_cast<cuuint32_t>(scale_rows), 1, 1},
                            false};
   return encode(maps.scales, scale_spec, op);
 }
@@ -301,7 +303,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
         !status.ok()) {
       return status;
     }
-    if (Status status = encode_packed_keys(maps, op, keys, kTileKeys); !status.ok()) {
+    if (Status status = encode_packed_keys(maps, op, keys, kTileKeys, kTileKeys); !status.ok()) {
       return status;
     }
   } else {
@@ -452,8 +454,12 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       !status.ok()) {
     return status;
   }
-  if (Status status = call.cache != nullptr ? encode_paged_keys(maps, op, *call.cache, block)
-                                            : encode_packed_keys(maps, op, *call.keys, block);
+  // The packed form's scale copies start on an aligned key before the block (format_sparse.cuh).
+  const int packed_scale_box = block == 8 ? scoring::SparseKeysE4M3<8, false>::kScaleBox
+                                          : scoring::SparseKeysE4M3<16, false>::kScaleBox;
+  if (Status status = call.cache != nullptr
+                          ? encode_paged_keys(maps, op, *call.cache, block)
+                          : encode_packed_keys(maps, op, *call.keys, block, packed_scale_box);
       !status.ok()) {
     return status;
   }

@@ -58,14 +58,17 @@ struct TileLoader {
     if constexpr (Format::kSparseBlock > 0) {
       // Sparse (format_sparse.cuh): the group is one query row, its entries a row of
       // block_table with unit stride. Lane c reads the entry of the tile's block c (the tile's
-      // entries are one 16- or 32-byte load) and copies that block; the expected bytes are set
-      // first, so no copy can complete the stage's phase before they are.
+      // entries are one 16- or 32-byte load), notes the block in the stage and copies it; the
+      // notes are made and the expected bytes set before any copy, so the arrive publishes the
+      // notes and no copy can complete the stage's phase early.
       constexpr int kCopies = Format::kCopies;
       const int32_t block = tile * kCopies + lane;
       int32_t entry = 0;  // a tile never reaches past the row's entries (the end is inside)
       if (lane < kCopies && block < p.table_pages) {
         entry = p.block_table[group * p.table_stride_b + block];
       }
+      if (lane < kCopies) Format::note_block(scales, lane, entry);
+      __syncwarp();
       if (lane == 0) {
         ptx::mbarrier_arrive_expect_tx(full, Format::kTileCopyBytes);
       }

@@ -130,6 +130,21 @@ TEST(IndexerConsumer, RejectsBadCandidateInputNamingIt) {
   EXPECT_TRUE(IsRejected(run(too_many.view(), 8), StatusCode::kInvalidArgument, {"5000", "4096"}));
   EXPECT_TRUE(IsRejected(run(good.view(), 0), StatusCode::kInvalidArgument,
                          {"indexer_options.candidates.block_size=0"}));
+  // The sparse path: only for a consumer, exact, with cb 8, 16 or 32.
+  auto sparse = [&](const TensorView& blocks, int block_size, bool vllm) {
+    IndexerOptions indexer_options;
+    indexer_options.path = IndexerPath::kSparse;
+    if (blocks.defined()) indexer_options.candidates = CandidateInput{blocks, block_size, vllm};
+    return indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                           p.ke.view(), 16, TopKOptions{}, indexer_options);
+  };
+  FI_EXPECT_OK(sparse(good.view(), 16, false));
+  EXPECT_TRUE(IsRejected(sparse(TensorView{}, 8, false), StatusCode::kInvalidArgument,
+                         {"kSparse", "indexer_options.candidates"}));
+  EXPECT_TRUE(IsRejected(sparse(good.view(), 24, false), StatusCode::kInvalidArgument,
+                         {"kSparse", "block_size=24"}));
+  EXPECT_TRUE(IsRejected(sparse(good.view(), 8, true), StatusCode::kInvalidArgument,
+                         {"kSparse", "vllm_compatible"}));
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The step's host planning for a 256-request batch (spec §6.2, §6.3, §7.1, §7.5), as an engine
+plans one step before it launches anything: the prefill chunks under the K-workspace and logits
+budgets, each chunk's row bounds (ks, ke, token_to_seq), the decode rows' lengths and request map
+(flattened layout), and the decode row ranges under a logits budget; from host-side lengths only.
+
+Ours: the flashindexer.planning calls (C++ under the Python binding, each call's binding cost
+included). Peer: the same planning in plain Python/NumPy, written from the spec's formulas (the
+form vLLM's indexer plans its steps in), on the same lengths. Both are checked to give the same
+chunks, bounds and lengths before timing. Times: median of --iters repeats of the whole step, on
+one CPU thread, in microseconds.
+"""
+import time
+
+import numpy as np
+
+from .. import cases
+from ..report import Row, Table
+
+TITLE = "Host step planning (prefill chunks, row bounds, decode layouts)"
+WORKSPACE_KEYS = 262144            # K-workspace budget of a chunk (keys)
+LOGITS_BYTES = 512 * 1024 * 1024   # fp32 logits budget of a chunk
+DECODE_LOGITS_BYTES = 256 * 1024 * 1024
+NEXT_N = 1
+
+
+def _batch(requests, prefill, seed):
+    """`prefill` prefill requests (1-4096 new tokens over 1K-128K contexts) then decode ones."""
+    rng = np.random.default_rng(seed)
+    seq = rng.integers(1024, 131072, requests).astype(np.int64)
+    query = np.ones(requests, np.int64)
+    query[:prefill] = rng.integers(1, 4097, prefill)
+    seq[:prefill] = np.maximum(seq[:prefill], query[:prefill])
+    return seq, query, prefill
+
+
+def _ours(fi, seq, query, prefill):
+    chunks = fi.planning.plan_prefill_chunks(seq[:prefill], query[:prefill], WORKSPACE_KEYS,
+                                             LOGITS_BYTES)
+    bounds = [fi.planning.prefill_row_bounds(c, seq[:prefill], query[:prefill]) for c in chunks]
+    lens, to_request = fi.planning.decode_flat_lens(seq[prefill:], query[prefill:], NEXT_N)
+    ranges = fi.planning.decode_row_ranges(len(lens), int(seq[prefill:].max()),
+                                           DECODE_LOGITS_BYTES)
+    return chunks, bounds, (lens, to_request), ranges
+
+
+def _peer_chunks(key_lens, query_lens):
+    """§6.2 in Python: greedy groups under both budgets, a group over the logits budget cut into
+    query sub-chunks sharing one gather, a request over a budget alone, empty groups dropped."""
+    chunks, n, i = [], len(key_lens), 0
+    token = 0
+    while i < n:
+        keys, rows, j = 0, 0, i
+        while j < n:
+            k, q = int(key_lens[j]), int(query_lens[j])
+            if j > i and (keys + k > WORKSPACE_KEYS or (rows + q) * (keys + k) * 4 > LOGITS_BYTES):
+                break
+            keys, rows, j = keys + k, rows + q, j + 1
+        if keys > 0 and rows > 0:
+            per = max(LOGITS_BYTES // (4 * keys), 1)
+            for begin in range(0, rows, per):
+                end = min(rows, begin + per)
+                chunks.append((i, j, begin, end, token + begin, token + end, keys, begin == 0))
+        token += rows
+        i = j
+    return chunks
+
+
+def _peer(seq, query, prefill):
+    key_lens, query_lens = seq[:prefill], query[:prefill]
+    chunks = _peer_chunks(key_lens, query_lens)
+    bounds = []
+    for rb, re, qb, qe, _, _, _, _ in chunks:
+        starts = np.concatenate([[0], np.cumsum(key_lens[rb:re])])[:-1]
+        rows = np.concatenate([np.full(int(query_lens[r]), r - rb) for r in range(rb, re)])
+        position = np.concatenate([np.arange(int(key_lens[r] - query_lens[r]), int(key_lens[r]))
+                                   for r in range(rb, re)])
+        request = rows[qb:qe]
+        ks = starts[request].astype(np.int32)
+        ke = (ks + position[qb:qe] + 1).astype(np.int32)
+        token_to_seq = np.repeat(np.arange(re - rb, dtype=np.int32), key_lens[rb:re])
+        bounds.append((ks, ke, token_to_seq))
+    decode_seq, decode_query = seq[prefill:], query[prefill:]
+    to_request = np.repeat(np.arange(len(decode_seq), dtype=np.int32), decode_query)
+    offset = np.concatenate([np.arange(int(q)) for q in decode_query])
+    lens = (decode_seq[to_request] - decode_query[to_request] + offset + 1).astype(np.int32)
+    rows, width = len(lens), int(decode_seq.max())
+    per = max(DECODE_LOGITS_BYTES // (2 * width) // 16 * 16, 16)
+    ranges = [(b, min(rows, b + per)) for b in range(0, rows, per)]
+    return chunks, bounds, (lens, to_request), ranges
+
+
+def _check(name, ours, peer):
+    chunks, bounds, decode, _ = ours
+    assert [tuple(c) for c in chunks] == [tuple(c) for c in peer[0]], f"{name}: chunks differ"
+    for got, want in zip(bounds, peer[1]):
+        for a, b in zip(got, want):
+            assert np.array_equal(a, b), f"{name}: row bounds differ"
+    for a, b in zip(decode, peer[2]):
+        assert np.array_equal(a, b), f"{name}: decode lengths differ"
+
+
+def _median_us(fn, iters):
+    fn()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - start)
+    return float(np.median(times)) / 1e3
+
+
+def run(ctx):
+    import flashindexer as fi
+
+    table = Table(TITLE, "us", "Python/NumPy (same planning)", None, None,
+                  command=ctx.command("planning"),
+                  notes=f"A step of 256 requests (next_n {NEXT_N} decode); budgets: "
+                        f"{WORKSPACE_KEYS} workspace keys and {LOGITS_BYTES >> 20} MiB of fp32 "
+                        f"logits a prefill chunk, {DECODE_LOGITS_BYTES >> 20} MiB of decode "
+                        "logits. Target: under 50 us.")
+    ctx.start(table)
+    for requests, prefill in ((256, 16), (256, 64), (256, 0)):
+        name = f"{requests} requests, {prefill} prefill"
+        if not cases.selected(ctx.only, name):
+            continue
+        seq, query, prefill = _batch(requests, prefill, requests + prefill)
+        ours = _ours(fi, seq, query, prefill)
+        _check(name, ours, _peer(seq, query, prefill))
+        iters = ctx.iters(200)
+        ours_us = _median_us(lambda: _ours(fi, seq, query, prefill), iters)
+        peer_us = _median_us(lambda: _peer(seq, query, prefill), iters)
+        table.add(Row(name, ours_us, peer_us, None, None, None, ctx.command("planning", name),
+                      None))
+    return [table]
