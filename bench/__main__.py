@@ -5,7 +5,7 @@ The product benchmark of FlashIndexer, over its Python module: every op on the c
 bench/cases.py against a same-run peer (PyTorch on the GPU, NumPy on the CPU) and the same-run
 ceilings, with the other projects' numbers quoted from an earlier run in their own column.
 Routines: topk, scoring, indexer, dequantize, kcache, query, overhead, candidates
-(GPU); cpu; all (every routine the device runs). --markdown PATH writes the tables as one
+(GPU); cpu; planning (host step planning, either device); all (every routine the device runs). --markdown PATH writes the tables as one
 page (docs/benchmarks.md). Method: bench/README.md.
 """
 import argparse
@@ -18,7 +18,8 @@ from . import report
 
 GPU_ROUTINES = ("scoring", "topk", "indexer", "dequantize", "kcache", "query", "overhead",
                 "candidates")
-ROUTINES = GPU_ROUTINES + ("cpu",)
+HOST_ROUTINES = ("planning",)  # host work: run on either device
+ROUTINES = GPU_ROUTINES + ("cpu",) + HOST_ROUTINES
 
 
 class Context:
@@ -118,7 +119,7 @@ def main(argv=None):
         raise SystemExit("bench --device cuda: needs PyTorch with CUDA, a CUDA build of "
                          "flashindexer and a compute capability 9.0 GPU")
     routines = [args.routine] if args.routine != "all" else (
-        list(ROUTINES) if args.device == "cuda" else ["cpu"])
+        list(ROUTINES) if args.device == "cuda" else ["cpu", *HOST_ROUTINES])
     if args.device == "cpu" and any(r in GPU_ROUTINES for r in routines):
         raise SystemExit(f"bench {args.routine}: a GPU routine; on the CPU run `cpu` or `all`")
     ctx = Context(args)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The step's host planning for a 256-request batch (spec §6.2, §6.3, §7.1, §7.5), as an engine
 plans one step before it launches anything: the prefill chunks under the K-workspace and logits
-budgets, each chunk's row bounds (ks, ke, token_to_seq), the decode rows' lengths and request map
-(flattened layout), and the decode row ranges under a logits budget; from host-side lengths only.
+budgets, every chunk's row bounds (ks, ke; gather_k_workspace takes cu_seq_lens, so no per-key
+token_to_seq), the decode rows' lengths and request map (flattened layout), and the decode row
+ranges under a logits budget; from host-side lengths only.
 
 Ours: the flashindexer.planning calls (C++ under the Python binding, each call's binding cost
 included). Peer: the same planning in plain Python/NumPy, written from the spec's formulas (the
@@ -37,7 +38,7 @@ def _batch(requests, prefill, seed):
 def _ours(fi, seq, query, prefill):
     chunks = fi.planning.plan_prefill_chunks(seq[:prefill], query[:prefill], WORKSPACE_KEYS,
                                              LOGITS_BYTES)
-    bounds = [fi.planning.prefill_row_bounds(c, seq[:prefill], query[:prefill]) for c in chunks]
+    bounds = fi.planning.prefill_step_row_bounds(chunks, seq[:prefill], query[:prefill])
     lens, to_request = fi.planning.decode_flat_lens(seq[prefill:], query[prefill:], NEXT_N)
     ranges = fi.planning.decode_row_ranges(len(lens), int(seq[prefill:].max()),
                                            DECODE_LOGITS_BYTES)
@@ -78,8 +79,7 @@ def _peer(seq, query, prefill):
         request = rows[qb:qe]
         ks = starts[request].astype(np.int32)
         ke = (ks + position[qb:qe] + 1).astype(np.int32)
-        token_to_seq = np.repeat(np.arange(re - rb, dtype=np.int32), key_lens[rb:re])
-        bounds.append((ks, ke, token_to_seq))
+        bounds.append((ks, ke))
     decode_seq, decode_query = seq[prefill:], query[prefill:]
     to_request = np.repeat(np.arange(len(decode_seq), dtype=np.int32), decode_query)
     offset = np.concatenate([np.arange(int(q)) for q in decode_query])
@@ -91,11 +91,12 @@ def _peer(seq, query, prefill):
 
 
 def _check(name, ours, peer):
-    chunks, bounds, decode, _ = ours
+    chunks, (ks, ke, offsets), decode, _ = ours
     assert [tuple(c) for c in chunks] == [tuple(c) for c in peer[0]], f"{name}: chunks differ"
-    for got, want in zip(bounds, peer[1]):
-        for a, b in zip(got, want):
-            assert np.array_equal(a, b), f"{name}: row bounds differ"
+    for c, (want_ks, want_ke) in enumerate(peer[1]):
+        part = slice(int(offsets[c]), int(offsets[c + 1]))
+        assert np.array_equal(ks[part], want_ks) and np.array_equal(ke[part], want_ke), \
+            f"{name}: row bounds of chunk {c} differ"
     for a, b in zip(decode, peer[2]):
         assert np.array_equal(a, b), f"{name}: decode lengths differ"
 
@@ -113,12 +114,13 @@ def _median_us(fn, iters):
 def run(ctx):
     import flashindexer as fi
 
-    table = Table(TITLE, "us", "Python/NumPy (same planning)", None, None,
+    table = Table(TITLE, "us", "Python/NumPy (same planning)", "Mrows/s", None,
                   command=ctx.command("planning"),
                   notes=f"A step of 256 requests (next_n {NEXT_N} decode); budgets: "
                         f"{WORKSPACE_KEYS} workspace keys and {LOGITS_BYTES >> 20} MiB of fp32 "
                         f"logits a prefill chunk, {DECODE_LOGITS_BYTES >> 20} MiB of decode "
-                        "logits. Target: under 50 us.")
+                        "logits. Rate: the step's query rows (prefill and decode) planned per "
+                        "second. Target: under 50 us.")
     ctx.start(table)
     for requests, prefill in ((256, 16), (256, 64), (256, 0)):
         name = f"{requests} requests, {prefill} prefill"
@@ -130,6 +132,7 @@ def run(ctx):
         iters = ctx.iters(200)
         ours_us = _median_us(lambda: _ours(fi, seq, query, prefill), iters)
         peer_us = _median_us(lambda: _peer(seq, query, prefill), iters)
-        table.add(Row(name, ours_us, peer_us, None, None, None, ctx.command("planning", name),
-                      None))
+        rows = int(query.sum())
+        table.add(Row(name, ours_us, peer_us, rows / ours_us, None, None,
+                      ctx.command("planning", name), None))
     return [table]

@@ -95,6 +95,16 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
                                 std::span<const int64_t> query_lens,
                                 const RowBoundsOptions& options = {});
 
+// The row bounds of all of a step's chunks in one call (no token_to_seq): chunk c's rows go to
+// [offset_c, offset_c + query_end - query_begin) of ks and ke, offset_c counting the rows of the
+// chunks before it, each as build_prefill_row_bounds writes them.
+//   ks, ke: [the chunks' rows in all] i32 (out)
+Status build_prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                                     std::span<const PrefillChunk> chunks,
+                                     std::span<const int64_t> seq_lens,
+                                     std::span<const int64_t> query_lens,
+                                     const RowBoundsOptions& options = {});
+
 // ---------------------------------------------------------------------------------------------
 // Decode metadata
 //

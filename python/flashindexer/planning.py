@@ -75,6 +75,22 @@ def prefill_row_bounds(chunk, seq_lens, query_lens, compress_ratio=1, *, dcp_ran
     return ks, ke, token_to_seq
 
 
+def prefill_step_row_bounds(chunks, seq_lens, query_lens, compress_ratio=1, *, dcp_ranks=1,
+                            dcp_interleave=1, dcp_rank=0):
+    """(ks, ke, offsets) of all of a step's chunks in one call: int32 arrays of every chunk's
+    rows, chunk c's (as prefill_row_bounds gives them, without token_to_seq) at [offsets[c],
+    offsets[c + 1])."""
+    fields = np.asarray([tuple(int(v) for v in c) for c in chunks], dtype=np.int64).reshape(-1)
+    counts = [int(c[3]) - int(c[2]) for c in chunks]
+    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    ks = np.empty(int(offsets[-1]), np.int32)
+    ke = np.empty(int(offsets[-1]), np.int32)
+    _C.build_prefill_step_row_bounds(ks, ke, fields, _lengths(seq_lens), _lengths(query_lens),
+                                     int(compress_ratio), int(dcp_ranks), int(dcp_interleave),
+                                     int(dcp_rank))
+    return ks, ke, offsets
+
+
 def decode_flat_lens(seq_lens, query_lens, next_n, compress_ratio=1, *, rows=None, dcp_ranks=1,
                      dcp_interleave=1, dcp_rank=0):
     """Flattened decode layout: (row_lens, row_to_request), int32 [rows] each, one row per query

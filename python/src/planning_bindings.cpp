@@ -86,6 +86,25 @@ void build_prefill_row_bounds_binding(Int32Out ks, Int32Out ke, Int32Out token_t
       view(query_lens), bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank)));
 }
 
+// chunks: the chunks' fields, kChunkFields a chunk, flattened (as plan_prefill_chunks returns
+// them, one row a chunk).
+void build_prefill_step_row_bounds_binding(Int32Out ks, Int32Out ke, Lengths chunks,
+                                           Lengths seq_lens, Lengths query_lens, int compress_ratio,
+                                           int dcp_ranks, int dcp_interleave, int dcp_rank) {
+  if (chunks.shape(0) % kChunkFields != 0) {
+    raise(PyExc_ValueError, "prefill_step_row_bounds: chunks must have 8 fields each");
+  }
+  std::vector<PrefillChunk> list;
+  const int64_t* f = chunks.data();
+  for (size_t at = 0; at < chunks.shape(0); at += kChunkFields, f += kChunkFields) {
+    list.push_back({static_cast<int32_t>(f[0]), static_cast<int32_t>(f[1]), f[2], f[3], f[4], f[5],
+                    f[6], f[7] != 0});
+  }
+  raise_if_error(build_prefill_step_row_bounds(
+      view(ks), view(ke), list, view(seq_lens), view(query_lens),
+      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank)));
+}
+
 void decode_flat_lens_binding(Int32Out row_lens, Int32Out row_to_request, Lengths seq_lens,
                               Lengths query_lens, int next_n, int compress_ratio, int dcp_ranks,
                               int dcp_interleave, int dcp_rank) {
@@ -175,6 +194,7 @@ void register_planning(nb::module_& m) {
         nb::arg("min_split_key_len"));
   m.def("chunk_workspace_keys", &chunk_workspace_keys_binding);
   m.def("build_prefill_row_bounds", &build_prefill_row_bounds_binding);
+  m.def("build_prefill_step_row_bounds", &build_prefill_step_row_bounds_binding);
   m.def("decode_flat_lens", &decode_flat_lens_binding);
   m.def("decode_native_lens", &decode_native_lens_binding);
   m.def("decode_pack_map", &decode_pack_map_binding);

@@ -79,12 +79,11 @@ int64_t chunk_workspace_keys(const PrefillChunk& chunk, std::span<const int64_t>
   return planning::chunk_workspace_keys(chunk, seq_lens, options);
 }
 
-Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
-                                std::span<int32_t> token_to_seq, const PrefillChunk& chunk,
-                                std::span<const int64_t> seq_lens,
-                                std::span<const int64_t> query_lens,
-                                const RowBoundsOptions& options) {
-  ArgCheck check("build_prefill_row_bounds");
+namespace {
+
+// The lengths every chunk's row bounds read.
+void check_row_bound_lengths(ArgCheck& check, std::span<const int64_t> seq_lens,
+                             std::span<const int64_t> query_lens, const RowBoundsOptions& options) {
   check_options(check, options);
   check_same_size(check, "query_lens", query_lens.size(), "seq_lens", seq_lens.size());
   check_lengths(check, "seq_lens", seq_lens);
@@ -93,13 +92,17 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
     check.require(query_lens[r] <= seq_lens[r], "query_lens entry ", r, " is ", query_lens[r],
                   ", expected <= seq_lens entry ", seq_lens[r]);
   }
-  if (!check.ok()) return check.status();
+}
+
+// A chunk as the planner made it over these lengths.
+void check_chunk(ArgCheck& check, const PrefillChunk& chunk, std::span<const int64_t> seq_lens,
+                 std::span<const int64_t> query_lens, const RowBoundsOptions& options) {
   const int64_t requests = static_cast<int64_t>(seq_lens.size());
   check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
                     chunk.request_end <= requests,
                 "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
                 ") are not a non-empty range within the ", requests, " requests");
-  if (!check.ok()) return check.status();
+  if (!check.ok()) return;
   int64_t group_queries = 0;
   int64_t group_keys = 0;
   for (int32_t r = chunk.request_begin; r < chunk.request_end; ++r) {
@@ -114,6 +117,19 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
                 group_keys, " (the sum of seq_lens / compress_ratio over the chunk's requests)");
   check.require(group_keys <= kMaxLength, "the chunk's ", group_keys,
                 " keys exceed the i32 maximum ", kMaxLength);
+}
+
+}  // namespace
+
+Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                                std::span<int32_t> token_to_seq, const PrefillChunk& chunk,
+                                std::span<const int64_t> seq_lens,
+                                std::span<const int64_t> query_lens,
+                                const RowBoundsOptions& options) {
+  ArgCheck check("build_prefill_row_bounds");
+  check_row_bound_lengths(check, seq_lens, query_lens, options);
+  if (!check.ok()) return check.status();
+  check_chunk(check, chunk, seq_lens, query_lens, options);
   if (!check.ok()) return check.status();
   check_span_size(check, "ks", ks.size(), chunk.query_end - chunk.query_begin);
   check_span_size(check, "ke", ke.size(), chunk.query_end - chunk.query_begin);
@@ -123,6 +139,32 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
   }
   if (!check.ok()) return check.status();
   planning::prefill_row_bounds(ks, ke, token_to_seq, chunk, seq_lens, query_lens, options);
+  return Status::Ok();
+}
+
+Status build_prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                                     std::span<const PrefillChunk> chunks,
+                                     std::span<const int64_t> seq_lens,
+                                     std::span<const int64_t> query_lens,
+                                     const RowBoundsOptions& options) {
+  ArgCheck check("build_prefill_step_row_bounds");
+  check_row_bound_lengths(check, seq_lens, query_lens, options);
+  int64_t rows = 0;
+  for (size_t c = 0; c < chunks.size() && check.ok(); ++c) {
+    check_chunk(check, chunks[c], seq_lens, query_lens, options);
+    rows += chunks[c].query_end - chunks[c].query_begin;
+  }
+  if (!check.ok()) return check.status();
+  check_span_size(check, "ks", ks.size(), rows);
+  check_span_size(check, "ke", ke.size(), rows);
+  if (!check.ok()) return check.status();
+  int64_t offset = 0;
+  for (const PrefillChunk& chunk : chunks) {
+    const auto count = static_cast<size_t>(chunk.query_end - chunk.query_begin);
+    planning::prefill_row_bounds(ks.subspan(offset, count), ke.subspan(offset, count), {}, chunk,
+                                 seq_lens, query_lens, options);
+    offset += static_cast<int64_t>(count);
+  }
   return Status::Ok();
 }
 

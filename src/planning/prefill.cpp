@@ -79,12 +79,22 @@ void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
     const int64_t keys = local_len(seq_len / options.compress_ratio, options);
     const int64_t first = std::max(group_query, chunk.query_begin);
     const int64_t last = std::min(group_query + query_len, chunk.query_end);
-    for (int64_t q = first; q < last; ++q) {
-      const int64_t position = seq_len - query_len + (q - group_query);
-      const int64_t row = q - chunk.query_begin;
-      ks[row] = static_cast<int32_t>(row_start);
-      ke[row] = static_cast<int32_t>(
-          row_start + local_len(visible_keys(position, options.compress_ratio), options));
+    if (options.compress_ratio == 1 && options.dcp.ranks == 1) {
+      // Uncompressed, unsharded: a query at position p sees p + 1 keys (no division a row).
+      const int64_t first_end = row_start + seq_len - query_len + (first - group_query) + 1;
+      for (int64_t q = first; q < last; ++q) {
+        const int64_t row = q - chunk.query_begin;
+        ks[row] = static_cast<int32_t>(row_start);
+        ke[row] = static_cast<int32_t>(first_end + (q - first));
+      }
+    } else {
+      for (int64_t q = first; q < last; ++q) {
+        const int64_t position = seq_len - query_len + (q - group_query);
+        const int64_t row = q - chunk.query_begin;
+        ks[row] = static_cast<int32_t>(row_start);
+        ke[row] = static_cast<int32_t>(
+            row_start + local_len(visible_keys(position, options.compress_ratio), options));
+      }
     }
     if (!token_to_seq.empty()) {
       std::fill_n(token_to_seq.begin() + row_start, keys,

@@ -242,3 +242,15 @@ def test_decode_length_tensor_ops_on_cuda_replay_in_a_graph(cuda_torch, rng):
         np.testing.assert_array_equal(lens.cpu().numpy(), want_lens)
         np.testing.assert_array_equal(requests.cpu().numpy(), want_requests)
         np.testing.assert_array_equal(native.cpu().numpy(), fi.decode_native_lens(L, next_n, R))
+
+
+def test_prefill_step_row_bounds_are_every_chunks_bounds(rng):
+    seq = rng.integers(1, 3000, 20)
+    query = np.minimum(seq, rng.integers(1, 400, 20))
+    chunks = fi.planning.plan_prefill_chunks(seq, query, 5000, 4 * 2000 * 300)
+    ks, ke, offsets = fi.planning.prefill_step_row_bounds(chunks, seq, query)
+    assert len(offsets) == len(chunks) + 1
+    for c, chunk in enumerate(chunks):
+        one_ks, one_ke, _ = fi.planning.prefill_row_bounds(chunk, seq, query)
+        np.testing.assert_array_equal(ks[offsets[c]:offsets[c + 1]], one_ks)
+        np.testing.assert_array_equal(ke[offsets[c]:offsets[c + 1]], one_ke)

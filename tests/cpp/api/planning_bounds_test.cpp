@@ -88,6 +88,37 @@ TEST(PrefillRowBounds, MatchTranscriptionOnRandomChunks) {
   }
 }
 
+TEST(PrefillStepRowBounds, AreEveryChunksBoundsInChunkOrder) {
+  FI_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 500; ++trial) {
+    const Batch batch = random_batch(rng, 12, 300);
+    const RowBoundsOptions options = random_options(rng);
+    const std::vector<PrefillChunk> chunks = plan_batch(rng, batch, options.compress_ratio);
+    std::vector<int32_t> want_ks, want_ke;
+    for (const PrefillChunk& chunk : chunks) {
+      const ChunkBounds one = build(chunk, batch, options);
+      want_ks.insert(want_ks.end(), one.ks.begin(), one.ks.end());
+      want_ke.insert(want_ke.end(), one.ke.begin(), one.ke.end());
+    }
+    std::vector<int32_t> ks(want_ks.size(), -7), ke(want_ke.size(), -7);
+    FI_ASSERT_OK(
+        build_prefill_step_row_bounds(ks, ke, chunks, batch.seq_lens, batch.query_lens, options));
+    ASSERT_EQ(ks, want_ks) << "trial " << trial;
+    ASSERT_EQ(ke, want_ke) << "trial " << trial;
+    if (!chunks.empty()) {
+      std::vector<int32_t> short_ks(ks.size() + 1);
+      EXPECT_TRUE(IsRejected(build_prefill_step_row_bounds(short_ks, ke, chunks, batch.seq_lens,
+                                                           batch.query_lens, options),
+                             StatusCode::kInvalidArgument, {"ks"}));
+      std::vector<PrefillChunk> wrong = chunks;
+      wrong.back().num_keys += 1;
+      EXPECT_TRUE(IsRejected(
+          build_prefill_step_row_bounds(ks, ke, wrong, batch.seq_lens, batch.query_lens, options),
+          StatusCode::kInvalidArgument, {"num_keys"}));
+    }
+  }
+}
+
 // The workspace a rank packs for a chunk, key by key: (request, compressed key) in request order,
 // then in key order, only the keys the rank owns.
 struct WorkspaceKey {
