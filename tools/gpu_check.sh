@@ -38,8 +38,12 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   TopKCuda.ShortAndEmptyRowsArePaddedWithMinusOne TopKCuda.OneRowAndManyShortRows \
   TopKCuda.SupportsEveryKFromOneTo4096 TopKCuda.DecodeFormsWithNextN \
   TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*' \
-  'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' 'CandidateTopKCuda.*' 'SparseIndicesCuda.*' \
+  'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' CandidateTopKCuda.V41FlashShapeIsBitIdenticalToTheCpu \
+  'SparseIndicesCuda.*' \
   'GatherKWorkspaceCuda.*' 'SparseLogitsCuda.*')
+# Under racecheck on an H200 (2026-12-02): CandidateBlocksCuda 65 s, CandidateTopKCuda's random
+# sweep 127 s (left out: its V41Flash test, 2 s, runs the same kernels), the rest of the candidate
+# tests 2-4 s; the set as a whole takes longer than one 10-minute run.
 RACECHECK_FILTER=${RACECHECK_FILTER:-${RACECHECK_DEFAULT%:}}
 SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*:SparseLogitsCuda.*:SparseConsumerCuda.*}
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer ||
