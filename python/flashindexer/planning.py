@@ -80,9 +80,10 @@ def prefill_step_row_bounds(chunks, seq_lens, query_lens, compress_ratio=1, *, d
     """(ks, ke, offsets) of all of a step's chunks in one call: int32 arrays of every chunk's
     rows, chunk c's (as prefill_row_bounds gives them, without token_to_seq) at [offsets[c],
     offsets[c + 1])."""
-    fields = np.asarray([tuple(int(v) for v in c) for c in chunks], dtype=np.int64).reshape(-1)
-    counts = [int(c[3]) - int(c[2]) for c in chunks]
-    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    fields = np.array(chunks, dtype=np.int64).reshape(len(chunks), 8)
+    offsets = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum(fields[:, 3] - fields[:, 2], out=offsets[1:])
+    fields = fields.reshape(-1)
     ks = np.empty(int(offsets[-1]), np.int32)
     ke = np.empty(int(offsets[-1]), np.int32)
     _C.build_prefill_step_row_bounds(ks, ke, fields, _lengths(seq_lens), _lengths(query_lens),
