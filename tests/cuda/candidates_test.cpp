@@ -39,15 +39,6 @@ struct DeviceCase {
   }
 };
 
-DeviceBuffer poisoned_workspace(size_t bytes) {
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  if (bytes > 0) {
-    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  }
-  return buffer;
-}
-
 std::vector<int32_t> all_i32(const HostTensor& t) {
   const int32_t* p = t.data<int32_t>();
   return std::vector<int32_t>(p, p + t.byte_size() / sizeof(int32_t));
@@ -82,7 +73,7 @@ std::vector<Shape> gpu_shapes(Rng& rng) {
 HostTensor gpu_select(const CandidateCase& c, const DeviceCase& d) {
   HostTensor out = poisoned_topk_output(c.rows, c.num_blocks + 3);
   DeviceTensor device_out = to_device(out);
-  const DeviceBuffer workspace = poisoned_workspace(
+  const DeviceBuffer workspace = poisoned_device_buffer(
       select_candidate_blocks_cuda_workspace_size(c.rows, c.width, c.num_blocks, c.block_size));
   RunOptions options = with_workspace(workspace);
   const Status status = select_candidate_blocks(device_out.view, d.logits.view, d.bounds(),
@@ -136,7 +127,7 @@ HostTensor gpu_consumer(const CandidateCase& c, const DeviceCase& d, int k, bool
                         bool vllm) {
   HostTensor out = poisoned_topk_output(c.rows, k + 2);
   DeviceTensor device_out = to_device(out);
-  const DeviceBuffer workspace = poisoned_workspace(
+  const DeviceBuffer workspace = poisoned_device_buffer(
       candidate_topk_per_row_cuda_workspace_size(c.rows, c.width, c.num_blocks, c.block_size, k));
   const Status status = candidate_topk_per_row(
       device_out.view, d.logits.view, d.bounds(), d.candidates.view, c.block_size, k,
@@ -303,7 +294,7 @@ TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
           // then per row its logits and the consumer's arrays (many small batches).
           const size_t per_row =
               (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 + num_blocks * 4 + 4 * 256;
-          const DeviceBuffer workspace = poisoned_workspace(
+          const DeviceBuffer workspace = poisoned_device_buffer(
               batch_rows == 0 ? indexer_cuda_workspace_size(k)
                               : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
                                     batch_rows * per_row);
@@ -360,7 +351,7 @@ TEST(IndexerConsumerCuda, DecodeEqualsTheCpuConsumerOverTheGpuLogits) {
                                           k, CandidateTopKOptions{true, vllm}));
       IndexerOptions indexer_options;
       indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
-      const DeviceBuffer workspace = poisoned_workspace(indexer_cuda_workspace_size(k));
+      const DeviceBuffer workspace = poisoned_device_buffer(indexer_cuda_workspace_size(k));
       HostTensor out = poisoned_topk_output(rows, k, k + 3);
       DeviceTensor device_out = to_device(out);
       FI_ASSERT_OK(indexer_decode(device_out.view, device.q.view(), device.cache.cache,
@@ -393,9 +384,9 @@ TEST(IndexerConsumerCuda, SourceAndConsumerReplayInACudaGraph) {
   DeviceTensor device_ends = to_device(ends);
   DeviceTensor logits = to_device(poisoned_logits(rows, width));
   DeviceTensor blocks = to_device(poisoned_topk_output(rows, num_blocks));
-  const DeviceBuffer select_workspace = poisoned_workspace(
+  const DeviceBuffer select_workspace = poisoned_device_buffer(
       select_candidate_blocks_cuda_workspace_size(rows, width, num_blocks, block_size));
-  const DeviceBuffer indexer_workspace = poisoned_workspace(indexer_cuda_workspace_size(k));
+  const DeviceBuffer indexer_workspace = poisoned_device_buffer(indexer_cuda_workspace_size(k));
   IndexerOptions consumer;
   consumer.candidates = CandidateInput{blocks.view, block_size, false};
   auto run = [&](DeviceTensor& out, cudaStream_t stream) -> Status {

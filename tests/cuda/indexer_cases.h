@@ -29,10 +29,7 @@ inline constexpr size_t kRecommendedSlab = flashindexer::heuristics::kDefaultSla
 inline DeviceBuffer indexer_workspace(int k, int64_t rows = 0, int64_t width = 0) {
   size_t bytes = indexer_cuda_workspace_size(k);
   if (rows > 0) bytes = bytes - kRecommendedSlab + rows * ((width + 255) / 256 * 256) * 4;
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  return buffer;
+  return poisoned_device_buffer(bytes);
 }
 
 // A poisoned device workspace in which the fused path runs `rows` rows per batch (0: the
@@ -41,10 +38,7 @@ inline DeviceBuffer fused_workspace(int k, int64_t rows, int64_t width, int capa
   const size_t bytes = rows > 0 ? flashindexer::cuda::fused_indexer_workspace_size(
                                       rows, width, k, flashindexer::cuda::FusedConfig{capacity})
                                 : indexer_cuda_workspace_size(k);
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  return buffer;
+  return poisoned_device_buffer(bytes);
 }
 
 // The workspace for `path` with `rows` rows per batch (0: the recommended size).

@@ -287,10 +287,7 @@ DeviceBuffer source_workspace(int k, int num_blocks, int block_size, int64_t bat
     bytes = flashindexer::cuda::topk_per_row_workspace_bound(std::max(k, num_blocks)) + 4 * 1024 +
             batch_rows * (((width + 255) / 256 * 256) * 4 + (blocks + 63) / 64 * 256 + 260);
   }
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  return buffer;
+  return poisoned_device_buffer(bytes);
 }
 
 TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLogits) {

@@ -21,15 +21,6 @@
 namespace fitest {
 namespace {
 
-DeviceBuffer poisoned_buffer(size_t bytes) {
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  if (bytes > 0) {
-    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  }
-  return buffer;
-}
-
 // Candidate rows of `blocks` blocks each over rows of up to `row_blocks` blocks: mostly in-row
 // block ids (with repeats), some -1, some past the row; a few rows with none at all.
 HostTensor random_candidates(Rng& rng, int64_t rows, int num_blocks, int64_t row_blocks) {
@@ -92,7 +83,7 @@ TEST(SparseConsumerCuda, PrefillEqualsTheDenseConsumerBitForBit) {
           IndexerOptions indexer_options;
           indexer_options.path = path;
           indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
-          const DeviceBuffer workspace = poisoned_buffer(workspace_bytes);
+          const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
           HostTensor out = poisoned_topk_output(rows, k, k + 4);
           DeviceTensor device_out = to_device(out);
           const Status status =
@@ -145,7 +136,7 @@ TEST(SparseConsumerCuda, DecodeEqualsTheDenseConsumerBitForBit) {
         IndexerOptions indexer_options;
         indexer_options.path = path;
         indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
-        const DeviceBuffer workspace = poisoned_buffer(workspace_bytes);
+        const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
         HostTensor out = poisoned_topk_output(rows, k, k + 3);
         DeviceTensor device_out = to_device(out);
         const Status status =
@@ -195,7 +186,7 @@ TEST(SparseConsumerCuda, V41FlashDecodeEqualsTheDenseConsumer) {
   const int64_t width = p.block_table.size(1) * config.page_size;
   HostTensor cand = random_candidates(rng, rows, 2048, (width + 7) / 8);
   DeviceTensor device_cand = to_device(cand);
-  const DeviceBuffer workspace = poisoned_buffer(indexer_cuda_workspace_size(512));
+  const DeviceBuffer workspace = poisoned_device_buffer(indexer_cuda_workspace_size(512));
   HostTensor results[2];
   for (int i = 0; i < 2; ++i) {
     IndexerOptions indexer_options;

@@ -19,15 +19,6 @@ namespace {
 
 constexpr int kPad = 5;
 
-DeviceBuffer poisoned_workspace(size_t bytes) {
-  DeviceBuffer buffer(bytes);
-  EXPECT_EQ(buffer.error(), cudaSuccess);
-  if (bytes > 0) {
-    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
-  }
-  return buffer;
-}
-
 TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -68,7 +59,8 @@ TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
           block_size, sparse_block));
       DeviceTensor device_indices = to_device(indices);
       DeviceTensor device_end = to_device(end);
-      const DeviceBuffer workspace = poisoned_workspace(sparse_logits_cuda_workspace_size(M, S));
+      const DeviceBuffer workspace =
+          poisoned_device_buffer(sparse_logits_cuda_workspace_size(M, S));
       for (bool clean : {true, false}) {
         HostTensor got = poisoned_logits(M, S * sparse_block + kPad);
         DeviceTensor device_got = to_device(got);
@@ -79,11 +71,8 @@ TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
                                        with_workspace(workspace)));
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         to_host(got, device_got);
-        EXPECT_TRUE(SparseLogitsMatch(
-            got, dense, end, S * sparse_block, clean, [&](int64_t t, int64_t col) {
-              return int64_t{indices.at<int32_t>({t, col / sparse_block})} * sparse_block +
-                     p.ks.data<int32_t>()[t] % sparse_block + col % sparse_block;
-            }));
+        EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, sparse_block, clean,
+                                      packed_firsts(p.ks, sparse_block)));
       }
     }
   }
@@ -133,7 +122,7 @@ TEST(SparseLogitsCuda, DecodeColumnsHaveTheDenseLogitsBits) {
     DeviceTensor device_indices = to_device(indices);
     DeviceTensor device_end = to_device(end);
     const DeviceBuffer workspace =
-        poisoned_workspace(sparse_logits_cuda_workspace_size(rows, num_blocks));
+        poisoned_device_buffer(sparse_logits_cuda_workspace_size(rows, num_blocks));
     for (bool clean : {true, false}) {
       HostTensor got = poisoned_logits(rows, num_blocks * block_size + kPad);
       DeviceTensor device_got = to_device(got);
@@ -143,11 +132,7 @@ TEST(SparseLogitsCuda, DecodeColumnsHaveTheDenseLogitsBits) {
                                            LogitsOptions{clean}, with_workspace(workspace)));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       to_host(got, device_got);
-      EXPECT_TRUE(SparseLogitsMatch(
-          got, dense, end, num_blocks * block_size, clean, [&](int64_t t, int64_t col) {
-            return int64_t{indices.at<int32_t>({t, col / block_size})} * block_size +
-                   col % block_size;
-          }));
+      EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, block_size, clean));
     }
   }
 }

@@ -65,6 +65,17 @@ class DeviceBuffer {
   cudaError_t error_ = cudaSuccess;
 };
 
+// `bytes` of device memory filled with kPoisonByte (a workspace or scratch that must not be
+// read before it is written).
+inline DeviceBuffer poisoned_device_buffer(size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  EXPECT_EQ(buffer.error(), cudaSuccess);
+  if (bytes > 0) {
+    EXPECT_EQ(cudaMemset(buffer.get(), kPoisonByte, bytes), cudaSuccess);
+  }
+  return buffer;
+}
+
 // A device copy of a host tensor: same dtype, shape and strides.
 struct DeviceTensor {
   DeviceBuffer buffer;

@@ -35,19 +35,26 @@ inline HostTensor distinct_candidates(Rng& rng, int64_t rows, int num_blocks,
 }
 
 // Row t's expected sparse logits from `dense` ([rows, width]): column c < end[t] holds
-// dense[t, column_of(t, c)], columns [end[t], S * SBK) -inf when clean, else the poison.
-template <typename ColumnOf>
-::testing::AssertionResult SparseLogitsMatch(const HostTensor& got, const HostTensor& dense,
-                                             const HostTensor& end, int64_t columns, bool clean,
-                                             ColumnOf&& column_of) {
+// dense[t, k], k = indices[t, c / SBK] * SBK + first[t] + c % SBK (first: ks % SBK for the packed
+// form, 0 for the paged one; no vector: 0), columns [end[t], S * SBK) -inf when clean, else the
+// poison, as are the columns past S * SBK.
+inline ::testing::AssertionResult SparseLogitsMatch(const HostTensor& got, const HostTensor& dense,
+                                                    const HostTensor& indices,
+                                                    const HostTensor& end, int sparse_block,
+                                                    bool clean,
+                                                    const std::vector<int64_t>& first = {}) {
+  const int64_t columns = indices.size(1) * sparse_block;
   for (int64_t t = 0; t < got.size(0); ++t) {
     const int64_t valid = end.data<int32_t>()[t];
+    const int64_t offset = first.empty() ? 0 : first[t];
     for (int64_t c = 0; c < got.size(1); ++c) {
       uint32_t bits;
       std::memcpy(&bits, &got.at<float>({t, c}), 4);
       uint32_t want;
       if (c < valid) {
-        std::memcpy(&want, &dense.at<float>({t, column_of(t, c)}), 4);
+        const int64_t key = int64_t{indices.at<int32_t>({t, c / sparse_block})} * sparse_block +
+                            offset + c % sparse_block;
+        std::memcpy(&want, &dense.at<float>({t, key}), 4);
       } else if (c < columns && clean) {
         const float minus_inf = -INFINITY;
         std::memcpy(&want, &minus_inf, 4);
@@ -62,6 +69,13 @@ template <typename ColumnOf>
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// ks[t] % SBK of every row: where a packed row's sparse blocks start in their SBK-aligned runs.
+inline std::vector<int64_t> packed_firsts(const HostTensor& ks, int sparse_block) {
+  std::vector<int64_t> first(static_cast<size_t>(ks.size(0)));
+  for (size_t t = 0; t < first.size(); ++t) first[t] = ks.data<int32_t>()[t] % sparse_block;
+  return first;
 }
 
 }  // namespace fitest

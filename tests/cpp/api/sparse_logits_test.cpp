@@ -53,11 +53,8 @@ TEST(SparseLogits, PrefillColumnsHaveTheDenseLogitsBits) {
           FI_ASSERT_OK(sparse_mqa_logits(got.view(), p.q.view(), p.keys.view(), p.weights.view(),
                                          indices.view(), end.view(), rows, sparse_block,
                                          LogitsOptions{clean}, options));
-          EXPECT_TRUE(SparseLogitsMatch(
-              got, dense, end, S * sparse_block, clean, [&](int64_t t, int64_t col) {
-                return int64_t{indices.at<int32_t>({t, col / sparse_block})} * sparse_block +
-                       p.ks.data<int32_t>()[t] % sparse_block + col % sparse_block;
-              }));
+          EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, sparse_block, clean,
+                                        packed_firsts(p.ks, sparse_block)));
         }
       }
       // The consumer over the sparse logits: top-k over [0, end), remapped, equals the exact
@@ -125,11 +122,7 @@ TEST(SparseLogits, DecodeColumnsHaveTheDenseLogitsBits) {
         FI_ASSERT_OK(paged_sparse_mqa_logits(
             got.view(), p.q.view(), p.cache.cache(), p.weights.view(), indices.view(), end.view(),
             p.block_table.view(), sparse_block, LogitsOptions{clean}));
-        EXPECT_TRUE(SparseLogitsMatch(
-            got, dense, end, num_blocks * sparse_block, clean, [&](int64_t t, int64_t col) {
-              return int64_t{indices.at<int32_t>({t, col / sparse_block})} * sparse_block +
-                     col % sparse_block;
-            }));
+        EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, sparse_block, clean));
       }
     }
   }
