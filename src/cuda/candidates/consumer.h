@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/candidates/rows.cuh"
+#include "flashindexer/candidates.h"
 #include "flashindexer/status.h"
 #include "flashindexer/tensor.h"
 
@@ -29,6 +30,12 @@ struct CandidateRowsOnDevice {
   int count;  // C
   int block_size;
 };
+
+// The candidate rows of a consumer call from its query row `first` on.
+inline CandidateRowsOnDevice candidate_rows_of(const CandidateInput& input, int64_t first) {
+  return {input.blocks.ptr<const int32_t>() + first * input.blocks.stride[0],
+          input.blocks.stride[0], static_cast<int>(input.blocks.shape[1]), input.block_size};
+}
 
 // The scratch of one call: exact mode uses blocks, lengths and compact; the vLLM-compatible mode
 // uses row_starts and row_ends; both pass topk_run (stream + the top-k's scratch) to the top-k.

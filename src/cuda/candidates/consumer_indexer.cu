@@ -40,44 +40,28 @@ Status carve_consumer_batches(const char* op, const RunOptions& options, int64_t
                          candidates::consumer_array_bytes(1, num_blocks, block_size);
   // Alignment slack: the start, the four consumer arrays, the slab.
   const size_t fixed = topk_bytes + 6 * kSlabAlignment;
-  const size_t available = options.workspace == nullptr || options.workspace_bytes < fixed
-                               ? 0
-                               : options.workspace_bytes - fixed;
-  int64_t rows = static_cast<int64_t>(available / per_row) / row_unit * row_unit;
-  if (rows < row_unit) {
-    return Status::WorkspaceTooSmall(concat(
-        op,
-        ": a consumer call (candidates) on CUDA tensors needs RunOptions.workspace of at least ",
-        fixed + per_row * row_unit, " bytes for ", width, " keys per row and C=", num_blocks,
-        ", cb=", block_size, " (", row_unit, " rows at a time); indexer_cuda_workspace_size(k=", k,
-        ") = ", indexer_workspace_size(k), " is the recommended size; got ",
-        options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
-  }
-  if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
-    return Status::InvalidArgument(
-        concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+  int64_t rows = 0;
+  if (Status status =
+          rows_that_fit(op, options, k, fixed, per_row, row_unit,
+                        concat("a consumer call (candidates) on CUDA tensors with ", width,
+                               " keys per row, C=", num_blocks, " and cb=", block_size),
+                        &rows);
+      !status.ok()) {
+    return status;
   }
   if (rows >= group_rows) rows = rows / group_rows * group_rows;
   auto* base = static_cast<unsigned char*>(options.workspace);
-  auto align = [](uintptr_t at) {
-    return (at + kSlabAlignment - 1) / kSlabAlignment * kSlabAlignment;
-  };
-  const uintptr_t arrays = align(reinterpret_cast<uintptr_t>(base) + topk_bytes);
+  const uintptr_t arrays = align_slab(reinterpret_cast<uintptr_t>(base) + topk_bytes);
   const size_t array_bytes = candidates::consumer_array_bytes(rows, num_blocks, block_size);
   batches->scratch = candidates::carve_consumer_arrays(reinterpret_cast<void*>(arrays), rows,
                                                        num_blocks, block_size);
   batches->scratch.topk_run = options;
   batches->scratch.topk_run.workspace = base;
   batches->scratch.topk_run.workspace_bytes = topk_bytes;
-  batches->logits = reinterpret_cast<float*>(align(arrays + array_bytes));
+  batches->logits = reinterpret_cast<float*>(align_slab(arrays + array_bytes));
   batches->pitch = pitch;
   batches->rows = rows;
   return Status::Ok();
-}
-
-candidates::CandidateRowsOnDevice candidate_rows_from(const CandidateInput& input, int64_t first) {
-  return {input.blocks.ptr<const int32_t>() + first * input.blocks.stride[0],
-          input.blocks.stride[0], static_cast<int>(input.blocks.shape[1]), input.block_size};
 }
 
 }  // namespace
@@ -117,10 +101,11 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
     const candidates::BoundRows bounds =
         candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke));
     const TensorView batch_out = leading_rows(out, first, count);
-    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
-                                                 {batches.logits, batches.pitch, count, width},
-                                                 bounds, candidate_rows_from(input, first), k,
-                                                 sorted, input.vllm_compatible, batches.scratch);
+    if (Status status =
+            candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                     {batches.logits, batches.pitch, count, width}, bounds,
+                                     candidates::candidate_rows_of(input, first), k, sorted,
+                                     input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
     }
@@ -176,10 +161,11 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
     candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(batch_lens));
     if (batch_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
     const TensorView batch_out = leading_rows(out, first * next_n, batch_rows);
-    if (Status status = candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
-                                                 {batches.logits, batches.pitch, batch_rows, width},
-                                                 bounds, candidate_rows_from(input, first * next_n),
-                                                 k, sorted, input.vllm_compatible, batches.scratch);
+    if (Status status =
+            candidates::run_consumer(op, batch_out.ptr<int32_t>(), out.stride[0],
+                                     {batches.logits, batches.pitch, batch_rows, width}, bounds,
+                                     candidates::candidate_rows_of(input, first * next_n), k,
+                                     sorted, input.vllm_compatible, batches.scratch);
         !status.ok()) {
       return status;
     }

@@ -45,33 +45,22 @@ Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
   const int64_t array_stride = candidates::pitch_floats(per_row_blocks);  // 256-byte rows
   const size_t per_row = (static_cast<size_t>(pitch) + 2 * array_stride + 1) * sizeof(int32_t);
   const size_t fixed = topk_bytes + 5 * kSlabAlignment;  // alignment of each region
-  const size_t available = options.workspace == nullptr || options.workspace_bytes < fixed
-                               ? 0
-                               : options.workspace_bytes - fixed;
-  int64_t rows = static_cast<int64_t>(available / per_row) / row_unit * row_unit;
-  if (rows < row_unit) {
-    return Status::WorkspaceTooSmall(concat(
-        op, ": the sparse consumer path on CUDA tensors needs RunOptions.workspace of at ",
-        "least ", fixed + per_row * row_unit, " bytes for C=", input.blocks.shape[1], ", cb=",
-        input.block_size, " (", row_unit, " rows at a time); indexer_cuda_workspace_size(k=", k,
-        ") = ", indexer_workspace_size(k), " is the recommended size; got ",
-        options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
-  }
-  if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
-    return Status::InvalidArgument(
-        concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+  int64_t rows = 0;
+  if (Status status = rows_that_fit(op, options, k, fixed, per_row, row_unit,
+                                    concat("the sparse consumer path on CUDA tensors with C=",
+                                           input.blocks.shape[1], " and cb=", input.block_size),
+                                    &rows);
+      !status.ok()) {
+    return status;
   }
   auto* base = static_cast<unsigned char*>(options.workspace);
-  auto align = [](uintptr_t at) {
-    return (at + kSlabAlignment - 1) / kSlabAlignment * kSlabAlignment;
-  };
-  const uintptr_t blocks = align(reinterpret_cast<uintptr_t>(base) + topk_bytes);
+  const uintptr_t blocks = align_slab(reinterpret_cast<uintptr_t>(base) + topk_bytes);
   const size_t array_bytes = static_cast<size_t>(rows * array_stride) * sizeof(int32_t);
-  const uintptr_t entries = align(blocks + array_bytes);
-  const uintptr_t end = align(entries + array_bytes);
+  const uintptr_t entries = align_slab(blocks + array_bytes);
+  const uintptr_t end = align_slab(entries + array_bytes);
   batches->arrays = {reinterpret_cast<int32_t*>(blocks), reinterpret_cast<int32_t*>(entries),
                      reinterpret_cast<int32_t*>(end), array_stride, per_row_blocks};
-  batches->logits = reinterpret_cast<float*>(align(end + rows * sizeof(int32_t)));
+  batches->logits = reinterpret_cast<float*>(align_slab(end + rows * sizeof(int32_t)));
   batches->pitch = pitch;
   batches->rows = rows;
   batches->sparse_block = sparse_block;
@@ -79,11 +68,6 @@ Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
   batches->topk_run.workspace = base;
   batches->topk_run.workspace_bytes = topk_bytes;
   return Status::Ok();
-}
-
-candidates::CandidateRowsOnDevice candidate_rows_at(const CandidateInput& input, int64_t first) {
-  return {input.blocks.ptr<const int32_t>() + first * input.blocks.stride[0],
-          input.blocks.stride[0], static_cast<int>(input.blocks.shape[1]), input.block_size};
 }
 
 // Scores the batch's rows (their metadata built), selects over each row's valid columns and
@@ -155,7 +139,7 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     const TensorView batch_ks = leading_rows(ks, first, count);
     const TensorView batch_ke = leading_rows(ke, first, count);
     if (Status status = candidates::build_sparse_rows(
-            batches.arrays, candidate_rows_at(input, first),
+            batches.arrays, candidates::candidate_rows_of(input, first),
             candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke)), count,
             keys.values.shape[0], batches.sparse_block, candidates::SparseSource{}, stream);
         !status.ok()) {
@@ -200,17 +184,10 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
     candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(batch_lens));
     if (batch_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
     const TensorView batch_table = leading_rows(block_table, first, count);
-    candidates::SparseSource source;
-    source.block_table = batch_table.ptr<const int32_t>();
-    source.table_stride_b = batch_table.stride[0];
-    source.table_stride_p = batch_table.stride[1];
-    source.table_pages = batch_table.shape[1];
-    source.num_pages = cache.num_pages;
-    source.page_size = cache.page_size;
-    source.rows_per_request = next_n;
+    const candidates::SparseSource source = candidates::paged_source(batch_table, cache, next_n);
     if (Status status = candidates::build_sparse_rows(
-            batches.arrays, candidate_rows_at(input, first * next_n), bounds, batch_rows, width,
-            batches.sparse_block, source, stream);
+            batches.arrays, candidates::candidate_rows_of(input, first * next_n), bounds,
+            batch_rows, width, batches.sparse_block, source, stream);
         !status.ok()) {
       return status;
     }

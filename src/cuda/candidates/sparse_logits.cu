@@ -10,6 +10,7 @@
 
 #include "core/checks.h"
 #include "cuda/candidates/candidates.h"
+#include "cuda/candidates/sparse_entry.cuh"
 #include "cuda/candidates/workspace.h"
 #include "cuda/common/check.h"
 #include "cuda/sm90_scoring/format_sparse.cuh"
@@ -33,14 +34,9 @@ struct EntryParams {
   const int32_t* ks = nullptr;
   int64_t ks_stride = 1;
   int64_t num_keys = 0;
-  // Paged (block_table != null): position index * SBK of request t / next_n.
-  const int32_t* block_table = nullptr;
-  int64_t table_stride_b = 0;
-  int64_t table_stride_p = 0;
-  int64_t table_pages = 0;
-  int64_t num_pages = 0;
-  int page_size = 64;
-  int next_n = 1;
+  // Paged (source.block_table != null): position index * SBK of request t / next_n (the
+  // source's rows_per_request).
+  candidates::SparseSource source;
 };
 
 __global__ void __launch_bounds__(kEntryThreads) sparse_entries_kernel(const EntryParams p) {
@@ -50,21 +46,14 @@ __global__ void __launch_bounds__(kEntryThreads) sparse_entries_kernel(const Ent
   const int64_t j = at - t * p.blocks;
   const int64_t index = p.indices[t * p.index_stride0 + j * p.index_stride1];
   int32_t entry = 0;
-  if (p.block_table == nullptr) {
+  if (p.source.block_table == nullptr) {
     int64_t ks = p.ks[t * p.ks_stride];
     ks = ks < 0 ? 0 : ks;
     const int64_t key = index * p.sparse_block + ks % p.sparse_block;
     entry = key >= 0 && key < p.num_keys ? static_cast<int32_t>(key) : 0;
   } else {
-    const int64_t position = index * p.sparse_block;
-    const int64_t page_index = position >= 0 ? position / p.page_size : -1;
-    int32_t page = 0;
-    if (page_index >= 0 && page_index < p.table_pages) {
-      page = p.block_table[(t / p.next_n) * p.table_stride_b + page_index * p.table_stride_p];
-    }
-    if (page < 0 || page >= p.num_pages) page = 0;
-    const int32_t row = page_index >= 0 ? static_cast<int32_t>(position % p.page_size) : 0;
-    entry = page << scoring::kSparseRowBits | row;
+    entry =
+        candidates::paged_entry(p.source, t / p.source.rows_per_request, index * p.sparse_block);
   }
   p.entries[t * p.entry_stride + j] = entry;
 }
@@ -163,13 +152,7 @@ Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& 
   const char* op = "paged_sparse_mqa_logits";
   if (Status status = check_sparse_paged_source(op, q, cache); !status.ok()) return status;
   EntryParams p{};
-  p.block_table = block_table.ptr<const int32_t>();
-  p.table_stride_b = block_table.stride[0];
-  p.table_stride_p = block_table.stride[1];
-  p.table_pages = block_table.shape[1];
-  p.num_pages = cache.num_pages;
-  p.page_size = cache.page_size;
-  p.next_n = static_cast<int>(q.values.shape[1]);
+  p.source = candidates::paged_source(block_table, cache, static_cast<int>(q.values.shape[1]));
   SparseScoring scoring;
   scoring.q = decode_query_rows(q.values, 0, q.values.shape[0]);
   scoring.weights = weights;

@@ -8,9 +8,9 @@
 #include <limits>
 
 #include "cuda/candidates/block_sort.cuh"
+#include "cuda/candidates/sparse_entry.cuh"
 #include "cuda/candidates/sparse_rows.h"
 #include "cuda/common/check.h"
-#include "cuda/sm90_scoring/format_sparse.cuh"
 
 namespace flashindexer::cuda::candidates {
 namespace {
@@ -19,21 +19,12 @@ constexpr int kRowThreads = 512;
 constexpr int32_t kDropped = std::numeric_limits<int32_t>::max();
 
 // The entry of sparse block `block` of row t (format_sparse.cuh): the packed key row of its
-// first position, or its page and row in the cache. A block-table entry outside the cache (not
-// a valid input: the row's pages must be allocated) reads page 0, never a box outside the
-// tensor (copies of such boxes stopped the kernel on an H200: illegal instruction).
+// first position, or its page and row in the cache.
 __device__ __forceinline__ int32_t entry_of(const SparseSource& source, int64_t t, int64_t start,
                                             int32_t block, int sparse_block) {
   const int64_t position = int64_t{block} * sparse_block;
   if (source.block_table == nullptr) return static_cast<int32_t>(start + position);
-  const int64_t page_index = position / source.page_size;
-  const int64_t request = t / source.rows_per_request;
-  int32_t page =
-      page_index < source.table_pages
-          ? source.block_table[request * source.table_stride_b + page_index * source.table_stride_p]
-          : 0;
-  if (page < 0 || page >= source.num_pages) page = 0;
-  return page << scoring::kSparseRowBits | static_cast<int32_t>(position % source.page_size);
+  return paged_entry(source, t / source.rows_per_request, position);
 }
 
 __global__ void __launch_bounds__(kRowThreads)

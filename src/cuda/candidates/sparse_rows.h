@@ -10,7 +10,9 @@
 
 #include "cuda/candidates/consumer.h"
 #include "cuda/candidates/rows.cuh"
+#include "flashindexer/kcache.h"
 #include "flashindexer/status.h"
+#include "flashindexer/tensor.h"
 
 namespace flashindexer::cuda::candidates {
 
@@ -25,6 +27,20 @@ struct SparseSource {
   int page_size = 64;     // a power of two, at most 128
   int rows_per_request = 1;
 };
+
+// The paged source of `rows_per_request` query rows a request over block_table [B, P] i32.
+inline SparseSource paged_source(const TensorView& block_table, const PagedKCache& cache,
+                                 int rows_per_request) {
+  SparseSource source;
+  source.block_table = block_table.ptr<const int32_t>();
+  source.table_stride_b = block_table.stride[0];
+  source.table_stride_p = block_table.stride[1];
+  source.table_pages = block_table.shape[1];
+  source.num_pages = cache.num_pages;
+  source.page_size = cache.page_size;
+  source.rows_per_request = rows_per_request;
+  return source;
+}
 
 // The per-row arrays, [rows, sparse_per_row] i32 (row stride `stride`) and [rows] i32.
 struct SparseRows {

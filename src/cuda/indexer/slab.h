@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/checks.h"
 #include "cuda/cuda_ops.h"
@@ -91,6 +92,31 @@ Status carve_slab(const char* op, const RunOptions& options, int64_t width, int 
   slab->topk_run = options;
   slab->topk_run.workspace = base;
   slab->topk_run.workspace_bytes = topk_bytes;
+  return Status::Ok();
+}
+
+// The rows a workspace holds after its first `fixed` bytes at `per_row` bytes a row, a whole
+// number of `row_unit` rows (the consumer indexers' row batches): WorkspaceTooSmall when not one
+// unit fits (`call` names the call and its shape; the message continues with what it needs),
+// InvalidArgument when the workspace is not 16-byte aligned.
+inline Status rows_that_fit(const char* op, const RunOptions& options, int k, size_t fixed,
+                            size_t per_row, int64_t row_unit, const std::string& call,
+                            int64_t* rows) {
+  const size_t available = options.workspace == nullptr || options.workspace_bytes < fixed
+                               ? 0
+                               : options.workspace_bytes - fixed;
+  *rows = static_cast<int64_t>(available / per_row) / row_unit * row_unit;
+  if (*rows < row_unit) {
+    return Status::WorkspaceTooSmall(concat(
+        op, ": ", call, " needs RunOptions.workspace of at least ", fixed + per_row * row_unit,
+        " bytes (", row_unit, " rows at a time); indexer_cuda_workspace_size(k=", k,
+        ") = ", indexer_workspace_size(k), " is the recommended size; got ",
+        options.workspace == nullptr ? 0 : options.workspace_bytes, " bytes"));
+  }
+  if (reinterpret_cast<uintptr_t>(options.workspace) % 16 != 0) {
+    return Status::InvalidArgument(
+        concat(op, ": RunOptions.workspace must be 16-byte aligned for CUDA tensors"));
+  }
   return Status::Ok();
 }
 
