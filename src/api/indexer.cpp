@@ -111,6 +111,19 @@ Status check_output_combinations(const char* op, const IndexerOptions& indexer_o
   return Status::Ok();
 }
 
+// What both indexer ops check after their scoring operands: the top-k output, the candidate
+// input, the optional outputs and how they combine.
+Status check_indexer_call(ArgCheck& check, const TensorView& out,
+                          const IndexerOptions& indexer_options, int64_t rows, int k,
+                          Device device) {
+  check_topk_output(check, out, rows, k);
+  check.on_device("out", out, device);
+  check_candidate_input(check, indexer_options, rows, device);
+  check_outputs(check, indexer_options, rows, k, device);
+  if (!check.ok()) return check.status();
+  return check_output_combinations(check.op(), indexer_options, device);
+}
+
 cuda::IndexerOutputs cuda_outputs(const IndexerOptions& indexer_options) {
   return {indexer_options.scores, indexer_options.candidate_source};
 }
@@ -122,15 +135,11 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
                const char* min_row_keys_name, const RunOptions& options) {
   ArgCheck check("indexer_prefill");
   const ScoringDims dims = check_prefill_scoring(check, q, keys, weights, ks, ke, -1);
-  check_topk_output(check, out, dims.rows, k);
-  check.on_device("out", out, q.values.device);
   check.require(indexer_options.min_row_keys >= 0, min_row_keys_name, " is ",
                 indexer_options.min_row_keys,
                 "; expected >= 0 (the fewest keys a row sees, 0 when unknown)");
-  check_candidate_input(check, indexer_options, dims.rows, q.values.device);
-  check_outputs(check, indexer_options, dims.rows, k, q.values.device);
-  if (!check.ok()) return check.status();
-  if (Status status = check_output_combinations(check.op(), indexer_options, q.values.device);
+  if (Status status =
+          check_indexer_call(check, out, indexer_options, dims.rows, k, q.values.device);
       !status.ok()) {
     return status;
   }
@@ -215,12 +224,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   ArgCheck check("indexer_decode");
   const ScoringDims dims =
       check_paged_scoring(check, q, cache, weights, context_lens, block_table, -1);
-  check_topk_output(check, out, dims.rows, k);
-  check.on_device("out", out, q.values.device);
-  check_candidate_input(check, indexer_options, dims.rows, q.values.device);
-  check_outputs(check, indexer_options, dims.rows, k, q.values.device);
-  if (!check.ok()) return check.status();
-  if (Status status = check_output_combinations(check.op(), indexer_options, q.values.device);
+  if (Status status =
+          check_indexer_call(check, out, indexer_options, dims.rows, k, q.values.device);
       !status.ok()) {
     return status;
   }
