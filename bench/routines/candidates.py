@@ -42,9 +42,15 @@ def _cases(preset):
 
 
 def _consumer_cases(preset):
-    """Shapes of the sparse-against-dense consumer table (the targets' shapes)."""
-    full = [Case("prefill 4096x131072", "prefill", 4096, 131072),
+    """Shapes of the sparse-against-dense consumer table: the targets' shapes, and shorter
+    contexts, where kAuto's choice between the two paths is made."""
+    full = [Case("prefill 4096x16384", "prefill", 4096, 16384),
+            Case("prefill 4096x32768", "prefill", 4096, 32768),
+            Case("prefill 4096x65536", "prefill", 4096, 65536),
+            Case("prefill 4096x131072", "prefill", 4096, 131072),
             Case("prefill 4096x1048576", "prefill", 4096, 1048576),
+            Case("decode 64x16384", "decode", 64, 16384),
+            Case("decode 64x32768", "decode", 64, 32768),
             Case("decode 64x131072", "decode", 64, 131072),
             Case("decode 64x1048576", "decode", 64, 1048576)]
     quick = [Case("prefill 256x65536", "prefill", 256, 65536),

@@ -42,13 +42,14 @@ struct IndexerOptions {
   // i32, one row per query row), the call selects only inside the named blocks of
   // candidates.block_size positions, exactly candidate_topk_per_row over the call's logits with
   // the call's own row ranges as bounds (logits width: keys.shape[0] for prefill,
-  // block_table.shape[1] * page_size for decode). On CUDA, kAuto and kDense take the dense path:
-  // the logits slab of the whole context, then the consumer's selection. kSparse (the exact form,
-  // a block size of 8, 16 or 32) scores only the candidate blocks' keys: sparse logits in the
-  // workspace, C x cb columns a row, then the top-k over them, meant to give the dense path's
-  // answer bit for bit; it becomes kAuto's choice once its GPU tests pass on the H200 (not yet
-  // in this release). kFused is refused. Either way the workspace is the dense indexer's (a
-  // batch is the rows that fit).
+  // block_table.shape[1] * page_size for decode). On CUDA there are two paths, with the same
+  // answer bit for bit. kDense: the logits slab of the whole context, then the consumer's
+  // selection. kSparse (the exact form, a block size of 8, 16 or 32): only the candidate blocks'
+  // keys are scored, C x cb columns a row in the workspace, then the top-k over them and the
+  // remap to positions. kAuto takes kSparse for the exact form with such a block size once the
+  // logits width is at least 4 (prefill) or 2 (decode) times C x cb, where it was measured
+  // faster on an H200 (docs/benchmarks.md), else kDense. kFused is refused. Either way the
+  // workspace is the dense indexer's (a batch is the rows that fit).
   CandidateInput candidates = {};
   // Optional output, [rows, >= k] f32: scores[t, i] is the score of the key out[t, i] names, the
   // very bits the backend's logits op writes at that column (mqa_logits column ks[t] + out[t, i];

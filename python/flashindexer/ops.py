@@ -387,9 +387,10 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     candidates: a DeepSeek-V4.1 consumer layer's [M, C] int32 candidate blocks of
     ``candidate_block_size`` positions (flashindexer.candidates): the rows select only inside
     them, exactly candidate_topk_per_row of the logits with (ks, ke) as bounds (vllm_compatible:
-    vLLM's mask-then-top-k). On CUDA such a call takes the dense path; path="sparse" scores only
-    the candidate blocks' keys (exact form, candidate_block_size 8, 16 or 32; not yet the
-    default, see indexer.h).
+    vLLM's mask-then-top-k). On CUDA path="sparse" scores only the candidate blocks' keys
+    (exact form, candidate_block_size 8, 16 or 32), "dense" the whole context; the same answer.
+    "auto" takes "sparse" when it can and the logits width is at least 4 x C x
+    candidate_block_size (2 x at decode), else "dense" (indexer.h).
     scores: True (or a [M, >= k] float32 tensor to fill) to also return each selected key's
     score, the very bits mqa_logits writes at column ks[t] + out[t, i], -inf where out is -1 (what
     flashindexer.dist.dcp_pack_candidates_from_scores packs; the fused path's -0.0 / NaN corner

@@ -31,6 +31,12 @@ struct InsertCase {
   RopeStyle rope;
 };
 
+// A page stride the cache ops take: the page's bytes rounded up to 4 (MXFP4 pages of odd
+// sizes are not), then `pad` more bytes.
+int64_t page_stride_of(KFormat format, int page_size, int head_dim, int64_t pad) {
+  return ceil_div(PagedKCache::page_bytes(format, page_size, head_dim), 4) * 4 + pad;
+}
+
 std::string describe(const InsertCase& c) {
   return std::string(kformat_name(c.format)) + " keys " + dtype_name(c.key_dtype) + " slots " +
          dtype_name(c.slot_dtype) + " page_size " + std::to_string(c.page_size) + " D " +
@@ -145,9 +151,9 @@ TEST(InsertKCacheCuda, MatchesTheCpuByteForByte) {
                                rope};
             SCOPED_TRACE(describe(c));
             const int64_t pages = rng.uniform_int(1, 40);
-            const int64_t page_bytes = PagedKCache::page_bytes(format, c.page_size, head_dim);
-            CacheBuffer want(format, pages, c.page_size, head_dim, page_bytes + stride_pad);
-            CacheBuffer start(format, pages, c.page_size, head_dim, page_bytes + stride_pad);
+            const int64_t stride = page_stride_of(format, c.page_size, head_dim, stride_pad);
+            CacheBuffer want(format, pages, c.page_size, head_dim, stride);
+            CacheBuffer start(format, pages, c.page_size, head_dim, stride);
             const int64_t num_slots = pages * c.page_size;
             const InsertBatch b = make_batch(rng, c, num_slots, rng.uniform_int(0, num_slots));
             FI_ASSERT_OK(insert_k_cache(want.cache(), b.keys.view(), b.slot_view(), b.insert));
@@ -240,7 +246,7 @@ GatherProblem make_gather(Rng& rng, KFormat format, int page_size, int head_dim,
   }
   const int64_t pages = used + 3;
   p.cache = CacheBuffer(format, pages, page_size, head_dim,
-                        PagedKCache::page_bytes(format, page_size, head_dim) + stride_pad);
+                        page_stride_of(format, page_size, head_dim, stride_pad));
   for (int64_t i = 0; i < p.cache.total_bytes(); ++i)
     p.cache.base()[i] = static_cast<uint8_t>(rng.bits32());
   std::vector<int32_t> ids(static_cast<size_t>(pages));

@@ -69,10 +69,18 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 IndexerPath path, const RunOptions& options,
                                 const TensorView& scores = {});
 
-// Whether a consumer call takes the sparse path: IndexerPath::kSparse asked for, the exact
-// selection (not vLLM's dense mask) and a candidate block size of 8, 16 or 32 (sparse blocks of
-// 8 or 16 keys; src/api refuses kSparse otherwise).
-bool sparse_consumer_takes(const CandidateInput& candidates, IndexerPath path);
+// Whether a consumer call takes the sparse path: the exact selection (not vLLM's dense mask), a
+// candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys; src/api refuses kSparse
+// otherwise), and IndexerPath::kSparse asked for, or kAuto with a logits width of at least
+// auto_spans times the candidates' span (C x cb positions).
+bool sparse_consumer_takes(const CandidateInput& candidates, IndexerPath path, int64_t width,
+                           int64_t auto_spans);
+// kAuto's crossovers, H32 C 2048 cb 8 k 512 on an H200 (python -m bench candidates): the sparse
+// path scores C x cb columns a row with one query row per work item, where the dense prefill
+// kernels share each key tile among an item's rows, so prefill needs the longer context. Sparse
+// over dense at 1, 2, 4, 8 spans: prefill 0.59, 0.71, 1.09, 1.88; decode 0.98, 1.39, -, 3.76.
+constexpr int64_t kSparseAutoSpansPrefill = 4;
+constexpr int64_t kSparseAutoSpansDecode = 2;
 Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                         const QuantizedTensor& keys, const TensorView& weights,
                                         const TensorView& ks, const TensorView& ke, int k,

@@ -71,7 +71,7 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
                                  const CandidateInput& input, IndexerPath path,
                                  const RunOptions& options, const TensorView& scores) {
-  if (sparse_consumer_takes(input, path)) {
+  if (sparse_consumer_takes(input, path, keys.values.shape[0], kSparseAutoSpansPrefill)) {
     return sparse_candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, input,
                                             options, scores);
   }
@@ -126,7 +126,8 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& input, IndexerPath path,
                                 const RunOptions& options, const TensorView& scores) {
-  if (sparse_consumer_takes(input, path)) {
+  if (sparse_consumer_takes(input, path, block_table.shape[1] * cache.page_size,
+                            kSparseAutoSpansDecode)) {
     return sparse_candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                            sorted, input, options, scores);
   }

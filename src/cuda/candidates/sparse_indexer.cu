@@ -117,9 +117,12 @@ Status score_and_select(const char* op, const SparseBatches& batches, cuda::Spar
 
 }  // namespace
 
-bool sparse_consumer_takes(const CandidateInput& input, IndexerPath path) {
-  return path == IndexerPath::kSparse && !input.vllm_compatible &&
-         candidates::sparse_block_of(input.block_size) > 0;
+bool sparse_consumer_takes(const CandidateInput& input, IndexerPath path, int64_t width,
+                           int64_t auto_spans) {
+  if (input.vllm_compatible || candidates::sparse_block_of(input.block_size) == 0) return false;
+  if (path == IndexerPath::kSparse) return true;
+  const int64_t span = input.blocks.shape[1] * static_cast<int64_t>(input.block_size);
+  return path == IndexerPath::kAuto && width >= auto_spans * span;
 }
 
 Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,

@@ -74,12 +74,15 @@ struct SparseKeysE4M3 : KeysE4M3 {
     }
   }
   // The scale of key row `key_row` of a stage: in its block's slot, after the block's place.
+  // The place is masked: a step without its second tile reads that tile's stage too (and drops
+  // the result, consumer.cuh), and a stage never filled holds any bits there (an unmasked read
+  // left shared memory in the H200's memcheck).
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
     const float* slot =
         reinterpret_cast<const float*>(tile_scales) + key_row / kBlock * kScaleSlotFloats;
     int place = 0;
     if constexpr (!kPagedSource) {
-      place = reinterpret_cast<const int32_t*>(slot)[kScaleSlotFloats - 1];
+      place = reinterpret_cast<const int32_t*>(slot)[kScaleSlotFloats - 1] & 3;
     }
     return slot[place + key_row % kBlock];
   }
