@@ -269,8 +269,8 @@ def run(ctx):
     import flashindexer as fi
 
     ceilings = ctx.gpu_ceilings()
-    table = Table(TITLE, "ms", "PyTorch (same operation)", "GB/s | TFLOP/s",
-                  "device copy | FP8 GEMM (sustained)", command=ctx.command("candidates"),
+    table = Table(TITLE, "ms", "PyTorch (same operation)", "GB/s or TFLOP/s",
+                  "device copy or FP8 GEMM (sustained)", command=ctx.command("candidates"),
                   notes=f"H {HEADS}, k {K}, cb {CB}, C {C}; causal-suffix prefill rows, equal "
                         "decode lengths, next_n 1. Rates: logits bytes read / time against the "
                         "sustained device copy (source, consumer selection); 2 * visible pairs "
