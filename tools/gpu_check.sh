@@ -18,7 +18,9 @@
 # selections, the workspace gather, sparse logits). synccheck runs SYNCCHECK_FILTER: every test
 # of the kernels that synchronise through named barriers and mbarriers (the sm90 scoring
 # kernels, the fused indexer, the indexer paths over them, and the sparse scoring of the V4.1
-# consumer). Each sanitizer step stops after SANITIZER_TIMEOUT seconds (default 5400). BENCH_ARGS replaces the benchmark's arguments
+# consumer). Each sanitizer step stops after SANITIZER_TIMEOUT seconds (default 5400); with
+# SANITIZER_JOBS=N (N > 1) each test runs in a sanitizer process of its own, N at a time, each
+# within that limit (per-test status and seconds in $OUT/<step>-tests.txt). BENCH_ARGS replaces the benchmark's arguments
 # (default: all --markdown $OUT/benchmarks.md).
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS)
 # into $BIN/python-module and stages it with the package sources; the bench step runs on that
@@ -107,9 +109,31 @@ for step in $STEPS; do
         status "$step" 127 "$OUT/$step.log"
         continue
       fi
-      timeout "${SANITIZER_TIMEOUT:-5400}" "$SANITIZER" --tool "$step" \
-        "$BIN/flashindexer_tests" --gtest_filter="$tool_filter" >"$OUT/$step.log" 2>&1
-      rc=$?  # the tests' own status
+      if [ "${SANITIZER_JOBS:-1}" -gt 1 ]; then
+        # One sanitizer process per test, SANITIZER_JOBS at a time, each within the limit; their
+        # logs are joined in test order, and rc is the number of tests that failed.
+        mkdir -p "$OUT/$step.d" && rm -f "$OUT/$step.d"/*
+        "$BIN/flashindexer_tests" --gtest_list_tests --gtest_filter="$tool_filter" |
+          awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' >"$OUT/$step.d/tests.txt"
+        [ -s "$OUT/$step.d/tests.txt" ] || echo "[==========] Running 0 tests" >"$OUT/$step.d/none"
+        SANITIZER="$SANITIZER" TOOL=$step BIN=$BIN DIR="$OUT/$step.d" \
+          LIMIT=${SANITIZER_TIMEOUT:-5400} xargs -P "$SANITIZER_JOBS" -I{} sh -c '
+            start=$(date +%s)
+            timeout "$LIMIT" "$SANITIZER" --tool "$TOOL" "$BIN/flashindexer_tests" \
+              --gtest_filter="{}" >"$DIR/{}.log" 2>&1
+            echo "{} rc=$? $(( $(date +%s) - start )) s" >"$DIR/{}.status"' <"$OUT/$step.d/tests.txt"
+        rc=0
+        cat "$OUT/$step.d/none" >"$OUT/$step.log" 2>/dev/null || : >"$OUT/$step.log"
+        while read -r test; do
+          cat "$OUT/$step.d/$test.log" >>"$OUT/$step.log"
+          grep -q " rc=0 " "$OUT/$step.d/$test.status" 2>/dev/null || rc=$((rc + 1))
+        done <"$OUT/$step.d/tests.txt"
+        cat "$OUT/$step.d"/*.status >"$OUT/$step-tests.txt" 2>/dev/null
+      else
+        timeout "${SANITIZER_TIMEOUT:-5400}" "$SANITIZER" --tool "$step" \
+          "$BIN/flashindexer_tests" --gtest_filter="$tool_filter" >"$OUT/$step.log" 2>&1
+        rc=$?  # the tests' own status
+      fi
       # Counted: every report block (an error, or a racecheck hazard of any severity) but one
       # kind; the tools' closing summaries are not reports. NCCL's communicator set-up
       # (ncclCommInitRank) probes kernels of its own that are not built for every GPU; the
