@@ -389,7 +389,13 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       float half_scale[kTilesPerStep][R::kKeyRowsPerLane];
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
-        const uint8_t* scales = smem + L::kScales + stages[u] * L::kTileScaleBytes;
+        // The sparse format keeps a block's place in the stage, written by the producer when it
+        // refills the stage: a missing second tile reads the first one's stage, as its wgmma
+        // does (reading its own, not waited for, raced that write under racecheck on an H200).
+        // The dense formats' reads of such a stage are dropped and are left as measured.
+        const uint32_t scale_stage =
+            Format::kSparseBlock > 0 && u >= tiles ? stages[0] : stages[u];
+        const uint8_t* scales = smem + L::kScales + scale_stage * L::kTileScaleBytes;
 #pragma unroll
         for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
           half_scale[u][r] = 0.5f * Format::scale(scales, key_row + 8 * R::key_half(r, lane));

@@ -74,9 +74,9 @@ struct SparseKeysE4M3 : KeysE4M3 {
     }
   }
   // The scale of key row `key_row` of a stage: in its block's slot, after the block's place.
-  // The place is masked: a step without its second tile reads that tile's stage too (and drops
-  // the result, consumer.cuh), and a stage never filled holds any bits there (an unmasked read
-  // left shared memory in the H200's memcheck).
+  // The place is masked, so that no bits in the slot can send the read outside shared memory
+  // (a step without its second tile once read that tile's stage, never filled, and left shared
+  // memory in the H200's memcheck; it now reads the first tile's, consumer.cuh).
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
     const float* slot =
         reinterpret_cast<const float*>(tile_scales) + key_row / kBlock * kScaleSlotFloats;
