@@ -40,17 +40,30 @@ def _lengths(values):
 
 
 def plan_prefill_chunks(key_lens, query_lens, workspace_keys, max_logits_bytes,
-                        min_split_key_len=0):
+                        min_split_key_len=0, *, as_array=False):
     """Greedy, order-preserving prefill chunks under a K-workspace budget (keys) and an fp32
     logits budget (bytes); a request over a budget is taken alone, a group over the logits
     budget is cut into query sub-chunks sharing one gather, groups without keys are dropped.
     min_split_key_len (DeepSeek-V4.1): size every request as if it had at least that many keys.
-    Returns a list of PrefillChunk.
+    Returns a list of PrefillChunk, or with as_array=True the int64 array [chunks, 8] of their
+    fields in PrefillChunk's order (gathers_keys as 0 / 1), which prefill_step_row_bounds takes
+    as it is: a step plans without building a Python object per chunk.
     """
     rows = _C.plan_prefill_chunks(_lengths(key_lens), _lengths(query_lens), int(workspace_keys),
                                   int(max_logits_bytes), int(min_split_key_len))
+    if as_array:
+        return rows
     return [PrefillChunk(rb, re, qb, qe, tb, te, n, g != 0)
             for rb, re, qb, qe, tb, te, n, g in rows.tolist()]
+
+
+def _out_rows(buffer, rows, name):
+    if not (isinstance(buffer, np.ndarray) and buffer.dtype == np.int32 and buffer.ndim == 1
+            and buffer.flags.c_contiguous):
+        raise TypeError(f"out {name} must be a contiguous 1-D int32 NumPy array")
+    if buffer.shape[0] < rows:
+        raise ValueError(f"out {name} has {buffer.shape[0]} rows; the step has {rows}")
+    return buffer[:rows]
 
 
 def _chunk_row(chunk):
@@ -76,16 +89,26 @@ def prefill_row_bounds(chunk, seq_lens, query_lens, compress_ratio=1, *, dcp_ran
 
 
 def prefill_step_row_bounds(chunks, seq_lens, query_lens, compress_ratio=1, *, dcp_ranks=1,
-                            dcp_interleave=1, dcp_rank=0):
+                            dcp_interleave=1, dcp_rank=0, out=None):
     """(ks, ke, offsets) of all of a step's chunks in one call: int32 arrays of every chunk's
     rows, chunk c's (as prefill_row_bounds gives them, without token_to_seq) at [offsets[c],
-    offsets[c + 1])."""
-    fields = np.array(chunks, dtype=np.int64).reshape(len(chunks), 8)
-    offsets = np.zeros(len(chunks) + 1, np.int64)
+    offsets[c + 1]). chunks: a list of PrefillChunk or plan_prefill_chunks(..., as_array=True).
+    out: optional (ks, ke) int32 1-D buffers of at least the step's rows, written in place and
+    returned as views of that length (an engine's reused, e.g. pinned, staging buffers: fresh
+    arrays of a long prefill step cost more in page faults than the planning itself)."""
+    if isinstance(chunks, np.ndarray):
+        fields = np.ascontiguousarray(chunks, dtype=np.int64).reshape(-1, 8)
+    else:
+        fields = np.array(chunks, dtype=np.int64).reshape(len(chunks), 8)
+    offsets = np.zeros(fields.shape[0] + 1, np.int64)
     np.cumsum(fields[:, 3] - fields[:, 2], out=offsets[1:])
     fields = fields.reshape(-1)
-    ks = np.empty(int(offsets[-1]), np.int32)
-    ke = np.empty(int(offsets[-1]), np.int32)
+    rows = int(offsets[-1])
+    if out is None:
+        ks = np.empty(rows, np.int32)
+        ke = np.empty(rows, np.int32)
+    else:
+        ks, ke = (_out_rows(buffer, rows, name) for buffer, name in zip(out, ("ks", "ke")))
     _C.build_prefill_step_row_bounds(ks, ke, fields, _lengths(seq_lens), _lengths(query_lens),
                                      int(compress_ratio), int(dcp_ranks), int(dcp_interleave),
                                      int(dcp_rank))

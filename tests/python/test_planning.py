@@ -254,3 +254,30 @@ def test_prefill_step_row_bounds_are_every_chunks_bounds(rng):
         one_ks, one_ke, _ = fi.planning.prefill_row_bounds(chunk, seq, query)
         np.testing.assert_array_equal(ks[offsets[c]:offsets[c + 1]], one_ks)
         np.testing.assert_array_equal(ke[offsets[c]:offsets[c + 1]], one_ke)
+
+
+def test_prefill_step_row_bounds_from_the_chunk_array_into_staging_buffers(rng):
+    seq = rng.integers(1, 3000, 20)
+    query = np.minimum(seq, rng.integers(1, 400, 20))
+    chunks = fi.planning.plan_prefill_chunks(seq, query, 5000, 4 * 2000 * 300)
+    array = fi.planning.plan_prefill_chunks(seq, query, 5000, 4 * 2000 * 300, as_array=True)
+    assert array.dtype == np.int64 and array.shape == (len(chunks), 8)
+    assert [tuple(c) for c in array.tolist()] == [tuple(int(v) for v in c) for c in chunks]
+    want_ks, want_ke, want_offsets = fi.planning.prefill_step_row_bounds(chunks, seq, query)
+    rows = int(want_offsets[-1])
+    staging = (np.full(rows + 7, -5, np.int32), np.full(rows + 7, -5, np.int32))
+    ks, ke, offsets = fi.planning.prefill_step_row_bounds(array, seq, query, out=staging)
+    np.testing.assert_array_equal(offsets, want_offsets)
+    np.testing.assert_array_equal(ks, want_ks)
+    np.testing.assert_array_equal(ke, want_ke)
+    assert np.shares_memory(ks, staging[0]) and np.shares_memory(ke, staging[1])
+    assert (staging[0][rows:] == -5).all() and (staging[1][rows:] == -5).all()
+    with pytest.raises(ValueError, match="out ke has"):
+        fi.planning.prefill_step_row_bounds(array, seq, query,
+                                            out=(staging[0], np.empty(rows - 1, np.int32)))
+    with pytest.raises(TypeError, match="out ks must be"):
+        fi.planning.prefill_step_row_bounds(array, seq, query,
+                                            out=(np.empty(rows, np.int64), staging[1]))
+    with pytest.raises(TypeError, match="out ks must be"):
+        fi.planning.prefill_step_row_bounds(array, seq, query,
+                                            out=(np.empty(2 * rows, np.int32)[::2], staging[1]))
