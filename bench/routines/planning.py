@@ -8,8 +8,9 @@ ranges under a logits budget; from host-side lengths only.
 Ours: the flashindexer.planning calls (C++ under the Python binding, each call's binding cost
 included), as an engine makes them: the chunks as one array (as_array=True) and the row bounds
 written into staging buffers kept from step to step (out=), so neither a Python object per chunk
-nor fresh pages of a long step's bounds are timed. Peer: the same planning in plain Python/NumPy, written from the spec's formulas (the
-form vLLM's indexer plans its steps in), on the same lengths. Both are checked to give the same
+nor fresh pages of a long step's bounds are timed. Peer: the same planning in plain
+Python/NumPy, written from the spec's formulas (the form vLLM's indexer plans its steps in), on
+the same lengths. Both are checked to give the same
 chunks, bounds and lengths before timing. Times: median of --iters repeats of the whole step, on
 one CPU thread, in microseconds.
 """
