@@ -393,8 +393,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         // refills the stage: a missing second tile reads the first one's stage, as its wgmma
         // does (reading its own, not waited for, raced that write under racecheck on an H200).
         // The dense formats' reads of such a stage are dropped and are left as measured.
-        const uint32_t scale_stage =
-            Format::kSparseBlock > 0 && u >= tiles ? stages[0] : stages[u];
+        const uint32_t scale_stage = Format::kSparseBlock > 0 && u >= tiles ? stages[0] : stages[u];
         const uint8_t* scales = smem + L::kScales + scale_stage * L::kTileScaleBytes;
 #pragma unroll
         for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
