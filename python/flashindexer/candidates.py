@@ -110,6 +110,18 @@ def sparse_topk_remap(columns, sparse_indices, sparse_block, *, ks=None, row_rep
     return out
 
 
+def _sparse_logits_buffers(op, weights, sparse_indices, sparse_block, out, workspace):
+    """The sparse logits ops' output ([rows, S * SBK] float32 unless given) and, on CUDA, their
+    workspace."""
+    rows, blocks = shape(sparse_indices, f"{op}: sparse_indices")
+    if out is None:
+        out = empty(weights, (rows, blocks * sparse_block), "f32")
+    if is_cuda(weights):
+        workspace = _workspace(weights, sparse_logits_cuda_workspace_size(rows, blocks),
+                               workspace)
+    return out, workspace
+
+
 def sparse_mqa_logits(q, keys, weights, sparse_indices, end, sparse_block, *, ks, ke,
                       clean=True, out=None, workspace=None, stream=None, cpu_threads=0):
     """Sparse logits over the packed workspace (spec §8.5): column j * SBK + o of row t is the
@@ -119,12 +131,8 @@ def sparse_mqa_logits(q, keys, weights, sparse_indices, end, sparse_block, *, ks
     :func:`candidate_blocks_to_sparse_indices` writes them (ks, ke: the bounds it took).
     Returns logits [rows, S * SBK] float32."""
     (q_values, q_scales), (k_values, k_scales) = _quantized("q", q), _quantized("keys", keys)
-    rows, blocks = shape(sparse_indices, "sparse_mqa_logits: sparse_indices")
-    if out is None:
-        out = empty(weights, (rows, blocks * sparse_block), "f32")
-    if is_cuda(weights):
-        workspace = _workspace(weights, sparse_logits_cuda_workspace_size(rows, blocks),
-                               workspace)
+    out, workspace = _sparse_logits_buffers("sparse_mqa_logits", weights, sparse_indices,
+                                            sparse_block, out, workspace)
     _C.sparse_mqa_logits(raw(out), raw(q_values), raw(q_scales), raw(k_values), raw(k_scales),
                          raw(weights), raw(sparse_indices), raw(end), raw(ks), raw(ke),
                          sparse_block, clean, stream_handle(stream, [weights]), raw(workspace),
@@ -139,12 +147,8 @@ def paged_sparse_mqa_logits(q, cache: PagedKCache, weights, sparse_indices, end,
     logit of position sparse_indices[t, j] * SBK + o of request b, for the columns below end[t].
     Same bits as :func:`paged_mqa_logits` for each position. Returns [rows, S * SBK] float32."""
     q_values, q_scales = _quantized("q", q)
-    rows, blocks = shape(sparse_indices, "paged_sparse_mqa_logits: sparse_indices")
-    if out is None:
-        out = empty(weights, (rows, blocks * sparse_block), "f32")
-    if is_cuda(weights):
-        workspace = _workspace(weights, sparse_logits_cuda_workspace_size(rows, blocks),
-                               workspace)
+    out, workspace = _sparse_logits_buffers("paged_sparse_mqa_logits", weights, sparse_indices,
+                                            sparse_block, out, workspace)
     _C.paged_sparse_mqa_logits(raw(out), raw(q_values), raw(q_scales), cache, raw(weights),
                                raw(sparse_indices), raw(end), raw(block_table), sparse_block,
                                clean, stream_handle(stream, [weights]), raw(workspace),

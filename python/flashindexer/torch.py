@@ -298,6 +298,13 @@ def topk_per_row(logits, k, ks=None, ke=None, lengths=None, next_n=1, sorted=Fal
     return torch.ops.flashindexer.topk_per_row(logits, k, ks, ke, lengths, next_n, sorted)
 
 
+def _refuse_outputs_with_vllm(op, vllm_compatible):
+    # Raised before the op is called, so that a traced call fails as an eager one does.
+    if vllm_compatible:
+        raise NotImplementedError(f"{op}: scores / candidate_source with vllm_compatible "
+                                  "candidates are not supported")
+
+
 def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, candidates=None,
                     candidate_block_size=0, vllm_compatible=False, scores=False,
                     candidate_source=0, candidate_source_block_size=0):
@@ -305,10 +312,7 @@ def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, c
     IndexerOutputs(topk, scores, candidate_blocks) as flashindexer.indexer_prefill does."""
     q_values, q_scales = _split(q)
     if scores or candidate_source:
-        if vllm_compatible:
-            raise NotImplementedError(
-                "indexer_prefill: scores / candidate_source with vllm_compatible candidates are "
-                "not supported")
+        _refuse_outputs_with_vllm("indexer_prefill", vllm_compatible)
         return _outputs.indexer_prefill_outputs(
             q_values, q_scales, keys, weights, ks, ke, k, sorted=sorted,
             min_row_keys=min_row_keys, candidates=candidates,
@@ -329,10 +333,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     """indexer_decode as a custom op; scores / candidate_source as indexer_prefill."""
     q_values, q_scales = _split(q)
     if scores or candidate_source:
-        if vllm_compatible:
-            raise NotImplementedError(
-                "indexer_decode: scores / candidate_source with vllm_compatible candidates are "
-                "not supported")
+        _refuse_outputs_with_vllm("indexer_decode", vllm_compatible)
         return _outputs.indexer_decode_outputs(
             q_values, q_scales, cache, weights, context_lens, block_table, k, sorted=sorted,
             candidates=candidates, candidate_block_size=candidate_block_size, scores=scores,
