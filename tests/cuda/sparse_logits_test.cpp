@@ -101,18 +101,10 @@ TEST(SparseLogitsCuda, DecodeColumnsHaveTheDenseLogitsBits) {
     FI_ASSERT_OK(device.run(device_dense, true));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     to_host(dense, device_dense);
-    HostTensor ends(DType::kI32, {rows});
-    std::vector<int64_t> row_blocks(rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
-      row_blocks[r] = (p.ends[r] + block_size - 1) / block_size;
-    }
-    const HostTensor cand = distinct_candidates(rng, rows, num_blocks, row_blocks);
-    HostTensor indices(DType::kI32, {rows, num_blocks});
-    HostTensor end(DType::kI32, {rows});
-    FI_ASSERT_OK(candidate_blocks_to_sparse_indices(indices.view(), end.view(), cand.view(),
-                                                    CandidateRows::decode(ends.view()), block_size,
-                                                    block_size));
+    DecodeSparseColumns columns = decode_sparse_columns(rng, p, block_size, num_blocks);
+    FI_ASSERT_OK(columns.status);
+    HostTensor& indices = columns.indices;
+    const HostTensor& end = columns.end;
     // A few indices naming no position of the table and a column past end: never read.
     for (int64_t r = 0; r < rows; ++r) {
       if (int64_t{num_blocks - 1} * block_size >= end.data<int32_t>()[r]) {

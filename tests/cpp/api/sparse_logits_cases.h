@@ -34,6 +34,32 @@ inline HostTensor distinct_candidates(Rng& rng, int64_t rows, int num_blocks,
   return cand;
 }
 
+// The sparse indices and valid ends of a decode problem's rows (each sees [0, its end)), from
+// distinct candidate blocks of `block_size` positions, one sparse block each.
+struct DecodeSparseColumns {
+  HostTensor indices;  // [rows, num_blocks] i32
+  HostTensor end;      // [rows] i32
+  Status status;       // candidate_blocks_to_sparse_indices's
+};
+
+inline DecodeSparseColumns decode_sparse_columns(Rng& rng, const DecodeProblem& p, int block_size,
+                                                 int num_blocks) {
+  const int64_t rows = p.rows();
+  HostTensor ends(DType::kI32, {rows});
+  std::vector<int64_t> row_blocks(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
+    row_blocks[r] = (p.ends[r] + block_size - 1) / block_size;
+  }
+  const HostTensor cand = distinct_candidates(rng, rows, num_blocks, row_blocks);
+  DecodeSparseColumns columns{HostTensor(DType::kI32, {rows, num_blocks}),
+                              HostTensor(DType::kI32, {rows}), Status::Ok()};
+  columns.status = candidate_blocks_to_sparse_indices(
+      columns.indices.view(), columns.end.view(), cand.view(), CandidateRows::decode(ends.view()),
+      block_size, block_size);
+  return columns;
+}
+
 // Row t's expected sparse logits from `dense` ([rows, width]): column c < end[t] holds
 // dense[t, k], k = indices[t, c / SBK] * SBK + first[t] + c % SBK (first: ks % SBK for the packed
 // form, 0 for the paged one; no vector: 0), columns [end[t], S * SBK) -inf when clean, else the

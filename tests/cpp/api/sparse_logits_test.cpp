@@ -105,18 +105,10 @@ TEST(SparseLogits, DecodeColumnsHaveTheDenseLogitsBits) {
       FI_ASSERT_OK(paged_mqa_logits(dense.view(), p.q.view(), p.cache.cache(), p.weights.view(),
                                     p.context_lens.view(), p.block_table.view(),
                                     LogitsOptions{true}));
-      HostTensor ends(DType::kI32, {rows});
-      std::vector<int64_t> row_blocks(rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
-        row_blocks[r] = (p.ends[r] + block_size - 1) / block_size;
-      }
-      const HostTensor cand = distinct_candidates(rng, rows, num_blocks, row_blocks);
-      HostTensor indices(DType::kI32, {rows, num_blocks});
-      HostTensor end(DType::kI32, {rows});
-      FI_ASSERT_OK(candidate_blocks_to_sparse_indices(indices.view(), end.view(), cand.view(),
-                                                      CandidateRows::decode(ends.view()),
-                                                      block_size, sparse_block));
+      const DecodeSparseColumns columns = decode_sparse_columns(rng, p, block_size, num_blocks);
+      FI_ASSERT_OK(columns.status);
+      const HostTensor& indices = columns.indices;
+      const HostTensor& end = columns.end;
       for (bool clean : {true, false}) {
         HostTensor got = poisoned_logits(rows, num_blocks * sparse_block + kPad);
         FI_ASSERT_OK(paged_sparse_mqa_logits(
