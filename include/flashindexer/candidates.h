@@ -151,8 +151,37 @@ struct CandidateInput {
   TensorView blocks;             // [rows, C] i32 (one row per query row); undefined: unrestricted
   int block_size = 0;            // cb
   bool vllm_compatible = false;  // as CandidateTopKOptions::vllm_compatible
+  // Optional, CUDA only: the step's sparse consumer rows, built once by
+  // build_sparse_consumer_rows_prefill / _decode from these blocks and the call's row bounds
+  // (and block table); a call that takes the sparse path reads them instead of building them
+  // (one on the dense path has no use for them).
+  TensorView sparse_rows = {};
   bool defined() const { return blocks.defined(); }
 };
+
+// The rows metadata of a consumer step's sparse path on CUDA (IndexerPath::kSparse, or kAuto
+// when it takes it): for each query row, its candidate blocks' sorted distinct sparse blocks,
+// their keys' places and its count of valid columns. A sparse consumer call builds them for its
+// rows unless CandidateInput::sparse_rows holds them: every consumer layer of a DeepSeek-V4.1
+// step shares its candidates, row bounds and block table, so an engine builds them once a step
+// (asynchronous, graph-capturable) and hands them to each layer's call. The layers' calls must
+// then pass exactly the blocks, block size, bounds and block table they were built from (not
+// checked: that would read the device). The CPU consumer takes none (kUnsupported).
+//   sparse_rows: [>= sparse_consumer_rows_size(rows, C, block_size)] u8 on the GPU (out);
+//   candidates: blocks [rows, C] i32, block_size 8, 16 or 32, the exact form (not
+//   vllm_compatible); prefill: ks, ke [rows] i32 and num_keys (the chunk's keys.shape[0]);
+//   decode: context_lens and block_table as indexer_decode takes them, rows = B * next_n, and
+//   one of the step's caches (its page size and page count; the layers' caches share both).
+size_t sparse_consumer_rows_size(int64_t rows, int num_candidates, int block_size);
+Status build_sparse_consumer_rows_prefill(const TensorView& sparse_rows,
+                                          const CandidateInput& candidates, const TensorView& ks,
+                                          const TensorView& ke, int64_t num_keys,
+                                          const RunOptions& options = {});
+Status build_sparse_consumer_rows_decode(const TensorView& sparse_rows,
+                                         const CandidateInput& candidates,
+                                         const TensorView& context_lens,
+                                         const TensorView& block_table, int next_n,
+                                         const PagedKCache& cache, const RunOptions& options = {});
 
 // The candidate output of a source layer's indexer call (IndexerOptions::candidate_source): the
 // call returns its own unrestricted top-k and also writes exactly what select_candidate_blocks

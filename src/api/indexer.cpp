@@ -5,6 +5,7 @@
 #include "api/checks/scoring.h"
 #include "api/checks/topk.h"
 #include "api/dispatch.h"
+#include "api/sparse_consumer_rows.h"
 #include "core/heuristics.h"
 #include "cpu/candidates.h"
 #include "cuda/candidates/candidates.h"
@@ -50,6 +51,16 @@ void check_candidate_input(ArgCheck& check, const IndexerOptions& indexer_option
   check.require(device != Device::kCUDA || indexer_options.path != IndexerPath::kFused,
                 "the fused path does not take candidates; pass IndexerPath::kAuto or kDense (a "
                 "consumer call runs the dense path)");
+  if (!check.ok() || !input.sparse_rows.defined()) return;
+  // Prebuilt rows serve the sparse path only: the exact form with a sparse block size.
+  check.require(!input.vllm_compatible &&
+                    (input.block_size == 8 || input.block_size == 16 || input.block_size == 32),
+                "indexer_options.candidates.sparse_rows is the sparse path's rows metadata: it "
+                "takes the exact consumer (not vllm_compatible) with a block size of 8, 16 or 32");
+  if (check.ok()) {
+    check_sparse_rows_buffer(check, "indexer_options.candidates.sparse_rows", input.sparse_rows,
+                             rows, input, device);
+  }
 }
 
 // The optional outputs: scores [rows, >= k] f32 and a source layer's candidate blocks [rows, C]

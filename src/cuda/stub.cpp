@@ -132,6 +132,16 @@ Status paged_sparse_mqa_logits(const TensorView&, const QuantizedTensor&, const 
   return not_on_cuda("paged_sparse_mqa_logits");
 }
 size_t sparse_logits_workspace_size(int64_t, int64_t) { return 0; }
+size_t sparse_consumer_rows_size(int64_t, int, int) { return 0; }
+Status build_sparse_consumer_rows_prefill(const TensorView&, const CandidateInput&,
+                                          const TensorView&, const TensorView&, int64_t, void*) {
+  return not_on_cuda("build_sparse_consumer_rows_prefill");
+}
+Status build_sparse_consumer_rows_decode(const TensorView&, const CandidateInput&,
+                                         const TensorView&, const TensorView&, int,
+                                         const PagedKCache&, void*) {
+  return not_on_cuda("build_sparse_consumer_rows_decode");
+}
 Status candidate_indexer_prefill(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                                  const TensorView&, const TensorView&, const TensorView&, int, bool,
                                  const CandidateInput&, IndexerPath, const RunOptions&,

@@ -81,6 +81,17 @@ bool sparse_consumer_takes(const CandidateInput& candidates, IndexerPath path, i
 // over dense at 1, 2, 4, 8 spans: prefill 0.59, 0.71, 1.09, 1.88; decode 0.98, 1.39, -, 3.76.
 constexpr int64_t kSparseAutoSpansPrefill = 4;
 constexpr int64_t kSparseAutoSpansDecode = 2;
+// The step's sparse consumer rows (flashindexer/candidates.h: build_sparse_consumer_rows_*),
+// into `sparse_rows`'s buffer; arguments checked by src/api.
+size_t sparse_consumer_rows_size(int64_t rows, int num_candidates, int block_size);
+Status build_sparse_consumer_rows_prefill(const TensorView& sparse_rows,
+                                          const CandidateInput& candidates, const TensorView& ks,
+                                          const TensorView& ke, int64_t num_keys, void* stream);
+Status build_sparse_consumer_rows_decode(const TensorView& sparse_rows,
+                                         const CandidateInput& candidates,
+                                         const TensorView& context_lens,
+                                         const TensorView& block_table, int next_n,
+                                         const PagedKCache& cache, void* stream);
 Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                         const QuantizedTensor& keys, const TensorView& weights,
                                         const TensorView& ks, const TensorView& ke, int k,

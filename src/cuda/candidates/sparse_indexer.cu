@@ -27,7 +27,8 @@ namespace flashindexer::cuda {
 namespace {
 
 struct SparseBatches {
-  candidates::SparseRows arrays;  // for `rows` rows
+  candidates::SparseRows arrays;  // for `rows` rows, or every row's when `prebuilt`
+  bool prebuilt = false;          // CandidateInput::sparse_rows: the step's, built once
   float* logits = nullptr;
   int64_t pitch = 0;
   int64_t rows = 0;  // rows per batch, a multiple of the row unit
@@ -35,15 +36,20 @@ struct SparseBatches {
   RunOptions topk_run;
 };
 
+// A batch is as many rows as the workspace holds: a slab row of sparse logits each, and its
+// metadata arrays unless the step's prebuilt ones (for its `total_rows` rows) are given.
 Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
-                            const CandidateInput& input, int64_t row_unit, SparseBatches* batches) {
+                            const CandidateInput& input, int64_t row_unit, int64_t total_rows,
+                            SparseBatches* batches) {
   const int sparse_block = candidates::sparse_block_of(input.block_size);
   const int per_row_blocks =
       static_cast<int>(input.blocks.shape[1]) * (input.block_size / sparse_block);
   const size_t topk_bytes = topk_per_row_workspace_bound(k);
   const int64_t pitch = slab_pitch(int64_t{per_row_blocks} * sparse_block);
+  const bool prebuilt = input.sparse_rows.defined();
   const int64_t array_stride = candidates::pitch_floats(per_row_blocks);  // 256-byte rows
-  const size_t per_row = (static_cast<size_t>(pitch) + 2 * array_stride + 1) * sizeof(int32_t);
+  const size_t per_row =
+      (static_cast<size_t>(pitch) + (prebuilt ? 0 : 2 * array_stride + 1)) * sizeof(int32_t);
   const size_t fixed = topk_bytes + 5 * kSlabAlignment;  // alignment of each region
   int64_t rows = 0;
   if (Status status = rows_that_fit(op, options, k, fixed, per_row, row_unit,
@@ -61,6 +67,11 @@ Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
   batches->arrays = {reinterpret_cast<int32_t*>(blocks), reinterpret_cast<int32_t*>(entries),
                      reinterpret_cast<int32_t*>(end), array_stride, per_row_blocks};
   batches->logits = reinterpret_cast<float*>(align_slab(end + rows * sizeof(int32_t)));
+  if (prebuilt) {
+    batches->arrays =
+        candidates::sparse_rows_in(input.sparse_rows.data, total_rows, per_row_blocks);
+    batches->prebuilt = true;
+  }
   batches->pitch = pitch;
   batches->rows = rows;
   batches->sparse_block = sparse_block;
@@ -70,28 +81,50 @@ Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
   return Status::Ok();
 }
 
-// Scores the batch's rows (their metadata built), selects over each row's valid columns and
+// The indexer's own visibility of decode rows: [B, next_n] lengths read flat, or the causal
+// 1-D form.
+candidates::BoundRows decode_bounds(const TensorView& context_lens, int next_n) {
+  candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(context_lens));
+  if (context_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
+  return bounds;
+}
+
+// The batch's rows metadata from row `first` on: built into the batch's arrays, or the step's.
+Status rows_metadata(const SparseBatches& batches, const CandidateInput& input, int64_t first,
+                     int64_t count, const candidates::BoundRows& bounds, int64_t width,
+                     const candidates::SparseSource& source, cudaStream_t stream,
+                     candidates::SparseRows* arrays) {
+  if (batches.prebuilt) {
+    *arrays = candidates::rows_from(batches.arrays, first);
+    return Status::Ok();
+  }
+  *arrays = batches.arrays;
+  return candidates::build_sparse_rows(batches.arrays, candidates::candidate_rows_of(input, first),
+                                       bounds, count, width, batches.sparse_block, source, stream);
+}
+
+// Scores the batch's rows (their metadata `arrays`), selects over each row's valid columns and
 // remaps the selection to positions, into `out` (the batch's rows of the output); with `scores`
 // defined, the selected keys' scores too, read from the sparse logits before the remap.
-Status score_and_select(const char* op, const SparseBatches& batches, cuda::SparseScoring scoring,
+Status score_and_select(const char* op, const SparseBatches& batches,
+                        const candidates::SparseRows& arrays, cuda::SparseScoring scoring,
                         int64_t count, const TensorView& out, const TensorView& scores, int k,
                         bool sorted) {
-  const int64_t width = int64_t{batches.arrays.sparse_per_row} * batches.sparse_block;
+  const int64_t width = int64_t{arrays.sparse_per_row} * batches.sparse_block;
   scoring.logits =
       TensorView::contiguous(batches.logits, DType::kF32, {count, width}, Device::kCUDA)
           .with_row_stride(batches.pitch);
-  scoring.entries = batches.arrays.entries;
-  scoring.entry_stride = batches.arrays.stride;
-  scoring.entries_per_row = batches.arrays.sparse_per_row;
-  scoring.end = batches.arrays.end;
+  scoring.entries = arrays.entries;
+  scoring.entry_stride = arrays.stride;
+  scoring.entries_per_row = arrays.sparse_per_row;
+  scoring.end = arrays.end;
   scoring.sparse_block = batches.sparse_block;
   if (Status status =
           launch_sparse_scoring(op, scoring, /*clean=*/false, batches.topk_run.cuda_stream);
       !status.ok()) {
     return status;
   }
-  const TensorView end =
-      TensorView::contiguous(batches.arrays.end, DType::kI32, {count}, Device::kCUDA);
+  const TensorView end = TensorView::contiguous(arrays.end, DType::kI32, {count}, Device::kCUDA);
   if (Status status =
           topk_per_row(out, scoring.logits, RowRanges::decode(end), k, sorted, batches.topk_run);
       !status.ok()) {
@@ -105,10 +138,9 @@ Status score_and_select(const char* op, const SparseBatches& batches, cuda::Spar
       return status;
     }
   }
-  const TensorView blocks =
-      TensorView::contiguous(batches.arrays.blocks, DType::kI32,
-                             {count, batches.arrays.sparse_per_row}, Device::kCUDA)
-          .with_row_stride(batches.arrays.stride);
+  const TensorView blocks = TensorView::contiguous(arrays.blocks, DType::kI32,
+                                                   {count, arrays.sparse_per_row}, Device::kCUDA)
+                                .with_row_stride(arrays.stride);
   TensorView selected = out;
   selected.shape[1] = k;
   return sparse_topk_remap(selected, selected, blocks, CandidateRows{}, batches.sparse_block,
@@ -125,6 +157,39 @@ bool sparse_consumer_takes(const CandidateInput& input, IndexerPath path, int64_
   return path == IndexerPath::kAuto && width >= auto_spans * span;
 }
 
+size_t sparse_consumer_rows_size(int64_t rows, int num_candidates, int block_size) {
+  const int sparse_block = candidates::sparse_block_of(block_size);
+  if (sparse_block == 0) return 0;
+  return candidates::sparse_rows_bytes(rows, num_candidates * (block_size / sparse_block));
+}
+
+Status build_sparse_consumer_rows_prefill(const TensorView& sparse_rows,
+                                          const CandidateInput& input, const TensorView& ks,
+                                          const TensorView& ke, int64_t num_keys, void* stream) {
+  const int64_t rows = input.blocks.shape[0];
+  const int sparse_block = candidates::sparse_block_of(input.block_size);
+  const int per_row = static_cast<int>(input.blocks.shape[1]) * (input.block_size / sparse_block);
+  return candidates::build_sparse_rows(candidates::sparse_rows_in(sparse_rows.data, rows, per_row),
+                                       candidates::candidate_rows_of(input, 0),
+                                       candidates::bound_rows_of(CandidateRows::prefill(ks, ke)),
+                                       rows, num_keys, sparse_block, candidates::SparseSource{},
+                                       static_cast<cudaStream_t>(stream));
+}
+
+Status build_sparse_consumer_rows_decode(const TensorView& sparse_rows, const CandidateInput& input,
+                                         const TensorView& context_lens,
+                                         const TensorView& block_table, int next_n,
+                                         const PagedKCache& cache, void* stream) {
+  const int64_t rows = input.blocks.shape[0];
+  const int sparse_block = candidates::sparse_block_of(input.block_size);
+  const int per_row = static_cast<int>(input.blocks.shape[1]) * (input.block_size / sparse_block);
+  return candidates::build_sparse_rows(
+      candidates::sparse_rows_in(sparse_rows.data, rows, per_row),
+      candidates::candidate_rows_of(input, 0), decode_bounds(context_lens, next_n), rows,
+      block_table.shape[1] * cache.page_size, sparse_block,
+      candidates::paged_source(block_table, cache, next_n), static_cast<cudaStream_t>(stream));
+}
+
 Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                                         const QuantizedTensor& keys, const TensorView& weights,
                                         const TensorView& ks, const TensorView& ke, int k,
@@ -133,7 +198,8 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   SparseBatches batches;
-  if (Status status = carve_sparse_batches(op, options, k, input, 1, &batches); !status.ok()) {
+  if (Status status = carve_sparse_batches(op, options, k, input, 1, rows, &batches);
+      !status.ok()) {
     return status;
   }
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
@@ -141,10 +207,11 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     const int64_t count = std::min(batches.rows, rows - first);
     const TensorView batch_ks = leading_rows(ks, first, count);
     const TensorView batch_ke = leading_rows(ke, first, count);
-    if (Status status = candidates::build_sparse_rows(
-            batches.arrays, candidates::candidate_rows_of(input, first),
-            candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke)), count,
-            keys.values.shape[0], batches.sparse_block, candidates::SparseSource{}, stream);
+    candidates::SparseRows arrays;
+    if (Status status =
+            rows_metadata(batches, input, first, count,
+                          candidates::bound_rows_of(CandidateRows::prefill(batch_ks, batch_ke)),
+                          keys.values.shape[0], candidates::SparseSource{}, stream, &arrays);
         !status.ok()) {
       return status;
     }
@@ -153,7 +220,7 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     scoring.weights = leading_rows(weights, first, count);
     scoring.keys = &keys;
     if (Status status =
-            score_and_select(op, batches, scoring, count, leading_rows(out, first, count),
+            score_and_select(op, batches, arrays, scoring, count, leading_rows(out, first, count),
                              leading_rows(scores, first, count), k, sorted);
         !status.ok()) {
       return status;
@@ -174,7 +241,9 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
   const int64_t width = block_table.shape[1] * cache.page_size;
   if (Status status = check_sparse_paged_source(op, q, cache); !status.ok()) return status;
   SparseBatches batches;
-  if (Status status = carve_sparse_batches(op, options, k, input, next_n, &batches); !status.ok()) {
+  if (Status status =
+          carve_sparse_batches(op, options, k, input, next_n, batch_size * next_n, &batches);
+      !status.ok()) {
     return status;
   }
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
@@ -182,15 +251,12 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
   for (int64_t first = 0; first < batch_size; first += requests_per_batch) {
     const int64_t count = std::min(requests_per_batch, batch_size - first);
     const int64_t batch_rows = count * next_n;
-    const TensorView batch_lens = leading_rows(context_lens, first, count);
-    // The indexer's own visibility: [B, next_n] lengths read flat, or the causal 1-D form.
-    candidates::BoundRows bounds = candidates::bound_rows_of(CandidateRows::decode(batch_lens));
-    if (batch_lens.rank == 1 && next_n > 1) bounds.causal_next_n = next_n;
     const TensorView batch_table = leading_rows(block_table, first, count);
-    const candidates::SparseSource source = candidates::paged_source(batch_table, cache, next_n);
-    if (Status status = candidates::build_sparse_rows(
-            batches.arrays, candidates::candidate_rows_of(input, first * next_n), bounds,
-            batch_rows, width, batches.sparse_block, source, stream);
+    candidates::SparseRows arrays;
+    if (Status status =
+            rows_metadata(batches, input, first * next_n, batch_rows,
+                          decode_bounds(leading_rows(context_lens, first, count), next_n), width,
+                          candidates::paged_source(batch_table, cache, next_n), stream, &arrays);
         !status.ok()) {
       return status;
     }
@@ -199,7 +265,7 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
     scoring.weights = leading_rows(weights, first * next_n, batch_rows);
     scoring.cache = &cache;
     if (Status status = score_and_select(
-            op, batches, scoring, batch_rows, leading_rows(out, first * next_n, batch_rows),
+            op, batches, arrays, scoring, batch_rows, leading_rows(out, first * next_n, batch_rows),
             leading_rows(scores, first * next_n, batch_rows), k, sorted);
         !status.ok()) {
       return status;

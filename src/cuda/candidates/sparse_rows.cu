@@ -10,6 +10,7 @@
 #include "cuda/candidates/block_sort.cuh"
 #include "cuda/candidates/sparse_entry.cuh"
 #include "cuda/candidates/sparse_rows.h"
+#include "cuda/candidates/workspace.h"
 #include "cuda/common/check.h"
 
 namespace flashindexer::cuda::candidates {
@@ -84,6 +85,20 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 }  // namespace
+
+size_t sparse_rows_bytes(int64_t rows, int sparse_per_row) {
+  const size_t array = static_cast<size_t>(rows * pitch_floats(sparse_per_row)) * sizeof(int32_t);
+  return kArrayAlignment + 2 * align_bytes(array) +
+         align_bytes(static_cast<size_t>(rows) * sizeof(int32_t));
+}
+
+SparseRows sparse_rows_in(void* base, int64_t rows, int sparse_per_row) {
+  const int64_t stride = pitch_floats(sparse_per_row);
+  const size_t array = align_bytes(static_cast<size_t>(rows * stride) * sizeof(int32_t));
+  auto* blocks = reinterpret_cast<unsigned char*>(align_bytes(reinterpret_cast<uintptr_t>(base)));
+  return {reinterpret_cast<int32_t*>(blocks), reinterpret_cast<int32_t*>(blocks + array),
+          reinterpret_cast<int32_t*>(blocks + 2 * array), stride, sparse_per_row};
+}
 
 Status build_sparse_rows(const SparseRows& out, const CandidateRowsOnDevice& candidates,
                          const BoundRows& bounds, int64_t rows, int64_t width, int sparse_block,

@@ -60,6 +60,19 @@ Status build_sparse_rows(const SparseRows& out, const CandidateRowsOnDevice& can
                          const BoundRows& bounds, int64_t rows, int64_t width, int sparse_block,
                          const SparseSource& source, cudaStream_t stream);
 
+// A step's rows metadata in one buffer (CandidateInput::sparse_rows): blocks [rows, stride],
+// entries [rows, stride], then end [rows], each region 256-byte aligned from the aligned base.
+size_t sparse_rows_bytes(int64_t rows, int sparse_per_row);
+SparseRows sparse_rows_in(void* base, int64_t rows, int sparse_per_row);
+// The rows of `all` from row `first` on.
+inline SparseRows rows_from(const SparseRows& all, int64_t first) {
+  SparseRows rows = all;
+  rows.blocks += first * all.stride;
+  rows.entries += first * all.stride;
+  rows.end += first;
+  return rows;
+}
+
 // The sparse block of a candidate block size (16 when it divides cb, else 8), 0 when cb is no
 // 8 or 16 multiple of ratio 1 or 2 (cb of 8, 16 or 32).
 inline int sparse_block_of(int block_size) {
