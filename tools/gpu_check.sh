@@ -42,7 +42,7 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*' \
   'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' CandidateTopKCuda.V41FlashShapeIsBitIdenticalToTheCpu \
   'SparseIndicesCuda.*' \
-  'GatherKWorkspaceCuda.*' 'SparseLogitsCuda.*')
+  'GatherKWorkspaceCuda.*' 'SparseLogitsCuda.*' SparseStepRowsCuda.DecodeStepReplaysInACudaGraph)
 # Under racecheck on an H200 (2026-12-02), one test per process, 8 at a time: the set in under
 # 300 s, its longest tests TopKCuda.OneRowAndManyShortRows 286 s and CandidateBlocksCuda 230 s.
 # Left out: CandidateTopKCuda's random sweep (127 s alone; its V41Flash test runs the same
@@ -50,7 +50,7 @@ RACECHECK_DEFAULT=$(printf '%s:' \
 # DcpCuda tests run the same pack and merge kernels).
 RACECHECK_SKIP=DcpCuda.PackAndMergeEqualCpuAndTopKOverConcatenatedKeys
 RACECHECK_FILTER=${RACECHECK_FILTER:-${RACECHECK_DEFAULT%:}:-$RACECHECK_SKIP}
-SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*:SparseLogitsCuda.*:SparseConsumerCuda.*}
+SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-MqaLogitsCuda.*:PagedMqaLogitsCuda.*:FusedIndexerCuda.*:IndexerPrefillCuda.*:IndexerDecodeCuda.*:SparseLogitsCuda.*:SparseConsumerCuda.*:SparseStepRowsCuda.*}
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer ||
   ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)}
 PYBUILD="$BIN/python-module"

@@ -17,10 +17,13 @@ Importing this package never initialises CUDA.
 from . import _C, candidates, dist, planning, reference
 from .candidates import (
     apply_candidate_mask,
+    build_sparse_consumer_rows_decode,
+    build_sparse_consumer_rows_prefill,
     candidate_blocks_to_sparse_indices,
     candidate_topk_per_row,
     paged_sparse_mqa_logits,
     select_candidate_blocks,
+    sparse_consumer_rows_size,
     sparse_logits_cuda_workspace_size,
     sparse_mqa_logits,
     sparse_topk_remap,
@@ -100,4 +103,6 @@ __all__ += [
     "apply_candidate_mask", "candidate_blocks_to_sparse_indices", "candidate_topk_per_row",
     "candidates", "paged_sparse_mqa_logits", "select_candidate_blocks",
     "sparse_logits_cuda_workspace_size", "sparse_mqa_logits", "sparse_topk_remap",
+    "build_sparse_consumer_rows_decode", "build_sparse_consumer_rows_prefill",
+    "sparse_consumer_rows_size",
 ]

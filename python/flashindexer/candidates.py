@@ -99,6 +99,42 @@ def candidate_blocks_to_sparse_indices(candidates, block_size, sparse_block, *, 
     return sparse_indices, end
 
 
+def sparse_consumer_rows_size(rows, num_candidates, block_size):
+    """Bytes of a consumer step's sparse rows (build_sparse_consumer_rows_*); 0 without CUDA."""
+    return _C.sparse_consumer_rows_size(int(rows), int(num_candidates), int(block_size))
+
+
+def _sparse_rows_out(candidates, block_size, out):
+    if out is not None:
+        return out
+    rows, count = shape(candidates, "build_sparse_consumer_rows: candidates")
+    return empty(candidates, (max(sparse_consumer_rows_size(rows, count, block_size), 1),), "u8")
+
+
+def build_sparse_consumer_rows_prefill(candidates, block_size, ks, ke, num_keys, *, out=None,
+                                       stream=None):
+    """A prefill consumer step's sparse rows on CUDA (candidates.h): built once from the step's
+    [M, C] int32 candidates (cb 8, 16 or 32), ks, ke and the chunk's num_keys, then passed as
+    candidate_rows= to each consumer layer's indexer_prefill over the same rows. Returns a
+    uint8 tensor (or fills ``out``, at least sparse_consumer_rows_size(M, C, cb) bytes)."""
+    out = _sparse_rows_out(candidates, block_size, out)
+    _C.build_sparse_consumer_rows_prefill(raw(out), raw(candidates), block_size, raw(ks), raw(ke),
+                                          int(num_keys), stream_handle(stream, [candidates]))
+    return out
+
+
+def build_sparse_consumer_rows_decode(candidates, block_size, context_lens, block_table, next_n,
+                                      cache, *, out=None, stream=None):
+    """A decode consumer step's sparse rows on CUDA: from the [B * next_n, C] int32 candidates,
+    context_lens and block_table as indexer_decode takes them, and one of the step's caches (its
+    page size and page count), for candidate_rows= of each layer's indexer_decode."""
+    out = _sparse_rows_out(candidates, block_size, out)
+    _C.build_sparse_consumer_rows_decode(raw(out), raw(candidates), block_size, raw(context_lens),
+                                         raw(block_table), int(next_n), cache,
+                                         stream_handle(stream, [candidates]))
+    return out
+
+
 def sparse_topk_remap(columns, sparse_indices, sparse_block, *, ks=None, row_repeat=1, out=None,
                       stream=None, cpu_threads=0):
     """Sparse top-k columns back to positions: (sparse_indices[t, c // SBK] - ks // SBK) * SBK +

@@ -367,7 +367,7 @@ def _indexer_result(out, scores, candidate_source):
 def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, workspace=None,
                     stream=None, cpu_threads=0, path="auto", min_row_keys=0, candidates=None,
                     candidate_block_size=0, vllm_compatible=False, scores=None,
-                    candidate_source=None, candidate_source_block_size=0):
+                    candidate_source=None, candidate_source_block_size=0, candidate_rows=None):
     """topk_per_row(mqa_logits(q, keys, weights, ks, ke), k, ks=ks, ke=ke), exactly, without the
     [M, N] logits in memory.
 
@@ -391,6 +391,9 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     (exact form, candidate_block_size 8, 16 or 32), "dense" the whole context; the same answer.
     "auto" takes "sparse" when it can and the logits width is at least 4 x C x
     candidate_block_size (2 x at decode), else "dense" (indexer.h).
+    candidate_rows: the step's sparse rows (flashindexer.candidates.
+    build_sparse_consumer_rows_prefill over the same candidates, ks and ke), which a call on the
+    sparse path reads instead of building its own: built once, shared by every consumer layer.
     scores: True (or a [M, >= k] float32 tensor to fill) to also return each selected key's
     score, the very bits mqa_logits writes at column ks[t] + out[t, i], -inf where out is -1 (what
     flashindexer.dist.dcp_pack_candidates_from_scores packs; the fused path's -0.0 / NaN corner
@@ -414,14 +417,14 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
                        raw(keys.scales), raw(weights), raw(ks), raw(ke), k, sorted, stream,
                        workspace, cpu_threads, path, min_row_keys, raw(candidates),
                        candidate_block_size, vllm_compatible, raw(scores), raw(candidate_source),
-                       candidate_source_block_size)
+                       candidate_source_block_size, raw(candidate_rows))
     return _indexer_result(out, scores, candidate_source)
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, *, sorted=False,
                    out=None, workspace=None, stream=None, cpu_threads=0, path="auto",
                    candidates=None, candidate_block_size=0, vllm_compatible=False, scores=None,
-                   candidate_source=None, candidate_source_block_size=0):
+                   candidate_source=None, candidate_source_block_size=0, candidate_rows=None):
     """topk_per_row(paged_mqa_logits(...), k) exactly, without the logits in memory.
 
     q: [B, next_n, H, D] e4m3 (or MXFP4 (values, scales)); cache: PagedKCache;
@@ -430,7 +433,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     a row's visible keys. CUDA inputs: workspace and path as indexer_prefill.
     candidates ([B * next_n, C] int32), candidate_block_size, vllm_compatible: as
     indexer_prefill, with each row's own visible range as its bounds (logits width
-    P * page_size).
+    P * page_size); candidate_rows from build_sparse_consumer_rows_decode.
     scores, candidate_source, candidate_source_block_size: as indexer_prefill, with column
     out[t, i] (the position) of paged_mqa_logits, and for the candidate output each of the
     B * next_n rows seeing [0, its decode length) (row_repeat 1) over P * page_size columns.
@@ -445,7 +448,8 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
     _C.indexer_decode(raw(out), raw(q.values), raw(q.scales), cache, raw(weights),
                       raw(context_lens), raw(block_table), k, sorted, stream, workspace,
                       cpu_threads, path, raw(candidates), candidate_block_size, vllm_compatible,
-                      raw(scores), raw(candidate_source), candidate_source_block_size)
+                      raw(scores), raw(candidate_source), candidate_source_block_size,
+                      raw(candidate_rows))
     return _indexer_result(out, scores, candidate_source)
 
 

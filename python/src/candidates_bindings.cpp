@@ -94,6 +94,38 @@ void sparse_topk_remap_binding(nb::handle out, nb::handle columns, nb::handle sp
   });
 }
 
+void build_sparse_consumer_rows_prefill_binding(nb::handle sparse_rows, nb::handle candidates,
+                                                int block_size, nb::handle ks, nb::handle ke,
+                                                int64_t num_keys, uintptr_t stream) {
+  ArgumentList args("build_sparse_consumer_rows_prefill");
+  const CandidateInput input{args.input("candidates", candidates), block_size, false};
+  const TensorView ks_view = args.input("ks", ks);
+  const TensorView ke_view = args.input("ke", ke);
+  const TensorView rows_view = args.output("sparse_rows", sparse_rows);
+  const RunOptions options = args.options(stream, nb::none(), 0);
+  args.run([&] {
+    return build_sparse_consumer_rows_prefill(rows_view, input, ks_view, ke_view, num_keys,
+                                              options);
+  });
+}
+
+void build_sparse_consumer_rows_decode_binding(nb::handle sparse_rows, nb::handle candidates,
+                                               int block_size, nb::handle context_lens,
+                                               nb::handle block_table, int next_n, nb::handle cache,
+                                               uintptr_t stream) {
+  ArgumentList args("build_sparse_consumer_rows_decode");
+  const CandidateInput input{args.input("candidates", candidates), block_size, false};
+  const TensorView lens_view = args.input("context_lens", context_lens);
+  const TensorView table_view = args.input("block_table", block_table);
+  const PagedKCache cache_view = args.cache("cache", cache, /*writable=*/false);
+  const TensorView rows_view = args.output("sparse_rows", sparse_rows);
+  const RunOptions options = args.options(stream, nb::none(), 0);
+  args.run([&] {
+    return build_sparse_consumer_rows_decode(rows_view, input, lens_view, table_view, next_n,
+                                             cache_view, options);
+  });
+}
+
 }  // namespace
 
 void register_candidates(nb::module_& m) {
@@ -114,6 +146,14 @@ void register_candidates(nb::module_& m) {
   m.def("candidate_blocks_to_sparse_indices", &candidate_blocks_to_sparse_indices_binding,
         any("sparse_indices"), any("end"), any("candidates"), nb::arg("block_size"),
         nb::arg("sparse_block"), any("ks"), any("ke"), nb::arg("row_repeat") = 1, stream, threads);
+  m.def("build_sparse_consumer_rows_prefill", &build_sparse_consumer_rows_prefill_binding,
+        any("sparse_rows"), any("candidates"), nb::arg("block_size"), any("ks"), any("ke"),
+        nb::arg("num_keys"), stream);
+  m.def("build_sparse_consumer_rows_decode", &build_sparse_consumer_rows_decode_binding,
+        any("sparse_rows"), any("candidates"), nb::arg("block_size"), any("context_lens"),
+        any("block_table"), nb::arg("next_n"), any("cache"), stream);
+  m.def("sparse_consumer_rows_size", &sparse_consumer_rows_size, nb::arg("rows"),
+        nb::arg("num_candidates"), nb::arg("block_size"));
   m.def("sparse_topk_remap", &sparse_topk_remap_binding, any("out"), any("columns"),
         any("sparse_indices"), nb::arg("sparse_block"), any("ks"), nb::arg("row_repeat") = 1,
         stream, threads);

@@ -245,7 +245,8 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
                      bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
                      const std::string& path, int64_t min_row_keys, nb::handle candidates,
                      int candidate_block_size, bool candidate_vllm_compatible, nb::handle scores,
-                     nb::handle candidate_source, int candidate_source_block_size) {
+                     nb::handle candidate_source, int candidate_source_block_size,
+                     nb::handle candidate_rows) {
   ArgumentList args("indexer_prefill");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
@@ -255,7 +256,7 @@ void indexer_prefill(nb::handle out, nb::handle q_values, nb::handle q_scales, n
       .path = parse_path("indexer_prefill", path),
       .min_row_keys = min_row_keys,
       .candidates = {args.input("candidates", candidates), candidate_block_size,
-                     candidate_vllm_compatible},
+                     candidate_vllm_compatible, args.input("candidate_rows", candidate_rows)},
       .scores = args.output("scores", scores),
       .candidate_source = {args.output("candidate_source", candidate_source),
                            candidate_source_block_size}};
@@ -279,7 +280,7 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
                     bool sorted, uintptr_t stream, nb::handle workspace, int cpu_threads,
                     const std::string& path, nb::handle candidates, int candidate_block_size,
                     bool candidate_vllm_compatible, nb::handle scores, nb::handle candidate_source,
-                    int candidate_source_block_size) {
+                    int candidate_source_block_size, nb::handle candidate_rows) {
   ArgumentList args("indexer_decode");
   const DecodeInputs in =
       decode_inputs(args, q_values, q_scales, cache, weights, context_lens, block_table);
@@ -288,7 +289,7 @@ void indexer_decode(nb::handle out, nb::handle q_values, nb::handle q_scales, nb
   const fi::IndexerOptions indexer_options{
       .path = parse_path("indexer_decode", path),
       .candidates = {args.input("candidates", candidates), candidate_block_size,
-                     candidate_vllm_compatible},
+                     candidate_vllm_compatible, args.input("candidate_rows", candidate_rows)},
       .scores = args.output("scores", scores),
       .candidate_source = {args.output("candidate_source", candidate_source),
                            candidate_source_block_size}};
@@ -368,7 +369,7 @@ NB_MODULE(_C, m) {
         nb::arg("min_row_keys") = 0, any("candidates") = nb::none(),
         nb::arg("candidate_block_size") = 0, nb::arg("candidate_vllm_compatible") = false,
         any("scores") = nb::none(), any("candidate_source") = nb::none(),
-        nb::arg("candidate_source_block_size") = 0);
+        nb::arg("candidate_source_block_size") = 0, any("candidate_rows") = nb::none());
   m.def("cuda_prefill_path", &cuda_prefill_path, nb::arg("k"), nb::arg("path") = "auto",
         nb::arg("min_row_keys") = 0, nb::arg("num_keys") = 0);
   m.def("indexer_decode", &indexer_decode, any("out"), any("q_values"), any("q_scales"),
@@ -376,7 +377,8 @@ NB_MODULE(_C, m) {
         nb::arg("sorted") = false, stream, workspace, threads, nb::arg("path") = "auto",
         any("candidates") = nb::none(), nb::arg("candidate_block_size") = 0,
         nb::arg("candidate_vllm_compatible") = false, any("scores") = nb::none(),
-        any("candidate_source") = nb::none(), nb::arg("candidate_source_block_size") = 0);
+        any("candidate_source") = nb::none(), nb::arg("candidate_source_block_size") = 0,
+        any("candidate_rows") = nb::none());
 
   fi::python::register_candidates(m);
   fi::python::register_dist(m);

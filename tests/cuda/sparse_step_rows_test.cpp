@@ -50,10 +50,9 @@ HostTensor prefill_layer(const DevicePrefill& layer, const CandidateInput& base,
   const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
   HostTensor out = poisoned_topk_output(row_count, k, k + 2);
   DeviceTensor device_out = to_device(out);
-  const Status status =
-      indexer_prefill(device_out.view, layer.q.view(), layer.keys.view(), layer.weights.view,
-                      layer.ks.view, layer.ke.view, k, TopKOptions{true}, indexer_options,
-                      with_workspace(workspace));
+  const Status status = indexer_prefill(
+      device_out.view, layer.q.view(), layer.keys.view(), layer.weights.view, layer.ks.view,
+      layer.ke.view, k, TopKOptions{true}, indexer_options, with_workspace(workspace));
   if (status_out != nullptr) {
     *status_out = status;
   } else {
@@ -72,8 +71,8 @@ TEST(SparseStepRowsCuda, PrefillLayersEqualTheirOwnCalls) {
     const int64_t keys = rng.uniform_int(200, 30000);
     const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 128, 2048}));
     const int k = static_cast<int>(rng.pick(std::vector<int64_t>{1, 100, 512}));
-    SCOPED_TRACE(::testing::Message() << "cb=" << block_size << " rows=" << rows
-                                      << " keys=" << keys << " C=" << num_blocks << " k=" << k);
+    SCOPED_TRACE(::testing::Message() << "cb=" << block_size << " rows=" << rows << " keys=" << keys
+                                      << " C=" << num_blocks << " k=" << k);
     // Two layers of one step: the same rows and candidates, their own queries, weights and keys.
     PrefillProblem first = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 32, 128);
     PrefillProblem second = make_prefill_problem(rng, KFormat::kFP8, rows, keys, 32, 128);
@@ -89,7 +88,8 @@ TEST(SparseStepRowsCuda, PrefillLayersEqualTheirOwnCalls) {
     FI_ASSERT_OK(build_sparse_consumer_rows_prefill(rows_view, input, layers[0].ks.view,
                                                     layers[0].ke.view, keys));
     for (const DevicePrefill& layer : layers) {
-      const HostTensor own = prefill_layer(layer, input, {}, rows, k, indexer_cuda_workspace_size(k));
+      const HostTensor own =
+          prefill_layer(layer, input, {}, rows, k, indexer_cuda_workspace_size(k));
       const HostTensor shared =
           prefill_layer(layer, input, rows_view, rows, k, indexer_cuda_workspace_size(k));
       EXPECT_EQ(std::memcmp(shared.bytes(), own.bytes(), own.byte_size()), 0);
@@ -102,8 +102,8 @@ TEST(SparseStepRowsCuda, PrefillLayersEqualTheirOwnCalls) {
     // Refused: a buffer a byte short, and the masking form.
     Status status;
     TensorView short_view = rows_view;
-    short_view.shape[0] = static_cast<int64_t>(sparse_consumer_rows_size(rows, num_blocks,
-                                                                         block_size)) - 1;
+    short_view.shape[0] =
+        static_cast<int64_t>(sparse_consumer_rows_size(rows, num_blocks, block_size)) - 1;
     prefill_layer(layers[0], input, short_view, rows, k, indexer_cuda_workspace_size(k), &status);
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(status.message().find("candidates.sparse_rows"), std::string::npos)
@@ -128,8 +128,8 @@ HostTensor decode_layer(const DevicePaged& layer, const DeviceOperand& q,
   HostTensor out = poisoned_topk_output(row_count, k, k + 1);
   DeviceTensor device_out = to_device(out);
   EXPECT_TRUE(indexer_decode(device_out.view, q.view(), layer.cache.cache, weights.view,
-                             layer.context_lens.view, layer.block_table.view, k,
-                             TopKOptions{true}, indexer_options, with_workspace(workspace))
+                             layer.context_lens.view, layer.block_table.view, k, TopKOptions{true},
+                             indexer_options, with_workspace(workspace))
                   .ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   to_host(out, device_out);
@@ -223,8 +223,8 @@ TEST(SparseStepRowsCuda, DecodeStepReplaysInACudaGraph) {
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int replay = 0; replay < 2; ++replay) {
     // New queries in the captured buffer before each replay.
-    const HostTensor fresh = make_query(rng, KFormat::kFP8, {config.batch, 2, config.heads}, 128)
-                                 .values;
+    const HostTensor fresh =
+        make_query(rng, KFormat::kFP8, {config.batch, 2, config.heads}, 128).values;
     ASSERT_EQ(cudaMemcpy(layer.q.values.view.data, fresh.bytes(), fresh.byte_size(),
                          cudaMemcpyHostToDevice),
               cudaSuccess);

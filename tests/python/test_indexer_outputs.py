@@ -164,3 +164,38 @@ def test_torch_outputs_on_cuda_equal_the_cpu_logits_bits(rng, cuda_torch):
                                  candidate_source_block_size=8)
     np.testing.assert_array_equal(source.candidate_blocks.cpu().numpy(),
                                   fi.select_candidate_blocks(logits, 2048, 8, ks=ks, ke=ke))
+
+
+def test_consumer_step_rows_built_once_serve_every_layer_on_cuda(rng, cuda_torch):
+    torch = cuda_torch
+    rows, n_keys, cb, C, k = 40, 30000, 8, 256, 128
+    _, _, _, ks, ke = prefill_problem(rng, rows=rows, keys=n_keys)
+    d_ks, d_ke = torch.from_numpy(ks).cuda(), torch.from_numpy(ke).cuda()
+    cand = torch.randint(-1, (n_keys + cb - 1) // cb, (rows, C), dtype=torch.int32).cuda()
+    step_rows = fi.build_sparse_consumer_rows_prefill(cand, cb, d_ks, d_ke, n_keys)
+    assert step_rows.dtype == torch.uint8 and step_rows.is_cuda
+    assert step_rows.numel() == fi.sparse_consumer_rows_size(rows, C, cb)
+    for _ in range(2):  # two layers of the step: their own queries, weights and keys
+        q, keys, weights, _, _ = prefill_problem(rng, rows=rows, keys=n_keys)
+        d_q = torch.from_numpy(q.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+        d_keys = (torch.from_numpy(keys.values.view(np.uint8)).cuda().view(torch.float8_e4m3fn),
+                  torch.from_numpy(keys.scales).cuda())
+        d_w = torch.from_numpy(weights).cuda()
+        args = (d_q, d_keys, d_w, d_ks, d_ke, k)
+        common = dict(sorted=True, candidates=cand, candidate_block_size=cb)
+        dense = fi.indexer_prefill(*args, path="dense", **common)
+        sparse = fi.indexer_prefill(*args, path="sparse", **common)
+        shared = fi.indexer_prefill(*args, path="sparse", candidate_rows=step_rows, **common)
+        assert torch.equal(sparse, dense) and torch.equal(shared, dense)
+    with pytest.raises(ValueError, match="sparse_rows"):
+        fi.indexer_prefill(*args, path="sparse", candidate_rows=step_rows[:100], **common)
+
+
+def test_consumer_step_rows_are_refused_on_the_cpu(rng):
+    q, keys, weights, ks, ke = prefill_problem(rng, rows=6, keys=300)
+    cand = np.zeros((6, 4), np.int32)
+    with pytest.raises(ValueError, match="candidates.blocks"):
+        fi.build_sparse_consumer_rows_prefill(cand, 8, ks, ke, 300, out=np.zeros(64, np.uint8))
+    with pytest.raises(ValueError, match="CPU consumer takes none"):
+        fi.indexer_prefill(q, keys, weights, ks, ke, 8, candidates=cand, candidate_block_size=8,
+                           candidate_rows=np.zeros(64, np.uint8))

@@ -147,5 +147,41 @@ TEST(IndexerConsumer, RejectsBadCandidateInputNamingIt) {
                          {"kSparse", "vllm_compatible"}));
 }
 
+// A step's prebuilt sparse rows serve the CUDA sparse path only: a CPU call, the masking form or
+// another block size refuse them naming the argument, and the builders take GPU tensors only.
+TEST(IndexerConsumer, RejectsPrebuiltSparseRowsWhereNoSparsePathRuns) {
+  FI_SEEDED_RNG(rng);
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 64, 32, 128);
+  HostTensor out(DType::kI32, {8, 16});
+  HostTensor blocks(DType::kI32, {8, 4});
+  HostTensor rows_buffer(DType::kU8, {4096});
+  HostTensor wrong_dtype(DType::kI32, {1024});
+  auto run = [&](const TensorView& sparse_rows, int block_size, bool vllm) {
+    IndexerOptions indexer_options;
+    indexer_options.candidates = CandidateInput{blocks.view(), block_size, vllm};
+    indexer_options.candidates.sparse_rows = sparse_rows;
+    return indexer_prefill(out.view(), p.q.view(), p.keys.view(), p.weights.view(), p.ks.view(),
+                           p.ke.view(), 16, TopKOptions{}, indexer_options);
+  };
+  EXPECT_TRUE(IsRejected(run(rows_buffer.view(), 8, false), StatusCode::kInvalidArgument,
+                         {"indexer_options.candidates.sparse_rows", "CPU consumer takes none"}));
+  EXPECT_TRUE(IsRejected(run(rows_buffer.view(), 8, true), StatusCode::kInvalidArgument,
+                         {"indexer_options.candidates.sparse_rows", "vllm_compatible"}));
+  EXPECT_TRUE(IsRejected(run(rows_buffer.view(), 12, false), StatusCode::kInvalidArgument,
+                         {"indexer_options.candidates.sparse_rows", "8, 16 or 32"}));
+  EXPECT_TRUE(IsRejected(run(wrong_dtype.view(), 8, false), StatusCode::kInvalidArgument,
+                         {"indexer_options.candidates.sparse_rows", "i32"}));
+  const CandidateInput input{blocks.view(), 8, false};
+  EXPECT_TRUE(IsRejected(
+      build_sparse_consumer_rows_prefill(rows_buffer.view(), input, p.ks.view(), p.ke.view(), 64),
+      StatusCode::kInvalidArgument, {"build_sparse_consumer_rows_prefill", "candidates.blocks"}));
+  DecodeConfig config;
+  DecodeProblem d = make_decode_problem(rng, config);
+  EXPECT_TRUE(IsRejected(
+      build_sparse_consumer_rows_decode(rows_buffer.view(), input, d.context_lens.view(),
+                                        d.block_table.view(), 1, d.cache.cache()),
+      StatusCode::kInvalidArgument, {"build_sparse_consumer_rows_decode", "candidates.blocks"}));
+}
+
 }  // namespace
 }  // namespace fitest
