@@ -30,6 +30,7 @@ sparse_mqa_logits(...)                [rows, S * SBK] float32 (V4.1 sparse consu
 paged_sparse_mqa_logits(...)          [B * next_n, S * SBK] float32
 indexer_prefill_candidates(...)       [M, k] int32 (indexer_prefill of a consumer layer)
 indexer_decode_candidates(...)        [B * next_n, k] int32
+build_sparse_consumer_rows_prefill    [bytes] uint8: a consumer step's sparse rows (_decode too)
 indexer_prefill_outputs(...)          (topk, scores, blocks): with scores / candidate output
 indexer_decode_outputs(...)           (topk, scores, blocks) (torch_outputs.py)
 ====================================  ==========================================================
@@ -307,9 +308,10 @@ def _refuse_outputs_with_vllm(op, vllm_compatible):
 
 def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, candidates=None,
                     candidate_block_size=0, vllm_compatible=False, scores=False,
-                    candidate_source=0, candidate_source_block_size=0):
+                    candidate_source=0, candidate_source_block_size=0, candidate_rows=None):
     """indexer_prefill as a custom op. scores=True and / or candidate_source=C (an int) return
-    IndexerOutputs(topk, scores, candidate_blocks) as flashindexer.indexer_prefill does."""
+    IndexerOutputs(topk, scores, candidate_blocks) as flashindexer.indexer_prefill does.
+    candidate_rows: a consumer step's sparse rows (build_sparse_consumer_rows_prefill)."""
     q_values, q_scales = _split(q)
     if scores or candidate_source:
         _refuse_outputs_with_vllm("indexer_prefill", vllm_compatible)
@@ -322,15 +324,16 @@ def indexer_prefill(q, keys, weights, ks, ke, k, sorted=False, min_row_keys=0, c
     if candidates is not None:
         return torch.ops.flashindexer.indexer_prefill_candidates(
             q_values, q_scales, keys[0], keys[1], weights, ks, ke, k, candidates,
-            candidate_block_size, vllm_compatible, sorted)
+            candidate_block_size, vllm_compatible, sorted, candidate_rows)
     return torch.ops.flashindexer.indexer_prefill(q_values, q_scales, keys[0], keys[1], weights,
                                                   ks, ke, k, sorted, min_row_keys)
 
 
 def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k, sorted=False,
                    candidates=None, candidate_block_size=0, vllm_compatible=False, scores=False,
-                   candidate_source=0, candidate_source_block_size=0):
-    """indexer_decode as a custom op; scores / candidate_source as indexer_prefill."""
+                   candidate_source=0, candidate_source_block_size=0, candidate_rows=None):
+    """indexer_decode as a custom op; scores / candidate_source / candidate_rows as
+    indexer_prefill (candidate_rows from build_sparse_consumer_rows_decode)."""
     q_values, q_scales = _split(q)
     if scores or candidate_source:
         _refuse_outputs_with_vllm("indexer_decode", vllm_compatible)
@@ -343,7 +346,7 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
         return torch.ops.flashindexer.indexer_decode_candidates(
             q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format,
             weights, context_lens, block_table, k, candidates, candidate_block_size,
-            vllm_compatible, sorted)
+            vllm_compatible, sorted, candidate_rows)
     return torch.ops.flashindexer.indexer_decode(
         q_values, q_scales, cache.data, cache.page_size, cache.head_dim, cache.format, weights,
         context_lens, block_table, k, sorted)
@@ -351,6 +354,9 @@ def indexer_decode(q, cache: PagedKCache, weights, context_lens, block_table, k,
 
 # The query quantizers and insert_k_cache with RoPE (torch_query.py).
 from .torch_query import insert_k_cache_rope, quantize_query_fp8, quantize_query_mxfp4  # noqa: E402,F401
+# A consumer step's sparse rows (torch_step_rows.py).
+from .torch_step_rows import (  # noqa: E402,F401
+    build_sparse_consumer_rows_decode, build_sparse_consumer_rows_prefill)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -459,16 +465,17 @@ def _(q_values, q_scales, cache, page_size, head_dim, format, weights, sparse_in
 def _indexer_prefill_candidates(q_values: Tensor, q_scales: Optional[Tensor], k_values: Tensor,
                                 k_scales: Tensor, weights: Tensor, ks: Tensor, ke: Tensor, k: int,
                                 candidates: Tensor, candidate_block_size: int,
-                                vllm_compatible: bool = False, sorted: bool = False) -> Tensor:
+                                vllm_compatible: bool = False, sorted: bool = False,
+                                candidate_rows: Optional[Tensor] = None) -> Tensor:
     return _ops.indexer_prefill(_q(q_values, q_scales), (k_values, k_scales), weights, ks, ke, k,
                                 sorted=sorted, candidates=candidates,
                                 candidate_block_size=candidate_block_size,
-                                vllm_compatible=vllm_compatible)
+                                vllm_compatible=vllm_compatible, candidate_rows=candidate_rows)
 
 
 @_indexer_prefill_candidates.register_fake
 def _(q_values, q_scales, k_values, k_scales, weights, ks, ke, k, candidates,
-      candidate_block_size, vllm_compatible=False, sorted=False):
+      candidate_block_size, vllm_compatible=False, sorted=False, candidate_rows=None):
     return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
 
 
@@ -477,16 +484,18 @@ def _indexer_decode_candidates(q_values: Tensor, q_scales: Optional[Tensor], cac
                                page_size: int, head_dim: int, format: str, weights: Tensor,
                                context_lens: Tensor, block_table: Tensor, k: int,
                                candidates: Tensor, candidate_block_size: int,
-                               vllm_compatible: bool = False, sorted: bool = False) -> Tensor:
+                               vllm_compatible: bool = False, sorted: bool = False,
+                               candidate_rows: Optional[Tensor] = None) -> Tensor:
     return _ops.indexer_decode(_q(q_values, q_scales), _cache(cache, page_size, head_dim, format),
                                weights, context_lens, block_table, k, sorted=sorted,
                                candidates=candidates, candidate_block_size=candidate_block_size,
-                               vllm_compatible=vllm_compatible)
+                               vllm_compatible=vllm_compatible, candidate_rows=candidate_rows)
 
 
 @_indexer_decode_candidates.register_fake
 def _(q_values, q_scales, cache, page_size, head_dim, format, weights, context_lens, block_table,
-      k, candidates, candidate_block_size, vllm_compatible=False, sorted=False):
+      k, candidates, candidate_block_size, vllm_compatible=False, sorted=False,
+      candidate_rows=None):
     return weights.new_empty((weights.shape[0], k), dtype=torch.int32)
 
 

@@ -187,6 +187,13 @@ def test_consumer_step_rows_built_once_serve_every_layer_on_cuda(rng, cuda_torch
         sparse = fi.indexer_prefill(*args, path="sparse", **common)
         shared = fi.indexer_prefill(*args, path="sparse", candidate_rows=step_rows, **common)
         assert torch.equal(sparse, dense) and torch.equal(shared, dense)
+        # The custom ops: the rows built by one, read by the consumer op (kAuto takes the
+        # sparse path: the context is over 4 x C x cb).
+        fit = pytest.importorskip("flashindexer.torch")
+        op_rows = fit.build_sparse_consumer_rows_prefill(cand, cb, d_ks, d_ke, n_keys)
+        op_top = fit.indexer_prefill(d_q, d_keys, d_w, d_ks, d_ke, k, sorted=True, candidates=cand,
+                                     candidate_block_size=cb, candidate_rows=op_rows)
+        assert torch.equal(op_top, dense)
     with pytest.raises(ValueError, match="sparse_rows"):
         fi.indexer_prefill(*args, path="sparse", candidate_rows=step_rows[:100], **common)
 
