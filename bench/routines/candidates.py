@@ -221,10 +221,14 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
         visible = (inputs.ke - inputs.ks).long()
         width = case.keys
 
-        def layer(out, path):
+        def layer(out, path, step_rows=None):
             fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks,
                                inputs.ke, K, out=out, workspace=workspace, candidates=blocks,
-                               candidate_block_size=CB, path=path)
+                               candidate_block_size=CB, path=path, candidate_rows=step_rows)
+
+        def build_rows(out):
+            fi.build_sparse_consumer_rows_prefill(blocks, CB, inputs.ks, inputs.ke, case.keys,
+                                                  out=out)
         batch = 1
     else:
         inputs = DecodeInputs(HEADS, case.rows, case.keys)
@@ -232,10 +236,14 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
         visible = inputs.lens2d.reshape(-1).long()
         width = inputs.width
 
-        def layer(out, path):
+        def layer(out, path, step_rows=None):
             fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
                               out=out, workspace=workspace, candidates=blocks,
-                              candidate_block_size=CB, path=path)
+                              candidate_block_size=CB, path=path, candidate_rows=step_rows)
+
+        def build_rows(out):
+            fi.build_sparse_consumer_rows_decode(blocks, CB, inputs.lens, inputs.table, 1, cache,
+                                                 out=out)
         batch = 10
     rows = case.rows
     workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
@@ -263,6 +271,25 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
     table.add(Row(f"{case.name} consumer layer, sparse", sparse_ms, dense_ms, gbs,
                   gbs / ceilings.copy_gbs_sustained, None,
                   ctx.command("candidates", case.name), None))
+    # The step's sparse rows built once (every consumer layer of a step then reads them): the
+    # layer without its own rows build, and the build alone (at the targets' shapes).
+    if case.keys < 131072:
+        return
+    step_rows = torch.empty(fi.sparse_consumer_rows_size(rows, C, CB), dtype=torch.uint8,
+                            device="cuda")
+    build_rows(step_rows)
+    shared_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    layer(shared_out, "sparse", step_rows)
+    torch.cuda.synchronize()
+    assert torch.equal(shared_out, dense_out), f"{case.name}: the shared-rows consumer differs"
+    shared_ms = graph_ms(lambda: layer(shared_out, "sparse", step_rows), batch, iters, warm)
+    build_ms = graph_ms(lambda: build_rows(step_rows), batch, iters, warm)
+    shared_gbs = candidate_keys * 132 / shared_ms / 1e6
+    table.add(Row(f"{case.name} consumer layer, sparse, the step's rows prebuilt", shared_ms,
+                  dense_ms, shared_gbs, shared_gbs / ceilings.copy_gbs_sustained, None,
+                  ctx.command("candidates", case.name), None))
+    table.add(Row(f"{case.name} the step's sparse rows (once a step)", build_ms, None, None,
+                  None, None, ctx.command("candidates", case.name), None))
 
 
 def run(ctx):
