@@ -60,17 +60,20 @@ Status carve_sparse_batches(const char* op, const RunOptions& options, int k,
     return status;
   }
   auto* base = static_cast<unsigned char*>(options.workspace);
-  const uintptr_t blocks = align_slab(reinterpret_cast<uintptr_t>(base) + topk_bytes);
-  const size_t array_bytes = static_cast<size_t>(rows * array_stride) * sizeof(int32_t);
-  const uintptr_t entries = align_slab(blocks + array_bytes);
-  const uintptr_t end = align_slab(entries + array_bytes);
-  batches->arrays = {reinterpret_cast<int32_t*>(blocks), reinterpret_cast<int32_t*>(entries),
-                     reinterpret_cast<int32_t*>(end), array_stride, per_row_blocks};
-  batches->logits = reinterpret_cast<float*>(align_slab(end + rows * sizeof(int32_t)));
+  const uintptr_t after_topk = align_slab(reinterpret_cast<uintptr_t>(base) + topk_bytes);
   if (prebuilt) {
+    // Only the slab: the rows' arrays are the step's (rows_that_fit counted no others).
     batches->arrays =
         candidates::sparse_rows_in(input.sparse_rows.data, total_rows, per_row_blocks);
     batches->prebuilt = true;
+    batches->logits = reinterpret_cast<float*>(after_topk);
+  } else {
+    const size_t array_bytes = static_cast<size_t>(rows * array_stride) * sizeof(int32_t);
+    const uintptr_t entries = align_slab(after_topk + array_bytes);
+    const uintptr_t end = align_slab(entries + array_bytes);
+    batches->arrays = {reinterpret_cast<int32_t*>(after_topk), reinterpret_cast<int32_t*>(entries),
+                       reinterpret_cast<int32_t*>(end), array_stride, per_row_blocks};
+    batches->logits = reinterpret_cast<float*>(align_slab(end + rows * sizeof(int32_t)));
   }
   batches->pitch = pitch;
   batches->rows = rows;
