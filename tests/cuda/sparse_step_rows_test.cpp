@@ -198,8 +198,9 @@ TEST(SparseStepRowsCuda, DecodeStepReplaysInACudaGraph) {
   const DeviceBuffer rows_buffer =
       poisoned_rows_buffer(sparse_consumer_rows_size(rows, 1024, 8), &rows_view);
   const DeviceBuffer workspace = poisoned_device_buffer(indexer_cuda_workspace_size(k));
-  DeviceTensor outs[2] = {to_device(poisoned_topk_output(rows, k)),
-                          to_device(poisoned_topk_output(rows, k))};
+  // Rows a column apart, as decode_layer's (the memcmp compares the gaps too).
+  DeviceTensor outs[2] = {to_device(poisoned_topk_output(rows, k, k + 1)),
+                          to_device(poisoned_topk_output(rows, k, k + 1))};
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   RunOptions run = with_workspace(workspace);
@@ -233,7 +234,7 @@ TEST(SparseStepRowsCuda, DecodeStepReplaysInACudaGraph) {
     const HostTensor want =
         decode_layer(layer, layer.q, layer.weights, input, TensorView{}, rows, k);
     for (const DeviceTensor& out : outs) {
-      HostTensor got = poisoned_topk_output(rows, k);
+      HostTensor got = poisoned_topk_output(rows, k, k + 1);
       to_host(got, out);
       EXPECT_EQ(std::memcmp(got.bytes(), want.bytes(), want.byte_size()), 0) << replay;
     }

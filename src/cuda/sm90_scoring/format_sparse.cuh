@@ -40,19 +40,25 @@ struct SparseKeysE4M3 : KeysE4M3 {
   // The scales' box, in floats. A copy's first element must lie on a 16-byte boundary of global
   // memory (an unaligned start stopped the kernel with an illegal instruction on an H200), and a
   // packed block starts at any key (ks is any row): its copy starts at the aligned key at or
-  // before the block's first, entry & ~3, and brings kBlock + 4 scales; the lane that copies it
-  // writes the block's place in its slot, entry & 3, at the slot's last word. A cache page's
-  // blocks start at multiples of kBlock keys of an aligned page: their copies are exact.
+  // before the block's first, entry & ~3, and brings kBlock + 4 scales, the block's place in
+  // them being entry & 3 (note_block keeps it). A cache page's blocks start at multiples of
+  // kBlock keys of an aligned page: their copies are exact.
   static constexpr int kScaleBox = kPagedSource ? kBlock : kBlock + 4;
-  static_assert(kScaleBox < kScaleSlotFloats, "the slot holds the box and the block's place");
+  static_assert(kScaleBox < kScaleSlotFloats, "a slot holds the box and a word after it");
+  static_assert(2 * kCopies <= 32, "the tile's places fit one word");
   // What the copies of one tile bring (the stage's full barrier expects it).
   static constexpr uint32_t kTileCopyBytes = kTileBytes + kCopies * kScaleBox * 4;
 
-  // Before the copies: the packed form records block c's place in its slot (a plain shared
-  // store, published by the producer's arrive on the stage's full barrier).
+  // Before the copies, called by the producer warp's lanes 0 .. kCopies - 1 (lane c: block c):
+  // the packed form records the tile's places, 2 bits per block, in the last word of slot 0.
+  // Lane 0 alone stores the word, so that its own arrive on the stage's full barrier publishes
+  // it: the notes of lanes 1 .. kCopies - 1, stored by themselves and ordered only by a
+  // __syncwarp, were races to racecheck on the H200.
   __device__ __forceinline__ static void note_block(float* scales, int c, int32_t entry) {
     if constexpr (!kPagedSource) {
-      reinterpret_cast<int32_t*>(scales)[c * kScaleSlotFloats + kScaleSlotFloats - 1] = entry & 3;
+      const uint32_t places =
+          __reduce_or_sync((1u << kCopies) - 1, static_cast<uint32_t>(entry & 3) << (2 * c));
+      if (c == 0) reinterpret_cast<uint32_t*>(scales)[kScaleSlotFloats - 1] = places;
     }
   }
 
@@ -74,17 +80,16 @@ struct SparseKeysE4M3 : KeysE4M3 {
     }
   }
   // The scale of key row `key_row` of a stage: in its block's slot, after the block's place.
-  // The place is masked, so that no bits in the slot can send the read outside shared memory
-  // (a step without its second tile once read that tile's stage, never filled, and left shared
-  // memory in the H200's memcheck; it now reads the first tile's, consumer.cuh).
+  // A step without its second tile reads the first tile's stage (consumer.cuh), so the place
+  // word read is always one the producer stored.
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
-    const float* slot =
-        reinterpret_cast<const float*>(tile_scales) + key_row / kBlock * kScaleSlotFloats;
+    const float* stage = reinterpret_cast<const float*>(tile_scales);
+    const int block = key_row / kBlock;
     int place = 0;
     if constexpr (!kPagedSource) {
-      place = reinterpret_cast<const int32_t*>(slot)[kScaleSlotFloats - 1] & 3;
+      place = (reinterpret_cast<const uint32_t*>(stage)[kScaleSlotFloats - 1] >> (2 * block)) & 3;
     }
-    return slot[place + key_row % kBlock];
+    return stage[block * kScaleSlotFloats + place + key_row % kBlock];
   }
 };
 

@@ -58,7 +58,7 @@ struct TileLoader {
     if constexpr (Format::kSparseBlock > 0) {
       // Sparse (format_sparse.cuh): the group is one query row, its entries a row of
       // block_table with unit stride. Lane c reads the entry of the tile's block c (the tile's
-      // entries are one 16- or 32-byte load), notes the block in the stage and copies it; the
+      // entries are one 16- or 32-byte load), notes its place (note_block) and copies it; the
       // notes are made and the expected bytes set before any copy, so the arrive publishes the
       // notes and no copy can complete the stage's phase early.
       constexpr int kCopies = Format::kCopies;
