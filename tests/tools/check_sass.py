@@ -12,6 +12,9 @@
   * Scoring kernels (src/cuda/sm90_scoring/, and the fused indexer's emitting instantiations in
     src/cuda/sm90_fused/): every score_kernel instantiation uses QGMMA (FP8 wgmma), and none
     stores to local memory (none spills since the emitting paged N = 256 stopped).
+  * MXFP4 scoring (src/cuda/sm90_scoring/, format_mxfp4.cuh): all nine storing instantiations
+    are there (prefill H32/H64, decode H64 N = 64..256, H32 N = 32..128), held to the rules above,
+    and the exact fix-up kernel (mxfp4_fixup.cu) stores nothing to local memory.
   * Scoring kernels: no barrier arrival (SYNCS.ARRIVE...A1T0, a consumer releasing a stage or a
     Q buffer that TMA refills) follows a shared-memory load without a proxy fence
     (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
@@ -118,14 +121,21 @@ def main():
             failures += local_store_failures(name, lines)
     indexer_kernels = 0
     score_kernels = 0
+    mxfp4_score_kernels = 0
+    mxfp4_fixup_kernels = 0
     for path in scoring + fused:
         for name, lines in kernels(cuobjdump, path).items():
             if "score_kernel" not in name:
                 if path in fused:  # the fused indexer's gate
                     indexer_kernels += 1
                     failures += local_store_failures(name, lines)
+                elif "mxfp4_fixup_kernel" in name:
+                    mxfp4_fixup_kernels += 1
+                    failures += local_store_failures(name, lines)
                 continue
             score_kernels += 1
+            if "KeysMXFP4" in name:
+                mxfp4_score_kernels += 1
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
                 failures.append(f"{name}: no QGMMA")
             failures += local_store_failures(name, lines)
@@ -149,10 +159,14 @@ def main():
         failures.append("no indexer kernel (the fused gate) found")
     if score_kernels == 0:
         failures.append("no score_kernel instantiation found")
+    if mxfp4_score_kernels != 9:
+        failures.append(f"{mxfp4_score_kernels} MXFP4 score_kernel instantiations (expected 9)")
+    if mxfp4_fixup_kernels != 2:
+        failures.append(f"{mxfp4_fixup_kernels} MXFP4 fix-up kernels (expected 2)")
     for failure in failures:
         print("FAIL", failure)
     print(f"checked {other_kernels} other kernels, {checked} top-k kernels, {indexer_kernels} indexer kernels and {score_kernels} "
-          f"scoring kernels with {cuobjdump}")
+          f"scoring kernels ({mxfp4_score_kernels} MXFP4) with {cuobjdump}")
     sys.exit(1 if failures else 0)
 
 

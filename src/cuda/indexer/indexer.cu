@@ -20,7 +20,13 @@ namespace {
 // kAuto is the dense path here: indexer_prefill's kAuto is resolved by the caller (on its
 // min_row_keys, cuda_prefill_path), and at decode the fused path leads on no shape by more than
 // the spread between runs (docs/decisions/prefill-path-thresholds.md).
-bool use_fused(IndexerPath path) { return path == IndexerPath::kFused; }
+// MXFP4 calls take the dense path whatever is asked: the scoring kernel marks out-of-span
+// vectors' logits and a fix-up kernel recomputes them after it (sm90_scoring/format_mxfp4.cuh),
+// which the fused path, selecting as it scores, cannot wait for. The answer is the same
+// (both paths are topk_per_row(mqa_logits(...))); only the speed differs.
+bool use_fused(IndexerPath path, const QuantizedTensor& q) {
+  return path == IndexerPath::kFused && q.values.dtype != DType::kE2M1x2;
+}
 
 Status fused_refuses_candidate_output(const char* op) {
   return Status::Unsupported(
@@ -51,7 +57,7 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        bool sorted, IndexerPath path, const IndexerOutputs& outputs,
                        const RunOptions& options) {
-  if (use_fused(path)) {
+  if (use_fused(path, q)) {
     if (outputs.candidate_source.defined())
       return fused_refuses_candidate_output("indexer_prefill");
     return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options, {},
@@ -64,7 +70,7 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, int k, bool sorted, IndexerPath path,
                       const IndexerOutputs& outputs, const RunOptions& options) {
-  if (use_fused(path)) {
+  if (use_fused(path, q)) {
     if (outputs.candidate_source.defined()) return fused_refuses_candidate_output("indexer_decode");
     return fused_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
                                 options, {}, outputs.scores);

@@ -25,6 +25,17 @@ template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = 
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
 
+// The MXFP4 instantiations (format_mxfp4.cuh: the producer warps convert to e4m3), storing
+// epilogue only: the fused indexer takes MXFP4 calls on the dense path (indexer.cu).
+template <int kHeads, int kN, bool kPaged>
+cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
+                               const Mxfp4Params& format, int grid, cudaStream_t stream);
+
+// Recomputes, exactly and from the raw bytes, every NaN logit in the visible ranges of a scored
+// MXFP4 call: those of out-of-span vectors (format_mxfp4.cuh).
+cudaError_t launch_mxfp4_fixup(const ScoreParams& params, const Mxfp4Fixup& operands, bool paged,
+                               cudaStream_t stream);
+
 template <int kHeads_, int kN_, bool kPaged_>
 struct Shape {
   static constexpr int kHeads = kHeads_;
@@ -77,6 +88,10 @@ struct ScoringCall {
   KernelShape kernel;
   int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
   bool paged = false;
+  // MXFP4 operands: the MXFP4 instantiations, then the exact fix-up (launch_scoring).
+  bool mxfp4 = false;
+  Mxfp4Params format;
+  Mxfp4Fixup fixup;
 };
 
 // The CTAs of a planned call: one per work item, at most one per SM (0: no work).
@@ -86,6 +101,8 @@ int scoring_grid(const ScoringCall& call);
 template <typename Epilogue>
 cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Params& epilogue,
                            cudaStream_t stream) {
+  // MXFP4 has storing instantiations only (launch_scoring launches them).
+  if (call.mxfp4) return cudaErrorNotSupported;
   const int grid = scoring_grid(call);
   if (grid == 0) return cudaSuccess;
   return visit_shape(call.kernel, [&](auto shape) {

@@ -43,6 +43,14 @@ static_assert(128 * kProducerRegisters<true> + 256 * kConsumerRegisters<true> <=
 static_assert(128 * kProducerRegisters<false> + 256 * kConsumerRegisters<false> <=
                   kThreads * kLaunchRegisters,
               "prefill register split exceeds the CTA's registers");
+// A converting format's producer (format_mxfp4.cuh): two warps load, two convert. Each role fits
+// 56 registers on its own (with both in every warp, the producer spilled 56-96 bytes at 56 and
+// 72; at 72 / 216 the H = 32 prefill consumers spilled 8), and the consumers keep the paged 224.
+constexpr int kConvertingProducerRegisters = 56;
+constexpr int kConvertingConsumerRegisters = 224;
+static_assert(128 * kConvertingProducerRegisters + 256 * kConvertingConsumerRegisters <=
+                  kThreads * kLaunchRegisters,
+              "converting register split exceeds the CTA's registers");
 
 // Shared memory: as many key stages as fit next to the two Q buffers (more bytes in flight is
 // what decode, bound by reading the cache, needs most); layout.cuh lays them out.

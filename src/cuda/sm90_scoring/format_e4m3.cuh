@@ -26,6 +26,19 @@ struct KeysE4M3 {
   // Keys are copied a tile (or page) at a time; a sparse format (format_sparse.cuh) copies
   // blocks of kSparseBlock keys.
   static constexpr int kSparseBlock = 0;
+  // What the copies of one dense tile bring (the stage's full barrier expects it).
+  static constexpr uint32_t kLoadBytes = kTileBytes + kTileScaleBytes;
+  // TMA writes the stages the consumers read: no conversion, no raw ring, no parameters beyond
+  // ScoreParams (format_mxfp4.cuh converts).
+  static constexpr bool kConverts = false;
+  using Params = void;
+  static constexpr int kRawSlotBytes = 0;
+  template <int kN>
+  static constexpr int kRawSlots = 0;
+  template <int kN>
+  static constexpr int kRawRegionBytes = 0;
+  template <int kN>
+  static constexpr int kRawBarriers = 0;
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,

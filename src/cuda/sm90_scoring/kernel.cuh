@@ -46,9 +46,11 @@
 #include "cuda/sm90_scoring/config.h"
 #include "cuda/sm90_scoring/consumer.cuh"
 #include "cuda/sm90_scoring/format_e4m3.cuh"
+#include "cuda/sm90_scoring/format_mxfp4.cuh"
 #include "cuda/sm90_scoring/layout.cuh"
 #include "cuda/sm90_scoring/params.h"
 #include "cuda/sm90_scoring/producer.cuh"
+#include "cuda/sm90_scoring/store_epilogue.cuh"
 
 namespace flashindexer::cuda::scoring {
 
@@ -56,8 +58,16 @@ namespace flashindexer::cuda::scoring {
 // the storing one), in one block. As a kernel parameter of their own, the emitting epilogue's
 // fields were all loaded at the kernel's start and held in registers, where they were loaded at
 // their uses before the split; the emitting kernels' SASS changed with it.
-template <typename EpilogueParams>
+// A converting format's parameters (Format::Params, format_mxfp4.cuh) come third; the FP8
+// formats have none (void), and their block is the one measured.
+template <typename EpilogueParams, typename FormatParams = void>
 struct KernelParams {
+  ScoreParams score;
+  EpilogueParams epilogue;
+  FormatParams format;
+};
+template <typename EpilogueParams>
+struct KernelParams<EpilogueParams, void> {
   ScoreParams score;
   EpilogueParams epilogue;
 };
@@ -68,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap w_map,
                  const __grid_constant__ CUtensorMap key_map,
                  const __grid_constant__ CUtensorMap scale_map,
-                 const KernelParams<typename Epilogue::Params> args) {
+                 const KernelParams<typename Epilogue::Params, typename Format::Params> args) {
   const ScoreParams& params = args.score;
   const typename Epilogue::Params& epilogue = args.epilogue;
   static_assert(kHeads == 32 || kHeads == 64, "H must be 32 or 64");
@@ -89,6 +99,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   constexpr bool kWideProducer = kPaged || T::kSideWarps > 0;
+  constexpr int kProducerShare = Format::kConverts ? kConvertingProducerRegisters
+                                                   : kProducerRegisters<kWideProducer>;
+  constexpr int kConsumerShare = Format::kConverts ? kConvertingConsumerRegisters
+                                                   : kConsumerRegisters<kWideProducer>;
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -103,6 +117,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);  // q_empty
     }
     Epilogue::template init_barriers<L>(barriers);
+    // A converting format's raw slots: full (the loading lane with its copies' bytes) and empty
+    // (the converting warp's lane 0). Its stages' full barriers and q_full are then completed
+    // by one converting lane's arrival, without bytes (producer.cuh, convert_ring).
+    for (int b = 0; b < L::kRawBarrierCount; ++b) {
+      ptx::mbarrier_init(&barriers[L::kRawBarriers + b], 1);
+    }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
     ptx::prefetch_tensor_map(&w_map);
@@ -115,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_decrease<kProducerRegisters<kWideProducer>>();
+    ptx::setmaxnreg_decrease<kProducerShare>();
     if constexpr (T::kSideWarps > 0) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
       if (warp > 0) {
@@ -124,19 +144,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         return;
       }
     }
-    produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
-                                   smem);
+    if constexpr (Format::kConverts) {
+      produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
+                                     smem, args.format);
+    } else {
+      produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
+                                     smem);
+    }
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters<kWideProducer>>();
+    ptx::setmaxnreg_increase<kConsumerShare>();
     consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem, warpgroup - 1);
   }
 }
 
 // Launches one instantiation; each instantiations/*.cu file instantiates a few, so they build in
 // parallel. (Format's default, KeysE4M3, is in the declaration, call.h.)
+// Launches one instantiation with its whole parameter block.
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
-cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
-                         const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream) {
+cudaError_t launch_instance(const ScoreMaps& maps,
+                            const KernelParams<typename Epilogue::Params, typename Format::Params>& args,
+                            int grid, cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
   constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, Format>::kBytes;
   auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue, Format>;
@@ -147,8 +174,22 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (configured != cudaSuccess) return configured;
   return launch_dependent(kernel, dim3(grid), dim3(kThreads), kSharedBytes, stream, 0, maps.q,
-                          maps.w, maps.keys, maps.scales,
-                          KernelParams<typename Epilogue::Params>{params, epilogue});
+                          maps.w, maps.keys, maps.scales, args);
+}
+
+template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
+cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
+                         const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream) {
+  return launch_instance<kHeads, kN, kPaged, Epilogue, Format>(
+      maps, KernelParams<typename Epilogue::Params>{params, epilogue}, grid, stream);
+}
+
+// The MXFP4 instantiations (format_mxfp4.cuh), storing epilogue only (call.h).
+template <int kHeads, int kN, bool kPaged>
+cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
+                               const Mxfp4Params& format, int grid, cudaStream_t stream) {
+  return launch_instance<kHeads, kN, kPaged, StoreEpilogue, KeysMXFP4>(
+      maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
 }
 
 }  // namespace flashindexer::cuda::scoring

@@ -79,17 +79,31 @@ Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
 
 bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-// What the TMA copies need of the operands shared by both forms.
+bool is_mxfp4(const QuantizedTensor& q) { return q.values.dtype == DType::kE2M1x2; }
+
+// What the TMA copies need of the operands shared by both forms. (q and the keys have one format:
+// src/api checks it.)
 Status check_common(const char* op, const QuantizedTensor& q, const TensorView& weights) {
   ArgCheck check(op);
-  if (q.values.dtype != DType::kE4M3) {
-    return Status::Unsupported(concat(op, ": CUDA scoring supports FP8 (e4m3) operands; MXFP4 ",
-                                      "runs on the CPU backend only"));
+  const bool mxfp4 = is_mxfp4(q);
+  if (q.values.dtype != DType::kE4M3 && !mxfp4) {
+    return Status::Unsupported(
+        concat(op, ": CUDA scoring supports FP8 (e4m3) and MXFP4 (e2m1x2) operands"));
   }
   const int r = q.values.rank;
-  if (q.values.shape[r - 1] != kHeadDim) {
+  const int64_t head_dim = q.values.shape[r - 1] * (mxfp4 ? 2 : 1);
+  if (head_dim != kHeadDim) {
     return Status::Unsupported(
-        concat(op, ": CUDA scoring supports head_dim 128, q has ", q.values.shape[r - 1]));
+        concat(op, ": CUDA scoring supports head_dim 128, q has ", head_dim));
+  }
+  if (mxfp4) {
+    // Producer warp 0 reads a vector's four scales as one word's bytes, heads 4 bytes apart, and
+    // the fix-up reads them with the values' row order.
+    check.require(q.scales.stride[r - 1] == 1 && q.scales.stride[r - 2] == 4,
+                  "q.scales must have its heads and blocks contiguous on CUDA (strides ",
+                  q.scales.stride[r - 2], ", ", q.scales.stride[r - 1], ", expected 4, 1)");
+    check.require(weights.stride[1] == 1, "weights must have contiguous heads on CUDA; stride is ",
+                  weights.stride[1]);
   }
   check.require(aligned16(q.values.data) && q.values.stride[r - 2] % 16 == 0 &&
                     q.values.stride[r - 3] % 16 == 0,
@@ -142,6 +156,47 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
   return encode(maps.w, w_spec, op);
 }
 
+// MXFP4 Q [T, H, 64] packed, `box_rows` rows a copy, unswizzled into the staging buffer (producer
+// warp 0 converts it into the FP8 tile's layout); weights as encode_queries.
+Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
+                            int64_t token_stride, int heads, const TensorView& weights,
+                            int rows_per_group, int box_rows) {
+  const auto h = static_cast<cuuint32_t>(heads);
+  const auto rows = static_cast<cuuint64_t>(tokens);
+  const MapSpec q_spec{"q.values",
+                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                       3,
+                       q.data,
+                       {kHeadDim / 2, h, rows},
+                       {static_cast<cuuint64_t>(q.stride[q.rank - 2]),
+                        static_cast<cuuint64_t>(token_stride)},
+                       {kHeadDim / 2, h, static_cast<cuuint32_t>(box_rows)},
+                       false};
+  if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
+  const MapSpec w_spec{"weights",
+                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                       2,
+                       weights.data,
+                       {h, rows, 1},
+                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
+                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
+                       false};
+  return encode(maps.w, w_spec, op);
+}
+
+// The fix-up's view of the query operands (row `r` of the call at r x token_stride).
+void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int64_t token_stride,
+                          int64_t scale_token_stride, const TensorView& weights) {
+  f.heads = static_cast<int>(q.values.shape[q.values.rank - 2]);
+  f.q_values = static_cast<const uint8_t*>(q.values.data);
+  f.q_row_stride = token_stride;
+  f.q_head_stride = q.values.stride[q.values.rank - 2];
+  f.q_scales = static_cast<const uint8_t*>(q.scales.data);
+  f.q_scale_row_stride = scale_token_stride;
+  f.weights = weights.ptr<float>();
+  f.weights_row_stride = weights.stride[0];
+}
+
 // Keys per work item: enough items for about four per CTA, within [lower, upper].
 int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, int64_t upper) {
   const int64_t target_items = 4LL * sms;
@@ -169,8 +224,8 @@ bool lane_owned_rows(const scoring::KernelShape& shape) {
 void check_paged_source(ArgCheck& check, const QuantizedTensor& q, const PagedKCache& cache) {
   const int64_t batch = q.values.shape[0];
   const int next_n = static_cast<int>(q.values.shape[1]);
-  check.require(cache.format == KFormat::kFP8,
-                "cache.format must be FP8 on CUDA (MXFP4 runs on the CPU backend only)");
+  check.require(cache.format == KFormat::kFP8 || cache.format == KFormat::kMXFP4,
+                "cache.format must be FP8 or MXFP4 on CUDA");
   check.require(cache.page_size == 32 || cache.page_size == 64 || cache.page_size == 128,
                 "cache.page_size must be 32, 64 or 128 on CUDA; got ", cache.page_size);
   check.require(aligned16(cache.data) && cache.page_stride_bytes % 16 == 0,
@@ -205,6 +260,56 @@ Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor
                            {num_keys, 1, 1},
                            {0, 0},
                            {static_cast<cuuint32_t>(scale_rows), 1, 1},
+                           false};
+  return encode(maps.scales, scale_spec, op);
+}
+
+// MXFP4 packed keys [N, 64] + [N, 4] (a scale word per key): 64 of each a copy, into a raw slot.
+Status encode_mxfp4_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys) {
+  const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
+  const MapSpec key_spec{"keys.values",
+                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                         2,
+                         keys.values.data,
+                         {kHeadDim / 2, num_keys, 1},
+                         {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
+                         {kHeadDim / 2, kTileKeys, 1},
+                         false};
+  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+  const MapSpec scale_spec{"keys.scales",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                           1,
+                           keys.scales.data,
+                           {num_keys, 1, 1},
+                           {0, 0},
+                           {kTileKeys, 1, 1},
+                           false};
+  return encode(maps.scales, scale_spec, op);
+}
+
+// MXFP4 pages: page_size x 64 bytes of values, then a scale word per key, from the page's start;
+// pages cache.page_stride_bytes apart (V4's FP8-sized pages use only their first page_size x 68).
+Status encode_mxfp4_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache,
+                               int rows) {
+  const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
+  const auto pages = static_cast<cuuint64_t>(cache.num_pages);
+  const auto page_size = static_cast<cuuint64_t>(cache.page_size);
+  const MapSpec key_spec{"cache values",
+                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                         3,
+                         cache.data,
+                         {kHeadDim / 2, page_size, pages},
+                         {kHeadDim / 2, page_stride},
+                         {kHeadDim / 2, static_cast<cuuint32_t>(rows), 1},
+                         false};
+  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
+  const MapSpec scale_spec{"cache scales",
+                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                           2,
+                           static_cast<const uint8_t*>(cache.data) + page_size * (kHeadDim / 2),
+                           {page_size, pages, 1},
+                           {page_stride, 0},
+                           {static_cast<cuuint32_t>(rows), 1, 1},
                            false};
   return encode(maps.scales, scale_spec, op);
 }
@@ -251,9 +356,28 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
   const ScoreParams& params = call.params;
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
-  if (Status status = to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream),
-                                op, "scoring kernel launch");
-      !status.ok()) {
+  if (call.mxfp4) {
+    const int grid = scoring::scoring_grid(call);
+    if (grid > 0) {
+      const cudaError_t launched = scoring::visit_shape(call.kernel, [&](auto shape) {
+        using S = decltype(shape);
+        return scoring::launch_score_mxfp4<S::kHeads, S::kN, S::kPaged>(
+            call.maps, call.params, call.format, grid, stream);
+      });
+      if (Status status = to_status(launched, op, "MXFP4 scoring kernel launch"); !status.ok()) {
+        return status;
+      }
+      if (Status status = to_status(scoring::launch_mxfp4_fixup(params, call.fixup, call.paged,
+                                                                stream),
+                                    op, "MXFP4 fix-up kernel launch");
+          !status.ok()) {
+        return status;
+      }
+    }
+  } else if (Status status =
+                 to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
+                           "scoring kernel launch");
+             !status.ok()) {
     return status;
   }
   if (!clean) return Status::Ok();
@@ -270,7 +394,10 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
                 "keys.values must be 16-byte aligned with a row stride a multiple of 16 "
                 "bytes on CUDA (TMA); row stride is ",
                 keys.values.stride[0]);
-  check.require(aligned16(keys.scales.data) && keys.scales.stride[0] == 1,
+  const bool mxfp4 = is_mxfp4(q);
+  check.require(aligned16(keys.scales.data) &&
+                    (mxfp4 ? keys.scales.stride[0] == 4 && keys.scales.stride[1] == 1
+                           : keys.scales.stride[0] == 1),
                 "keys.scales must be contiguous and 16-byte aligned on CUDA (TMA)");
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
@@ -298,18 +425,32 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   const scoring::KernelShape kernel = prefill_shape(heads);
   ScoreMaps maps{};
   if (rows > 0 && num_keys > 0) {
-    if (Status status = encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
-                                       params.rows_per_group, lane_owned_rows(kernel));
+    if (Status status =
+            mxfp4 ? encode_mxfp4_queries(maps, op, q.values, rows, q.values.stride[0], heads,
+                                         weights, params.rows_per_group, params.rows_per_group)
+                  : encode_queries(maps, op, q.values, rows, q.values.stride[0], heads, weights,
+                                   params.rows_per_group, lane_owned_rows(kernel));
         !status.ok()) {
       return status;
     }
-    if (Status status = encode_packed_keys(maps, op, keys, kTileKeys, kTileKeys); !status.ok()) {
+    if (Status status = mxfp4 ? encode_mxfp4_packed_keys(maps, op, keys)
+                              : encode_packed_keys(maps, op, keys, kTileKeys, kTileKeys);
+        !status.ok()) {
       return status;
     }
   } else {
     params.chunks = 0;  // nothing to score; the clean fill still runs
   }
   *call = ScoringCall{maps, params, kernel, sms, false};
+  if (mxfp4) {
+    call->mxfp4 = true;
+    call->format = {static_cast<const uint8_t*>(q.scales.data), q.scales.stride[0]};
+    mxfp4_query_operands(call->fixup, q, q.values.stride[0], q.scales.stride[0], weights);
+    call->fixup.k_values = static_cast<const uint8_t*>(keys.values.data);
+    call->fixup.k_row_stride = keys.values.stride[0];
+    call->fixup.k_scales = static_cast<const uint8_t*>(keys.scales.data);
+    call->fixup.k_scale_row_stride = keys.scales.stride[0];
+  }
   return Status::Ok();
 }
 
@@ -336,6 +477,12 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   check_paged_source(check, q, cache);
   check.require(batch * next_n * heads < (int64_t{1} << 31) && cache.num_pages < (int64_t{1} << 31),
                 "rows x heads and cache.num_pages must stay below 2^31 on CUDA");
+  const bool mxfp4 = is_mxfp4(q);
+  if (mxfp4) {
+    check.require(batch <= 1 || q.scales.stride[0] == next_n * q.scales.stride[1],
+                  "q.scales must have its batch and next_n dimensions contiguous with each other "
+                  "on CUDA (q.scales.stride[0] == next_n * q.scales.stride[1])");
+  }
   if (!check.ok()) return check.status();
 
   ScoreParams params;
@@ -366,12 +513,19 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   const scoring::KernelShape kernel = paged_shape(heads, next_n);
   ScoreMaps maps{};
   if (params.rows > 0 && cache.num_pages > 0 && params.table_pages > 0) {
-    if (Status status = encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
-                                       weights, next_n, lane_owned_rows(kernel));
+    // The MXFP4 Q copy brings the rows the FP8 tile holds: with lane-owned rows, whole tiles.
+    const int mxfp4_box_rows = lane_owned_rows(kernel) ? kernel.columns / heads : next_n;
+    if (Status status =
+            mxfp4 ? encode_mxfp4_queries(maps, op, q.values, params.rows, q.values.stride[1],
+                                         heads, weights, next_n, mxfp4_box_rows)
+                  : encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
+                                   weights, next_n, lane_owned_rows(kernel));
         !status.ok()) {
       return status;
     }
-    if (Status status = encode_paged_keys(maps, op, cache, std::min(kTileKeys, cache.page_size));
+    const int rows_per_copy = std::min(kTileKeys, cache.page_size);
+    if (Status status = mxfp4 ? encode_mxfp4_paged_keys(maps, op, cache, rows_per_copy)
+                              : encode_paged_keys(maps, op, cache, rows_per_copy);
         !status.ok()) {
       return status;
     }
@@ -379,6 +533,13 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
     params.chunks = 0;
   }
   *call = ScoringCall{maps, params, kernel, sms, true};
+  if (mxfp4) {
+    call->mxfp4 = true;
+    call->format = {static_cast<const uint8_t*>(q.scales.data), q.scales.stride[1]};
+    mxfp4_query_operands(call->fixup, q, q.values.stride[1], q.scales.stride[1], weights);
+    call->fixup.cache = static_cast<const uint8_t*>(cache.data);
+    call->fixup.page_stride = cache.page_stride_bytes;
+  }
   return Status::Ok();
 }
 
@@ -422,6 +583,10 @@ cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& par
 Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean,
                              void* stream_handle) {
   const QuantizedTensor q{call.q, {}};
+  if (call.q.dtype != DType::kE4M3) {
+    return Status::Unsupported(concat(op, ": sparse (candidate) scoring on CUDA supports FP8 "
+                                          "(e4m3) operands only"));
+  }
   if (Status status = check_common(op, q, call.weights); !status.ok()) return status;
   const int64_t rows = call.q.shape[0];
   const int heads = static_cast<int>(call.q.shape[1]);
@@ -481,6 +646,8 @@ Status check_sparse_paged_source(const char* op, const QuantizedTensor& q,
                                  const PagedKCache& cache) {
   ArgCheck check(op);
   check_paged_source(check, q, cache);
+  check.require(cache.format == KFormat::kFP8,
+                "cache.format must be FP8 for sparse (candidate) scoring on CUDA");
   constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
   check.require(cache.num_pages < kMostPages, "cache.num_pages must be below ", kMostPages,
                 " for sparse scoring on CUDA; got ", cache.num_pages);

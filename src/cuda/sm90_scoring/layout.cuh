@@ -25,19 +25,32 @@ struct SharedLayout {
                                      2 * static_cast<int>(sizeof(ItemInfo)) + T::kSharedBytes +
                                      (4 + T::kBarriers) * 8;
   // Each consumer warpgroup has its own half of the ring (see produce), so the count is even.
-  static constexpr int kStages =
-      (kSharedBudget - kFixedBytes) / (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
+  // A converting format's raw ring and Q staging (format_mxfp4.cuh; none for FP8), with its
+  // barriers.
+  static constexpr int kRawSlots = F::template kRawSlots<kN>;
+  static constexpr int kRawRegionBytes = F::template kRawRegionBytes<kN>;
+  static constexpr int kRawBarrierCount = F::template kRawBarriers<kN>;
+  static constexpr int kStages = (kSharedBudget - kFixedBytes - kRawRegionBytes -
+                                  kRawBarrierCount * 8) /
+                                 (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
   static constexpr int kHalfStages = kStages / 2;
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
-  static constexpr int kScales = kQ + 2 * kQBytes;
+  // The raw rings: consumer c's slot s at kRaw + (c kRawSlots + s) x slot bytes; then the two Q
+  // staging buffers and the slots' entry words.
+  static constexpr int kRaw = kQ + 2 * kQBytes;
+  static constexpr int kQStaging = kRaw + kConsumerGroups * kRawSlots * F::kRawSlotBytes;
+  static constexpr int kRawEntries = kRaw + kRawRegionBytes - kConsumerGroups * kRawSlots * 4;
+  static constexpr int kScales = kRaw + kRawRegionBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;
   static constexpr int kEpilogue = kItems + 2 * static_cast<int>(sizeof(ItemInfo));
   static constexpr int kBarriers = kEpilogue + T::kSharedBytes;
   // Stages' full and empty, items' full and empty, then the epilogue's.
   static constexpr int kEpilogueBarriers = 2 * kStages + 4;
-  static constexpr int kBarrierCount = 2 * kStages + 4 + T::kBarriers;
+  // A converting format's raw slots' full and empty barriers (RawRing, producer.cuh).
+  static constexpr int kRawBarriers = kEpilogueBarriers + T::kBarriers;
+  static constexpr int kBarrierCount = 2 * kStages + 4 + T::kBarriers + kRawBarrierCount;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
   static_assert(kBarriers % 8 == 0, "mbarriers are 8-byte aligned");

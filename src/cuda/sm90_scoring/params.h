@@ -73,6 +73,34 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
                   sizeof(ScoreParams) == 184,
               "the scoring kernel's parameter layout (see above)");
 
+// What the MXFP4 kernels take beyond ScoreParams (their KernelParams' third member,
+// format_mxfp4.cuh): the query scales, read by producer warp 0 with plain loads (a fifth tensor
+// map would change every kernel's signature). The four scales of one (row, head) are
+// contiguous and heads are 4 bytes apart; the row stride is in bytes.
+struct Mxfp4Params {
+  const uint8_t* q_scales = nullptr;  // [rows, H, 4] UE8M0
+  int64_t q_scale_row_stride = 0;
+};
+
+// The raw MXFP4 operands of a call, for the exact fix-up of out-of-span logits (mxfp4_fixup.cu).
+// Strides in bytes (weights: floats); the four scales of a vector are contiguous.
+struct Mxfp4Fixup {
+  int heads = 0;
+  const uint8_t* q_values = nullptr;  // [rows, H, 64] packed E2M1
+  int64_t q_row_stride = 0;
+  int64_t q_head_stride = 0;
+  const uint8_t* q_scales = nullptr;  // [rows, H, 4], heads 4 bytes apart
+  int64_t q_scale_row_stride = 0;
+  const float* weights = nullptr;  // [rows, H] f32, heads contiguous
+  int64_t weights_row_stride = 0;
+  const uint8_t* k_values = nullptr;  // packed keys [N, 64]
+  int64_t k_row_stride = 0;
+  const uint8_t* k_scales = nullptr;  // [N, 4]
+  int64_t k_scale_row_stride = 0;
+  const uint8_t* cache = nullptr;  // paged: page p at cache + p page_stride, values then scales
+  int64_t page_stride = 0;
+};
+
 // The four TMA descriptors of one launch (see kernel.cuh for their shapes).
 struct ScoreMaps {
   CUtensorMap q;       // e4m3 [T, H, 128], box [rows_per_group, H, 128], 128B swizzle

@@ -90,7 +90,7 @@ struct TileLoader {
         pages[c] = c < copies ? page_entry(group, first_page + c, lane) : 0;
       }
       if (lane == 0) {
-        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
+        ptx::mbarrier_arrive_expect_tx(full, Format::kLoadBytes);
 #pragma unroll
         for (int c = 0; c < kTileKeys / 32; ++c) {
           if (c < copies) {
@@ -101,12 +101,165 @@ struct TileLoader {
       }
     } else {
       if (lane == 0) {
-        ptx::mbarrier_arrive_expect_tx(full, Format::kTileBytes + Format::kTileScaleBytes);
+        ptx::mbarrier_arrive_expect_tx(full, Format::kLoadBytes);
         Format::copy_packed(keys, scales, key_map, scale_map, full, tile * kTileKeys);
       }
     }
   }
 };
+
+// A converting format's raw ring (format_mxfp4.cuh): producer warp c (0, 1) loads consumer c's
+// tiles into the ring of kRawSlots slots of half c, and producer warp 2 + c converts them, in
+// order, into consumer c's stages. Each slot carries an entry word written by the loading lane
+// before its arrival (which publishes it): the stage (bits 0-6) and the parity its empty barrier
+// is waited on with (bit 7); or a Q tile to convert into Q buffer kQueryBuffer's bit (warp 0's
+// ring only: its converter publishes the item); or the end of the work.
+struct RawEntry {
+  static constexpr uint32_t kStageMask = 0x7Fu;
+  static constexpr uint32_t kEmptyParity = 1u << 7;
+  static constexpr uint32_t kQuery = 1u << 8;
+  static constexpr uint32_t kQueryBuffer = 1u << 9;
+  static constexpr uint32_t kEnd = 1u << 10;
+};
+
+template <typename L>
+struct RawRing {
+  using Format = typename L::Format;
+  static constexpr uint32_t kSlots = L::kRawSlots;
+  static_assert(L::kStages <= 128, "a stage fits RawEntry::kStageMask");
+  uint8_t* smem;
+  int half;  // the consumer whose tiles go through this ring
+
+  // Barriers: every slot's full (its copies' bytes, count 1) and empty (the converter, count 1).
+  __device__ __forceinline__ uint64_t* slot_full(uint32_t slot) const {
+    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers +
+           half * 2 * kSlots + slot;
+  }
+  __device__ __forceinline__ uint64_t* slot_empty(uint32_t slot) const {
+    return slot_full(slot) + kSlots;
+  }
+  __device__ __forceinline__ uint8_t* slot_bytes(uint32_t slot) const {
+    return smem + L::kRaw + (half * kSlots + slot) * Format::kRawSlotBytes;
+  }
+  __device__ __forceinline__ uint32_t* slot_entry(uint32_t slot) const {
+    return reinterpret_cast<uint32_t*>(smem + L::kRawEntries) + half * kSlots + slot;
+  }
+};
+
+// The loading side (producer warp `half`): push(entry, load) waits for the next slot to be free,
+// has lane 0 write the entry, then load(raw values, raw scales, the slot's full barrier) issues the
+// copies (lane 0 arrives on the barrier with their bytes).
+template <typename L>
+struct RawLoader : RawRing<L> {
+  uint32_t pushed = 0;
+
+  template <typename Load>
+  __device__ __forceinline__ void push(uint32_t entry, int lane, Load&& load) {
+    const uint32_t slot = pushed % RawRing<L>::kSlots;
+    ptx::mbarrier_wait(this->slot_empty(slot), ((pushed / RawRing<L>::kSlots) & 1) ^ 1);
+    if (lane == 0) *this->slot_entry(slot) = entry;
+    uint8_t* raw = this->slot_bytes(slot);
+    load(raw, reinterpret_cast<float*>(raw + L::Format::kRawValueBytes), this->slot_full(slot));
+    ++pushed;
+  }
+  // The end of the work: an entry without copies.
+  __device__ __forceinline__ void finish(int lane) {
+    push(RawEntry::kEnd, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+      if (lane == 0) ptx::mbarrier_arrive(slot_full);
+    });
+  }
+};
+
+// The converting side (producer warp 2 + half), until the end entry: each key tile into its stage
+// once the stage is free, published on the stage's full barrier (count 1, no bytes); a Q tile
+// (ring 0) into its Q buffer, published on q_full. FormatArgs: the format's parameters.
+template <int kHeads, int kN, typename L, typename FormatArgs>
+__device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatArgs& format_args,
+                                             uint8_t* smem, int half) {
+  using Format = typename L::Format;
+  constexpr uint32_t kSlots = L::kRawSlots;
+  const int lane = threadIdx.x % 32;
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
+  uint64_t* full = barriers;
+  uint64_t* empty = barriers + L::kStages;
+  uint64_t* q_full = barriers + 2 * L::kStages;
+  const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
+  const RawRing<L> ring{smem, half};
+  const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
+#pragma unroll 1
+  for (uint32_t n = 0;; ++n) {
+    const uint32_t slot = n % kSlots;
+    ptx::mbarrier_wait(ring.slot_full(slot), (n / kSlots) & 1);
+    const uint32_t entry = *ring.slot_entry(slot);
+    if ((entry & RawEntry::kEnd) != 0) break;
+    if ((entry & RawEntry::kQuery) != 0) {
+      const int buffer = (entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0;
+      Format::template convert_query<kHeads, kN>(
+          smem + L::kQ + buffer * L::kQBytes,
+          reinterpret_cast<float*>(smem + L::kWeights + buffer * kN * 4),
+          smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, format_args,
+          items[buffer].row0, p.rows, static_cast<int>(q_rows) * kHeads, lane);
+    } else {
+      const uint32_t stage = entry & RawEntry::kStageMask;
+      ptx::mbarrier_wait(&empty[stage], (entry & RawEntry::kEmptyParity) != 0 ? 1 : 0);
+      Format::convert_tile(smem + L::kKeys + stage * L::kTileBytes,
+                           reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
+                           ring.slot_bytes(slot), lane);
+    }
+    // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
+    // the raw reads before the slot's next TMA write.
+    ptx::fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+      if ((entry & RawEntry::kQuery) != 0) {
+        ptx::mbarrier_arrive(&q_full[(entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0]);
+      } else {
+        ptx::mbarrier_arrive(&full[entry & RawEntry::kStageMask]);
+      }
+      ptx::mbarrier_arrive(ring.slot_empty(slot));
+    }
+  }
+}
+
+// publish_item for a converting format (producer warp 0): the packed Q rows come by TMA into the
+// buffer's staging area with the weights, through a slot of ring 0, whose converter turns them
+// into the Q tile, folds each vector's power of two into its weight and publishes the item on
+// q_full. The staging area of a buffer is free once its Q buffer is: an item's conversion
+// precedes its consumption.
+template <int kHeads, int kN, typename L>
+__device__ __forceinline__ void publish_converted_item(
+    RawLoader<L>& ring, ItemInfo* items, uint64_t* q_empty, uint32_t item_count,
+    const CUtensorMap* q_map, const CUtensorMap* w_map, uint8_t* smem, int32_t row0, int rows,
+    int32_t tile_begin, int32_t tile_end, int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
+  using Format = typename L::Format;
+  const int buffer = item_count & 1;
+  ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
+  ItemInfo& info = items[buffer];
+#pragma unroll
+  for (int r = 0; r < kMaxRowsPerGroup; ++r) {
+    const int32_t row_lo = __shfl_sync(0xffffffffu, lo, r);
+    const int32_t row_hi = __shfl_sync(0xffffffffu, hi, r);
+    if (lane == 0) {
+      info.lo[r] = row_lo;
+      info.hi[r] = row_hi;
+    }
+  }
+  if (lane == 0) {
+    info.row0 = row0;
+    info.rows = rows;
+    info.tile_begin = tile_begin;
+    info.tile_end = tile_end;
+  }
+  const uint32_t entry = RawEntry::kQuery | (buffer != 0 ? RawEntry::kQueryBuffer : 0u);
+  ring.push(entry, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+    if (lane == 0) {
+      ptx::mbarrier_arrive_expect_tx(slot_full, q_bytes);
+      ptx::tma_load_3d(smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, q_map,
+                       slot_full, 0, 0, row0);
+      ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, slot_full, 0, row0);
+    }
+  });
+}
 
 // lanes: lane `at` of the segment holds row row0 + at (if at < rows) and its range [lo, hi), and
 // every lane the keys [first, last) that some row sees (first >= last: none); rows with nothing
@@ -136,11 +289,12 @@ struct ItemKeys {
 };
 
 // L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits.
-template <int kHeads, int kN, bool kPaged, typename L>
+// FormatArgs: a converting format's parameters (KernelParams' third member), else unused.
+template <int kHeads, int kN, bool kPaged, typename L, typename FormatArgs = int>
 __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& f,
                                         const CUtensorMap* q_map, const CUtensorMap* w_map,
                                         const CUtensorMap* key_map, const CUtensorMap* scale_map,
-                                        uint8_t* smem) {
+                                        uint8_t* smem, const FormatArgs& format_args = {}) {
   using T = typename L::Traits;
   using Format = typename L::Format;
   const int lane = threadIdx.x % 32;
@@ -153,11 +307,24 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
   TileLoader<kPaged, T::kReadOnce, Format> loader{p, key_map, scale_map};
+  // A converting format: warps 0 and 1 load consumer 0's and 1's tiles into their raw rings,
+  // warps 2 and 3 convert them (convert_ring).
+  static_assert(!Format::kConverts || T::kSideWarps == 0, "converters are the producer warps");
+  if constexpr (Format::kConverts) {
+    if (warp >= 2) {
+      convert_ring<kHeads, kN, L>(p, format_args, smem, warp - 2);
+      return;
+    }
+  }
+  RawLoader<L> ring{{smem, warp}};  // a converting format's (unused otherwise)
   // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
+  // (A converting format's Q rows come packed: two values a byte.)
   const uint32_t q_bytes =
-      (q_rows * kHeadDim + static_cast<uint32_t>(p.rows_per_group) * 4) * kHeads;
+      (q_rows * (Format::kConverts ? kHeadDim / 2 : kHeadDim) +
+       static_cast<uint32_t>(p.rows_per_group) * 4) *
+      kHeads;
   constexpr int kTilesPerStep = T::kTilesPerStep;
   // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
   // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
@@ -171,18 +338,27 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // With an epilogue's side warps (producer warps 1-3; one tile per step), warp 0 alone loads
   // both consumers' tiles in step order.
   constexpr bool kOneLoader = T::kSideWarps > 0;
-  const int consumer = warp / 2;  // (a single loader: both)
+  // (A single loader: both; a converting format's loader warp c: consumer c, every place.)
+  const int consumer = Format::kConverts ? warp : warp / 2;
   uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
   uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
   // Loads the tile at consumer c's place `at` if it is this warp's, and moves to the next place.
   auto take_place = [&](int c, uint32_t& at, int64_t group, int32_t tile) {
-    if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
+    if (kOneLoader || Format::kConverts || static_cast<int>(at & 1) == warp % 2) {
       const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
-      ptx::mbarrier_wait(&empty[stage], ((at / L::kHalfStages) & 1) ^ 1);
-      loader.load(group, tile, smem + L::kKeys + stage * L::kTileBytes,
-                  reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
-                  &full[stage], lane);
+      const uint32_t empty_parity = ((at / L::kHalfStages) & 1) ^ 1;
+      if constexpr (Format::kConverts) {
+        ring.push(stage | (empty_parity != 0 ? RawEntry::kEmptyParity : 0u), lane,
+                  [&](uint8_t* raw, float* raw_scales, uint64_t* raw_full) {
+                    loader.load(group, tile, raw, raw_scales, raw_full, lane);
+                  });
+      } else {
+        ptx::mbarrier_wait(&empty[stage], empty_parity);
+        loader.load(group, tile, smem + L::kKeys + stage * L::kTileBytes,
+                    reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
+                    &full[stage], lane);
+      }
     }
     ++at;
   };
@@ -200,10 +376,17 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     const int32_t tile_end = (last + kTileKeys - 1) / kTileKeys;
     const int32_t walk_begin = TileWalk(f, tile_begin).tile;
 
-    if (warp == 0)
+    if constexpr (Format::kConverts) {
+      if (warp == 0) {
+        publish_converted_item<kHeads, kN, L>(ring, items, q_empty, item_count, q_map, w_map, smem,
+                                              static_cast<int32_t>(row0), rows, tile_begin,
+                                              tile_end, lo, hi, q_bytes, lane);
+      }
+    } else if (warp == 0) {
       publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem,
                                   static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi,
                                   q_bytes, lane);
+    }
     // The item's steps are kTilesPerStep tiles of the walk each, alternating between the
     // consumers: a warp visits only its consumer's steps, found by arithmetic on the walk (a
     // single loader visits all).
@@ -304,6 +487,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
       }
     }
   }
+  if constexpr (Format::kConverts) ring.finish(lane);
   if (warp == 0) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+// MXFP4 operands (spec §2.4, §3.3, §4.3) for the scoring kernel: E2M1 values with one UE8M0 scale
+// per 32 of them, for the queries and the keys. Hopper has no FP4 tensor cores, so the producer
+// warpgroup turns both into e4m3 in shared memory, and the consumers run KeysE4M3's code as is.
+//
+// Key tiles. Each producer warp streams its tiles by TMA into a small ring of its own (kRawSlots
+// raw slots: 4 KiB of packed values and 256 B of scale words each), kRawSlots tiles ahead of its
+// conversion; it then converts the oldest into the normal key stage (8 KiB of swizzled e4m3 and a
+// fp32 scale per key, KeysE4M3's stage) and arrives on the stage's full barrier. The consumers'
+// critical path is the FP8 kernel's: no conversion, no extra barrier. The raw ring is the warp's
+// own, so it needs no empty barrier (the warp converts a slot before reloading it); its full
+// barriers are one per (warp, slot). A warp's pending tiles are converted in order, and the
+// conversion of place p waits only on the consumption of place p - kHalfStages, so no wait can
+// close a cycle; warp 0 converts everything pending before it waits for a free Q buffer (the
+// consumers may need those tiles to finish the item that frees it).
+//
+// Queries. Producer warp 0 brings an item's packed Q rows by TMA into a staging buffer, waits,
+// converts them into the Q tile (the FP8 tile's layout: permuted for lane-owned rows, 128-byte
+// swizzle) and folds each (row, head)'s remaining power of two into its weight, then arrives on
+// the item's q_full. Once per work item: a few hundred words.
+//
+// The scale scheme. A 128-value vector has four block scales 2^(s_b - 127). Every E2M1 value
+// m 2^e (m in {1, 1.5}, e in -1..2) times 2^d is exactly an e4m3 value for d in [-8, 6] (d = -8
+// reaches the smallest subnormal 2^-9, d = 6 puts 6 at 384 <= 448). The vector's reference
+// exponent ref is the largest s_b over its blocks holding a non-zero value; block b is written
+// shifted by d_b = s_b - ref + 6, and one power of two is left per vector: 2^(ref - 127) for a
+// query (folded into its weight) and 2^(ref - 139) for a key (its scale; the two 2^6 go there).
+// That is exact whenever every non-zero block lies within 14 binades of its vector's largest.
+//
+// Vectors outside the span are not computed in the wgmma flow: the converter writes NaN as the
+// key's scale (or the query column's weight), so every logit that vector enters comes out NaN,
+// and after the kernel a separate fix-up kernel (mxfp4_fixup.cu) recomputes exactly the NaN
+// logits of each row's visible range from the raw bytes, in one fixed order. That kernel is
+// simple (one warp per logit, no barriers besides the warp's), so a fallback cannot stall the
+// pipeline; a logit that is NaN for any other reason is recomputed to what the data give.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90_scoring/config.h"
+#include "cuda/sm90_scoring/format_e4m3.cuh"
+#include "cuda/sm90_scoring/params.h"
+
+namespace flashindexer::cuda::scoring {
+namespace mxfp4 {
+
+constexpr int kBlocks = 4;                        // UE8M0 scales per 128-value vector
+constexpr int kBlockBytes = 16;                   // 32 E2M1 values share one scale
+constexpr int kPackedRowBytes = kHeadDim / 2;     // 64 bytes of packed values per vector
+constexpr int kMaxShift = 6;                      // 6 x 2^6 = 384 <= 448, e4m3's largest
+constexpr int kMinShift = -8;                     // 0.5 x 2^-8 = 2^-9, e4m3's smallest subnormal
+constexpr int kQueryScaleBias = 127;              // a query keeps 2^(ref - 127)
+constexpr int kKeyScaleBias = 127 + 2 * kMaxShift;  // a key takes both vectors' 2^-6
+constexpr uint32_t kFlagBits = 0x7FC00000u;       // the quiet NaN that marks an out-of-span vector
+
+// 2^e as a float for e in [-149, 127] (subnormal below -126), without a branch.
+__device__ __forceinline__ float power_of_two(int e) {
+  const uint32_t normal = static_cast<uint32_t>(max(e + 127, 0)) << 23;
+  const uint32_t subnormal = 1u << static_cast<uint32_t>(max(e + 149, 0) & 31);
+  return __uint_as_float(e >= -126 ? normal : subnormal);
+}
+
+// The e4m3 bytes of the E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} times 2^d: codes 0-3 in x,
+// 4-7 in y (little-endian), for __byte_perm. For d >= -5 all are normal and the shift only adds d
+// to the exponent fields; -6..-8 reach the subnormals, whose bytes are constants. Selects only:
+// the warp never diverges here. d is clamped to [-8, 6]; a block shifted below -8 is either zero
+// (byte 0 is 0 in every table) or flags its vector.
+__device__ __forceinline__ uint2 magnitude_table(int d) {
+  d = min(max(d, kMinShift), kMaxShift);
+  const uint32_t add = static_cast<uint32_t>(8 * d);
+  uint2 table{0x3C383000u + add * 0x01010100u, 0x4C484440u + add * 0x01010101u};
+  table.x = d == -6 ? 0x0C080400u : table.x;  // 2^-7 is the subnormal 4 x 2^-9
+  table = d == -7 ? make_uint2(0x06040200u, 0x14100C08u) : table;
+  table = d == -8 ? make_uint2(0x03020100u, 0x0C080604u) : table;
+  return table;
+}
+
+// Eight E2M1 codes (one packed word, element 2i in the low nibble of byte i) as eight e4m3 bytes:
+// the magnitude through the table, the sign moved from bit 3 of the nibble to bit 7 of the byte.
+__device__ __forceinline__ uint2 expand_word(uint32_t packed, uint2 table) {
+  const uint32_t low = packed & 0xFFFFu;
+  const uint32_t high = packed >> 16;
+  const uint32_t x =
+      __byte_perm(table.x, table.y, low & 0x7777u) | __byte_perm(0x8000u, 0u, (low >> 3) & 0x1111u);
+  const uint32_t y = __byte_perm(table.x, table.y, high & 0x7777u) |
+                     __byte_perm(0x8000u, 0u, (high >> 3) & 0x1111u);
+  return {x, y};
+}
+
+// One block's part of its vector's conversion, for four consecutive lanes (lane % 4 = block b)
+// holding the vector's four blocks: the vector's reference exponent over its non-zero blocks (0
+// when all are zero), this block's shift, and whether a non-zero block is out of span.
+struct BlockShift {
+  int ref;
+  int shift;
+  bool flagged;
+
+  __device__ __forceinline__ BlockShift(const uint4& block, uint32_t scale_word, int b) {
+    const int scale = static_cast<int>((scale_word >> (8 * b)) & 0xFFu);
+    const bool nonzero = ((block.x | block.y | block.z | block.w) & 0x77777777u) != 0;
+    int top = nonzero ? scale : -1;
+    top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    top = max(top, __shfl_xor_sync(0xffffffffu, top, 2));
+    ref = max(top, 0);
+    shift = scale - ref + kMaxShift;
+    const uint32_t out = __ballot_sync(0xffffffffu, nonzero && shift < kMinShift);
+    flagged = ((out >> (threadIdx.x % 32 & ~3u)) & 0xFu) != 0;
+  }
+  // The vector's remaining power of two, 2^(ref - bias), or the flag.
+  __device__ __forceinline__ float remaining_scale(int bias) const {
+    return flagged ? __uint_as_float(kFlagBits) : power_of_two(ref - bias);
+  }
+};
+
+// Writes one block (32 values) as e4m3 into row `row` of a 128-byte-swizzled tile: the layout TMA
+// writes with CU_TENSOR_MAP_SWIZZLE_128B (16-byte chunk c of row r at chunk c ^ (r % 8)), which
+// the FP8 consumers' wgmma descriptors read.
+__device__ __forceinline__ void store_block(uint8_t* tile, int row, int b, const uint4& block,
+                                            int shift) {
+  const uint2 table = magnitude_table(shift);
+  const uint2 e0 = expand_word(block.x, table);
+  const uint2 e1 = expand_word(block.y, table);
+  const uint2 e2 = expand_word(block.z, table);
+  const uint2 e3 = expand_word(block.w, table);
+  uint8_t* base = tile + row * kHeadDim;
+  *reinterpret_cast<uint4*>(base + (((2 * b) ^ (row & 7)) * 16)) =
+      make_uint4(e0.x, e0.y, e1.x, e1.y);
+  *reinterpret_cast<uint4*>(base + (((2 * b + 1) ^ (row & 7)) * 16)) =
+      make_uint4(e2.x, e2.y, e3.x, e3.y);
+}
+
+}  // namespace mxfp4
+
+struct KeysMXFP4 : KeysE4M3 {
+  using Params = Mxfp4Params;
+  static constexpr bool kConverts = true;
+  // A raw slot: the tile's packed values, then its scale words (one per key).
+  static constexpr int kRawValueBytes = kTileKeys * mxfp4::kPackedRowBytes;  // 4 KiB
+  static constexpr int kRawScaleBytes = kTileKeys * 4;
+  static constexpr int kRawSlotBytes = kRawValueBytes + kRawScaleBytes;
+  static constexpr uint32_t kLoadBytes = kRawSlotBytes;  // what the copies of one tile bring
+  // Raw slots per consumer's ring: 8 for decode (16 tiles, 68 KiB, in flight per CTA: decode is
+  // bound by the cache read), 4 for the N = 256 prefill tiles, whose Q tiles take the room.
+  template <int kN>
+  static constexpr int kRawSlots = kN == 256 ? 4 : 8;
+  // The packed Q tile (kN vectors of 64 bytes) of each of the two Q buffers.
+  template <int kN>
+  static constexpr int kQStagingBytes = kN * mxfp4::kPackedRowBytes;
+  // Both rings' slots, the two Q staging buffers, a 4-byte entry per slot.
+  template <int kN>
+  static constexpr int kRawRegionBytes =
+      kConsumerGroups * kRawSlots<kN> * (kRawSlotBytes + 4) + 2 * kQStagingBytes<kN>;
+  template <int kN>
+  static constexpr int kRawBarriers = kConsumerGroups * kRawSlots<kN> * 2;  // full, empty
+
+  // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
+  __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,
+                                                     const CUtensorMap* key_map,
+                                                     const CUtensorMap* scale_map, uint64_t* full,
+                                                     int32_t first_key) {
+    ptx::tma_load_2d(raw, key_map, full, 0, first_key);
+    ptx::tma_load_1d(raw_scales, scale_map, full, first_key);
+  }
+  template <bool kReadOnce>
+  __device__ __forceinline__ static void copy_page(uint8_t* raw, float* raw_scales,
+                                                   const CUtensorMap* key_map,
+                                                   const CUtensorMap* scale_map, uint64_t* full,
+                                                   int c, int rows_per_copy, int32_t row_in_page,
+                                                   int32_t page, uint64_t read_once) {
+    uint8_t* dst = raw + c * rows_per_copy * mxfp4::kPackedRowBytes;
+    if constexpr (kReadOnce) {
+      ptx::tma_load_3d_hinted(dst, key_map, full, 0, row_in_page, page, read_once);
+      ptx::tma_load_2d_hinted(raw_scales + c * rows_per_copy, scale_map, full, row_in_page, page,
+                              read_once);
+    } else {
+      ptx::tma_load_3d(dst, key_map, full, 0, row_in_page, page);
+      ptx::tma_load_2d(raw_scales + c * rows_per_copy, scale_map, full, row_in_page, page);
+    }
+  }
+
+  // One warp: the raw slot's 64 keys as a KeysE4M3 stage (e4m3 rows, swizzled, and each key's
+  // remaining scale, NaN when out of span). Lane l takes block l % 4 of keys 8 i + l / 4: a
+  // quad holds one key, and each pass reads 512 contiguous raw bytes.
+  __device__ __forceinline__ static void convert_tile(uint8_t* tile, float* tile_scales,
+                                                      const uint8_t* raw, int lane) {
+    const auto* words = reinterpret_cast<const uint32_t*>(raw + kRawValueBytes);
+    const int b = lane % 4;
+#pragma unroll 1
+    for (int pass = 0; pass < kTileKeys / 8; ++pass) {
+      const int key = 8 * pass + lane / 4;
+      const uint4 block =
+          *reinterpret_cast<const uint4*>(raw + key * mxfp4::kPackedRowBytes + b * 16);
+      const mxfp4::BlockShift shift(block, words[key], b);
+      mxfp4::store_block(tile, key, b, block, shift.shift);
+      if (b == 0) tile_scales[key] = shift.remaining_scale(mxfp4::kKeyScaleBias);
+    }
+  }
+
+  // The Q tile row of vector (tile row q, head h): the FP8 Q map's order (launch.cu). With
+  // lane-owned rows each four-row copy is (byte, head % 2, row, head / 2).
+  template <int kHeads, int kN>
+  __device__ __forceinline__ static int q_tile_row(int q, int h) {
+    if constexpr (kLaneOwnedRows<kHeads, kN>) {
+      return (q / 4) * 4 * kHeads + 8 * (h / 2) + 2 * (q % 4) + h % 2;
+    } else {
+      return q * kHeads + h;
+    }
+  }
+
+  // Producer warp 0, once the staged Q rows have landed: the tile's `vectors` (row, head) vectors
+  // into the Q tile, each one's power of two (or the flag) into its weight. The scales are read
+  // from global memory (rows past the call's are zero: their values are TMA's zero fill).
+  template <int kHeads, int kN>
+  __device__ __forceinline__ static void convert_query(uint8_t* q_tile, float* weights,
+                                                       const uint8_t* staging,
+                                                       const Mxfp4Params& fp, int64_t row0,
+                                                       int64_t rows, int vectors, int lane) {
+    const int b = lane % 4;
+#pragma unroll 1
+    for (int first = 0; first < vectors * mxfp4::kBlocks; first += 32) {
+      const int v = (first + lane) / 4;  // quad-uniform; vectors is a multiple of 8 (H >= 32)
+      const int q = v / kHeads;
+      const int h = v % kHeads;
+      const bool present = row0 + q < rows;
+      const uint32_t scale =
+          present ? __ldg(fp.q_scales + (row0 + q) * fp.q_scale_row_stride + h * 4 + b) : 0u;
+      const uint4 block =
+          *reinterpret_cast<const uint4*>(staging + v * mxfp4::kPackedRowBytes + b * 16);
+      const mxfp4::BlockShift shift(block, scale << (8 * b), b);
+      mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block, shift.shift);
+      if (b == 0) weights[v] *= shift.remaining_scale(mxfp4::kQueryScaleBias);
+    }
+  }
+};
+
+}  // namespace flashindexer::cuda::scoring

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// indexer_prefill / indexer_decode with MXFP4 operands on CUDA: every path (kDense, kFused, kAuto;
+// MXFP4 takes the dense path whatever is asked) equal to the dense pair topk_per_row(mqa_logits)
+// bit for bit and to the CPU top-k of the GPU's logits; heavy ties, out-of-span vectors (the
+// fix-up), decode batch 1 and 256, next_n 1..4, page sizes 32 / 64 / 128 and V4's wide page;
+// the candidate consumer's refusal. The tests that run kernels skip without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "indexer_cases.h"
+
+namespace fitest {
+namespace {
+
+constexpr int kHeadDim = 128;
+constexpr int kBlocks = kHeadDim / kMxfp4BlockSize;
+constexpr IndexerPath kAllPaths[] = {IndexerPath::kDense, IndexerPath::kFused, IndexerPath::kAuto};
+
+// Every `every`-th vector from `first` gets block scales spanning 17 binades (out of span: the
+// fix-up recomputes its logits) or, alternately, a zero block under scale 254.
+void spread_scales(Operand& operand, int64_t vectors, int64_t first, int64_t every) {
+  for (int64_t i = first, n = 0; i < vectors; i += every, ++n) {
+    uint8_t* scales = operand.scales.bytes() + i * kBlocks;
+    if (n % 2 == 0) {
+      const int offsets[kBlocks] = {1, -16, 0, -3};
+      for (int b = 0; b < kBlocks; ++b) scales[b] = static_cast<uint8_t>(127 + offsets[b]);
+    } else {
+      std::memset(operand.values.bytes() + i * kHeadDim / 2 + kMxfp4BlockSize, 0,
+                  kMxfp4BlockSize / 2);
+      scales[2] = 254;
+    }
+  }
+}
+
+void rewrite_cache(DecodeProblem& p) {
+  const int page_size = p.config.page_size;
+  for (int b = 0; b < p.config.batch; ++b) {
+    for (int64_t s = 0; s < p.stored[b]; ++s) {
+      const int64_t page = p.block_table.at<int32_t>({b, s / page_size});
+      p.cache.write_slot(page * page_size + s % page_size, p.request_keys[b], s);
+    }
+  }
+}
+
+TEST(Mxfp4IndexerCuda, PrefillPathsEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int heads : {32, 64}) {
+    for (int k : {64, 512, 2048}) {
+      const int64_t rows = rng.uniform_int(60, 190);
+      const int64_t keys = rng.uniform_int(2500, 9000);
+      const bool sorted = index % 2 == 0;
+      const bool ties = index % 3 == 0;
+      ++index;
+      SCOPED_TRACE(::testing::Message() << "H=" << heads << " k=" << k << " rows=" << rows
+                                        << " keys=" << keys << " ties=" << ties);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
+      if (ties) add_ties(rng, p.keys, {KFormat::kMXFP4, heads, kHeadDim}, keys);
+      spread_scales(p.keys, keys, 5, 301);
+      spread_scales(p.q, rows * heads, 7, 2003);
+      const DevicePrefill device(p);
+      const RowRanges host_ranges = RowRanges::prefill(p.ks.view(), p.ke.view());
+      const HostTensor expected =
+          cpu_topk_of_gpu_logits(device, rows, keys, host_ranges, k, sorted);
+      const HostTensor dense = gpu_dense_topk(
+          device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
+      EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
+      for (IndexerPath path : kAllPaths) {
+        SCOPED_TRACE(path_name(path));
+        const DeviceBuffer workspace = path_workspace(path, k, 0, keys);
+        const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k + 5, path);
+        EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+        EXPECT_TRUE(SameTopK(got, dense, k, true));
+      }
+    }
+  }
+}
+
+// next_n 1..4 x H 32 / 64 over page sizes 32 / 64 / 128, batch 1 (long), 64 and 256, V4's wide
+// page every other case.
+TEST(Mxfp4IndexerCuda, DecodePathsEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  int index = 0;
+  for (int next_n = 1; next_n <= 4; ++next_n) {
+    for (int heads : {32, 64}) {
+      DecodeConfig config;
+      config.format = KFormat::kMXFP4;
+      config.heads = heads;
+      config.next_n = next_n;
+      config.two_dim_lens = index % 2 == 0;
+      config.batch = std::vector<int>{1, 64, 256}[index % 3];
+      config.page_size = std::vector<int>{32, 64, 128}[(index + next_n) % 3];
+      config.max_len = config.batch == 1 ? 40000 : config.batch == 64 ? 3000 : 1200;
+      config.stride_pad_bytes = index % 2 == 1 ? config.page_size * (132 - 68) : 0;
+      const int k = std::vector<int>{2048, 512, 64}[index % 3];
+      const bool sorted = index % 2 == 1;
+      ++index;
+      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k));
+      DecodeProblem p = make_decode_problem(rng, config);
+      for (Operand& keys : p.request_keys) spread_scales(keys, keys.values.size(0), 2, 401);
+      rewrite_cache(p);
+      const DevicePaged device(p);
+      const RowRanges host_ranges = RowRanges::decode(p.context_lens.view(), next_n);
+      const HostTensor expected =
+          cpu_topk_of_gpu_logits(device, p.rows(), p.width, host_ranges, k, sorted);
+      const HostTensor dense =
+          gpu_dense_topk(device, p.rows(), p.width,
+                         RowRanges::decode(device.context_lens.view, next_n), k, sorted);
+      EXPECT_TRUE(SameTopK(dense, expected, k, sorted));
+      const int64_t table_width = p.block_table.size(1) * config.page_size;
+      for (IndexerPath path : kAllPaths) {
+        SCOPED_TRACE(path_name(path));
+        const DeviceBuffer workspace = path_workspace(path, k, 0, table_width);
+        const HostTensor got = run_decode(device, p.rows(), k, sorted, workspace, path);
+        EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+        EXPECT_TRUE(SameTopK(got, dense, k, true));
+      }
+    }
+  }
+}
+
+// Batches of rows through a small workspace: each batch's query scales are its own rows'.
+TEST(Mxfp4IndexerCuda, SmallWorkspaceBatchesEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int k = 256;
+  const int64_t rows = 300;
+  const int64_t keys = 20000;
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, 64, kHeadDim);
+  const DevicePrefill device(p);
+  const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
+  // Room for the top-k scratch and a few dozen rows of logits at a time.
+  const DeviceBuffer workspace = indexer_workspace(k, 40, keys);
+  const HostTensor got = run_prefill(device, rows, k, true, workspace, k, IndexerPath::kDense);
+  EXPECT_TRUE(SameTopK(got, expected, k, true));
+}
+
+}  // namespace
+}  // namespace fitest
