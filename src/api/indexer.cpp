@@ -138,8 +138,9 @@ Status check_indexer_call(ArgCheck& check, const TensorView& out,
 // The candidate-consuming indexer on CUDA scores FP8 only (its sparse consumer is an FP8 format).
 Status cuda_candidates_refuse_mxfp4(const char* op) {
   return Status::Unsupported(
-      concat(op, ": indexer_options.candidates with MXFP4 operands is not supported on CUDA "
-                 "(the candidate consumer scores FP8 only); run it on the CPU backend"));
+      concat(op,
+             ": indexer_options.candidates with MXFP4 operands is not supported on CUDA "
+             "(the candidate consumer scores FP8 only); run it on the CPU backend"));
 }
 
 cuda::IndexerOutputs cuda_outputs(const IndexerOptions& indexer_options) {

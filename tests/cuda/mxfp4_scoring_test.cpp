@@ -86,9 +86,9 @@ struct ScalePattern {
   bool saturate;    // block 0's values all +-6
 };
 constexpr ScalePattern kPatterns[] = {
-    {{3, -3, -5, 1}, false, false},   {{0, -14, 0, -2}, false, false},
-    {{0, -15, -1, 0}, false, false},  {{2, -18, 2, -20}, false, false},
-    {{-2, 0, 0, -1}, true, false},    {{4, 1, -9, 0}, false, true},
+    {{3, -3, -5, 1}, false, false},  {{0, -14, 0, -2}, false, false},
+    {{0, -15, -1, 0}, false, false}, {{2, -18, 2, -20}, false, false},
+    {{-2, 0, 0, -1}, true, false},   {{4, 1, -9, 0}, false, true},
 };
 
 void apply_pattern(uint8_t* values, uint8_t* scales, int64_t i, const ScalePattern& pattern) {

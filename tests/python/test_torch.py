@@ -241,15 +241,21 @@ def test_indexer_layer_compiles_and_replays_in_a_cuda_graph(cuda_torch):
     assert torch.equal(captured, layer(q, kv, kscale, hidden, ks, ke))
 
 
-def test_mxfp4_on_cuda_is_not_implemented(cuda_torch):
+def test_mxfp4_on_cuda_matches_the_cpu_backend(cuda_torch):
+    torch.manual_seed(0)
     values, scales = fi.quantize_mxfp4(torch.randn(6 * 32, 128))
+    q = (values.reshape(6, 32, 64), scales.reshape(6, 32, 4))
     keys = fi.quantize_mxfp4(torch.randn(300, 128))
-    ks = torch.zeros(6, dtype=torch.int32, device="cuda")
-    ke = torch.full((6,), 300, dtype=torch.int32, device="cuda")
-    with pytest.raises(NotImplementedError, match="mqa_logits"):
-        fi.mqa_logits((values.reshape(6, 32, 64).cuda(), scales.reshape(6, 32, 4).cuda()),
-                      (keys.values.cuda(), keys.scales.cuda()),
-                      torch.randn(6, 32, device="cuda"), ks, ke)
+    weights = torch.randn(6, 32)
+    ks = torch.zeros(6, dtype=torch.int32)
+    ke = torch.tensor([0, 1, 63, 64, 299, 300], dtype=torch.int32)
+    expected = fi.mqa_logits(q, (keys.values, keys.scales), weights, ks, ke)
+    got = fi.mqa_logits(tuple(t.cuda() for t in q), (keys.values.cuda(), keys.scales.cuda()),
+                        weights.cuda(), ks.cuda(), ke.cuda()).cpu()
+    visible = torch.isfinite(expected)
+    assert torch.equal(torch.isfinite(got), visible)
+    x, y = got[visible].double(), expected[visible].double()
+    assert 1 - 2 * (x * y).sum() / (x * x + y * y).sum() < 5e-6
 
 
 def test_mixed_devices_are_a_value_error(cuda_torch):

@@ -134,7 +134,7 @@ Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
     const TensorView batch_ks = leading_rows(ks, first, count);
     const TensorView batch_ke = leading_rows(ke, first, count);
     const QuantizedTensor batch_q{leading_rows(q.values, first, count),
-                                 leading_rows(q.scales, first, count)};
+                                  leading_rows(q.scales, first, count)};
     if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
                                    batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
         !status.ok()) {
@@ -178,7 +178,7 @@ Status dense_indexer_decode(const TensorView& out, const QuantizedTensor& q,
     const TensorView logits = slab_view(batches.slab, batch_rows, width);
     const TensorView batch_lens = leading_rows(context_lens, first, count);
     const QuantizedTensor batch_q{leading_rows(q.values, first, count),
-                                 leading_rows(q.scales, first, count)};
+                                  leading_rows(q.scales, first, count)};
     if (Status status = paged_mqa_logits(logits, batch_q, cache,
                                          leading_rows(weights, first * next_n, batch_rows),
                                          batch_lens, leading_rows(block_table, first, count),

@@ -39,6 +39,7 @@ struct KeysE4M3 {
   static constexpr int kRawRegionBytes = 0;
   template <int kN>
   static constexpr int kRawBarriers = 0;
+  __device__ __forceinline__ static void init_shared(uint8_t*) {}
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,

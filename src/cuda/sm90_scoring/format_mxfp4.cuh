@@ -48,14 +48,14 @@
 namespace flashindexer::cuda::scoring {
 namespace mxfp4 {
 
-constexpr int kBlocks = 4;                        // UE8M0 scales per 128-value vector
-constexpr int kBlockBytes = 16;                   // 32 E2M1 values share one scale
-constexpr int kPackedRowBytes = kHeadDim / 2;     // 64 bytes of packed values per vector
-constexpr int kMaxShift = 6;                      // 6 x 2^6 = 384 <= 448, e4m3's largest
-constexpr int kMinShift = -8;                     // 0.5 x 2^-8 = 2^-9, e4m3's smallest subnormal
-constexpr int kQueryScaleBias = 127;              // a query keeps 2^(ref - 127)
+constexpr int kBlocks = 4;                          // UE8M0 scales per 128-value vector
+constexpr int kBlockBytes = 16;                     // 32 E2M1 values share one scale
+constexpr int kPackedRowBytes = kHeadDim / 2;       // 64 bytes of packed values per vector
+constexpr int kMaxShift = 6;                        // 6 x 2^6 = 384 <= 448, e4m3's largest
+constexpr int kMinShift = -8;                       // 0.5 x 2^-8 = 2^-9, e4m3's smallest subnormal
+constexpr int kQueryScaleBias = 127;                // a query keeps 2^(ref - 127)
 constexpr int kKeyScaleBias = 127 + 2 * kMaxShift;  // a key takes both vectors' 2^-6
-constexpr uint32_t kFlagBits = 0x7FC00000u;       // the quiet NaN that marks an out-of-span vector
+constexpr uint32_t kFlagBits = 0x7FC00000u;  // the quiet NaN that marks an out-of-span vector
 
 // 2^e as a float for e in [-149, 127] (subnormal below -126), without a branch.
 __device__ __forceinline__ float power_of_two(int e) {
@@ -79,15 +79,19 @@ __device__ __forceinline__ uint2 magnitude_table(int d) {
   return table;
 }
 
-// Eight E2M1 codes (one packed word, element 2i in the low nibble of byte i) as eight e4m3 bytes:
-// the magnitude through the table, the sign moved from bit 3 of the nibble to bit 7 of the byte.
+// Eight E2M1 codes (one packed word, element 2i in the low nibble of byte i) as eight e4m3 bytes
+// (x: elements 0-3, y: 4-7). The magnitudes come through the table (the low 16 bits of a selector
+// pick 4 bytes; bit 3 of each nibble cleared: no sign replication), then a second byte_perm picks
+// each byte from the magnitudes or from the magnitudes with bit 7 set, by the element's sign: its
+// selector nibble k is k + 4 sign_k, and sign_k (bit 3 of nibble k) shifted right once is that 4.
+// About 11 instructions per 8 values: the conversion is the producer's largest work per tile.
 __device__ __forceinline__ uint2 expand_word(uint32_t packed, uint2 table) {
-  const uint32_t low = packed & 0xFFFFu;
-  const uint32_t high = packed >> 16;
-  const uint32_t x =
-      __byte_perm(table.x, table.y, low & 0x7777u) | __byte_perm(0x8000u, 0u, (low >> 3) & 0x1111u);
-  const uint32_t y = __byte_perm(table.x, table.y, high & 0x7777u) |
-                     __byte_perm(0x8000u, 0u, (high >> 3) & 0x1111u);
+  const uint32_t codes = packed & 0x77777777u;
+  const uint32_t magnitude_x = __byte_perm(table.x, table.y, codes);
+  const uint32_t magnitude_y = __byte_perm(table.x, table.y, codes >> 16);
+  const uint32_t pick = ((packed >> 1) & 0x44444444u) | 0x32103210u;
+  const uint32_t x = __byte_perm(magnitude_x, magnitude_x | 0x80808080u, pick);
+  const uint32_t y = __byte_perm(magnitude_y, magnitude_y | 0x80808080u, pick >> 16);
   return {x, y};
 }
 
@@ -116,12 +120,22 @@ struct BlockShift {
   }
 };
 
+// The magnitude tables of every shift kMinShift..kMaxShift, written once per CTA (thread 0, before
+// the kernel's first __syncthreads): a converting lane reads its block's table with one shared load
+// instead of selecting it (15 instructions a block).
+constexpr int kTables = kMaxShift - kMinShift + 1;
+__device__ __forceinline__ void write_tables(uint2* tables) {
+  for (int d = kMinShift; d <= kMaxShift; ++d) tables[d - kMinShift] = magnitude_table(d);
+}
+__device__ __forceinline__ uint2 table_for(const uint2* tables, int shift) {
+  return tables[min(max(shift, kMinShift), kMaxShift) - kMinShift];
+}
+
 // Writes one block (32 values) as e4m3 into row `row` of a 128-byte-swizzled tile: the layout TMA
 // writes with CU_TENSOR_MAP_SWIZZLE_128B (16-byte chunk c of row r at chunk c ^ (r % 8)), which
 // the FP8 consumers' wgmma descriptors read.
 __device__ __forceinline__ void store_block(uint8_t* tile, int row, int b, const uint4& block,
-                                            int shift) {
-  const uint2 table = magnitude_table(shift);
+                                            uint2 table) {
   const uint2 e0 = expand_word(block.x, table);
   const uint2 e1 = expand_word(block.y, table);
   const uint2 e2 = expand_word(block.z, table);
@@ -149,13 +163,19 @@ struct KeysMXFP4 : KeysE4M3 {
   static constexpr int kRawSlots = kN == 256 ? 4 : 8;
   // The packed Q tile (kN vectors of 64 bytes) of each of the two Q buffers.
   template <int kN>
-  static constexpr int kQStagingBytes = kN * mxfp4::kPackedRowBytes;
-  // Both rings' slots, the two Q staging buffers, a 4-byte entry per slot.
+  static constexpr int kQStagingBytes = kN* mxfp4::kPackedRowBytes;
+  // Both rings' slots, the two Q staging buffers, then a 4-byte entry per slot in 128 bytes (so
+  // that the regions after it keep the 128-byte alignment of TMA destinations)
+  // (and the magnitude tables, mxfp4::write_tables, in the last 128).
+  static constexpr int kRawEntryBytes = 256;
+  static constexpr int kTablesOffset = 128;  // from the entries
+  static_assert(mxfp4::kTables * 8 <= kRawEntryBytes - kTablesOffset, "the tables fit");
   template <int kN>
   static constexpr int kRawRegionBytes =
-      kConsumerGroups * kRawSlots<kN> * (kRawSlotBytes + 4) + 2 * kQStagingBytes<kN>;
+      kConsumerGroups* kRawSlots<kN>* kRawSlotBytes + 2 * kQStagingBytes<kN> + kRawEntryBytes;
+  static_assert(kConsumerGroups * kRawSlots<64> * 4 <= kRawEntryBytes, "the entries fit");
   template <int kN>
-  static constexpr int kRawBarriers = kConsumerGroups * kRawSlots<kN> * 2;  // full, empty
+  static constexpr int kRawBarriers = kConsumerGroups* kRawSlots<kN> * 2;  // full, empty
 
   // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
   __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,
@@ -186,18 +206,26 @@ struct KeysMXFP4 : KeysE4M3 {
   // remaining scale, NaN when out of span). Lane l takes block l % 4 of keys 8 i + l / 4: a
   // quad holds one key, and each pass reads 512 contiguous raw bytes.
   __device__ __forceinline__ static void convert_tile(uint8_t* tile, float* tile_scales,
-                                                      const uint8_t* raw, int lane) {
+                                                      const uint8_t* raw, const uint2* tables,
+                                                      int lane) {
     const auto* words = reinterpret_cast<const uint32_t*>(raw + kRawValueBytes);
     const int b = lane % 4;
-#pragma unroll 1
+    // Two passes at a time: their shuffles and shared-memory latencies overlap (the converting
+    // warps hold little else).
+#pragma unroll 2
     for (int pass = 0; pass < kTileKeys / 8; ++pass) {
       const int key = 8 * pass + lane / 4;
       const uint4 block =
           *reinterpret_cast<const uint4*>(raw + key * mxfp4::kPackedRowBytes + b * 16);
       const mxfp4::BlockShift shift(block, words[key], b);
-      mxfp4::store_block(tile, key, b, block, shift.shift);
+      mxfp4::store_block(tile, key, b, block, mxfp4::table_for(tables, shift.shift));
       if (b == 0) tile_scales[key] = shift.remaining_scale(mxfp4::kKeyScaleBias);
     }
+  }
+
+  // Thread 0, before the kernel's first __syncthreads: the tables after the entries.
+  __device__ __forceinline__ static void init_shared(uint8_t* raw_entries) {
+    mxfp4::write_tables(reinterpret_cast<uint2*>(raw_entries + kTablesOffset));
   }
 
   // The Q tile row of vector (tile row q, head h): the FP8 Q map's order (launch.cu). With
@@ -216,7 +244,7 @@ struct KeysMXFP4 : KeysE4M3 {
   // from global memory (rows past the call's are zero: their values are TMA's zero fill).
   template <int kHeads, int kN>
   __device__ __forceinline__ static void convert_query(uint8_t* q_tile, float* weights,
-                                                       const uint8_t* staging,
+                                                       const uint8_t* staging, const uint2* tables,
                                                        const Mxfp4Params& fp, int64_t row0,
                                                        int64_t rows, int vectors, int lane) {
     const int b = lane % 4;
@@ -231,7 +259,8 @@ struct KeysMXFP4 : KeysE4M3 {
       const uint4 block =
           *reinterpret_cast<const uint4*>(staging + v * mxfp4::kPackedRowBytes + b * 16);
       const mxfp4::BlockShift shift(block, scale << (8 * b), b);
-      mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block, shift.shift);
+      mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block,
+                         mxfp4::table_for(tables, shift.shift));
       if (b == 0) weights[v] *= shift.remaining_scale(mxfp4::kQueryScaleBias);
     }
   }

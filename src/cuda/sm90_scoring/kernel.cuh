@@ -99,10 +99,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   constexpr bool kWideProducer = kPaged || T::kSideWarps > 0;
-  constexpr int kProducerShare = Format::kConverts ? kConvertingProducerRegisters
-                                                   : kProducerRegisters<kWideProducer>;
-  constexpr int kConsumerShare = Format::kConverts ? kConvertingConsumerRegisters
-                                                   : kConsumerRegisters<kWideProducer>;
+  constexpr int kProducerShare =
+      Format::kConverts ? kConvertingProducerRegisters : kProducerRegisters<kWideProducer>;
+  constexpr int kConsumerShare =
+      Format::kConverts ? kConvertingConsumerRegisters : kConsumerRegisters<kWideProducer>;
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int b = 0; b < L::kRawBarrierCount; ++b) {
       ptx::mbarrier_init(&barriers[L::kRawBarriers + b], 1);
     }
+    Format::init_shared(smem + L::kRawEntries);
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&q_map);
     ptx::prefetch_tensor_map(&w_map);
@@ -161,9 +162,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // parallel. (Format's default, KeysE4M3, is in the declaration, call.h.)
 // Launches one instantiation with its whole parameter block.
 template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format>
-cudaError_t launch_instance(const ScoreMaps& maps,
-                            const KernelParams<typename Epilogue::Params, typename Format::Params>& args,
-                            int grid, cudaStream_t stream) {
+cudaError_t launch_instance(
+    const ScoreMaps& maps,
+    const KernelParams<typename Epilogue::Params, typename Format::Params>& args, int grid,
+    cudaStream_t stream) {
   using T = typename Epilogue::template Traits<kHeads, kN, kPaged>;
   constexpr int kSharedBytes = SharedLayout<kHeads, kN, T, Format>::kBytes;
   auto* kernel = &score_kernel<kHeads, kN, kPaged, Epilogue, Format>;

@@ -163,15 +163,15 @@ Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q
                             int rows_per_group, int box_rows) {
   const auto h = static_cast<cuuint32_t>(heads);
   const auto rows = static_cast<cuuint64_t>(tokens);
-  const MapSpec q_spec{"q.values",
-                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                       3,
-                       q.data,
-                       {kHeadDim / 2, h, rows},
-                       {static_cast<cuuint64_t>(q.stride[q.rank - 2]),
-                        static_cast<cuuint64_t>(token_stride)},
-                       {kHeadDim / 2, h, static_cast<cuuint32_t>(box_rows)},
-                       false};
+  const MapSpec q_spec{
+      "q.values",
+      CU_TENSOR_MAP_DATA_TYPE_UINT8,
+      3,
+      q.data,
+      {kHeadDim / 2, h, rows},
+      {static_cast<cuuint64_t>(q.stride[q.rank - 2]), static_cast<cuuint64_t>(token_stride)},
+      {kHeadDim / 2, h, static_cast<cuuint32_t>(box_rows)},
+      false};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
   const MapSpec w_spec{"weights",
                        CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
@@ -361,15 +361,15 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
     if (grid > 0) {
       const cudaError_t launched = scoring::visit_shape(call.kernel, [&](auto shape) {
         using S = decltype(shape);
-        return scoring::launch_score_mxfp4<S::kHeads, S::kN, S::kPaged>(
-            call.maps, call.params, call.format, grid, stream);
+        return scoring::launch_score_mxfp4<S::kHeads, S::kN, S::kPaged>(call.maps, call.params,
+                                                                        call.format, grid, stream);
       });
       if (Status status = to_status(launched, op, "MXFP4 scoring kernel launch"); !status.ok()) {
         return status;
       }
-      if (Status status = to_status(scoring::launch_mxfp4_fixup(params, call.fixup, call.paged,
-                                                                stream),
-                                    op, "MXFP4 fix-up kernel launch");
+      if (Status status =
+              to_status(scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, stream), op,
+                        "MXFP4 fix-up kernel launch");
           !status.ok()) {
         return status;
       }
@@ -516,8 +516,8 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
     // The MXFP4 Q copy brings the rows the FP8 tile holds: with lane-owned rows, whole tiles.
     const int mxfp4_box_rows = lane_owned_rows(kernel) ? kernel.columns / heads : next_n;
     if (Status status =
-            mxfp4 ? encode_mxfp4_queries(maps, op, q.values, params.rows, q.values.stride[1],
-                                         heads, weights, next_n, mxfp4_box_rows)
+            mxfp4 ? encode_mxfp4_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
+                                         weights, next_n, mxfp4_box_rows)
                   : encode_queries(maps, op, q.values, params.rows, q.values.stride[1], heads,
                                    weights, next_n, lane_owned_rows(kernel));
         !status.ok()) {
@@ -584,8 +584,9 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
                              void* stream_handle) {
   const QuantizedTensor q{call.q, {}};
   if (call.q.dtype != DType::kE4M3) {
-    return Status::Unsupported(concat(op, ": sparse (candidate) scoring on CUDA supports FP8 "
-                                          "(e4m3) operands only"));
+    return Status::Unsupported(concat(op,
+                                      ": sparse (candidate) scoring on CUDA supports FP8 "
+                                      "(e4m3) operands only"));
   }
   if (Status status = check_common(op, q, call.weights); !status.ok()) return status;
   const int64_t rows = call.q.shape[0];

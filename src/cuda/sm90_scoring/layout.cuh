@@ -30,9 +30,9 @@ struct SharedLayout {
   static constexpr int kRawSlots = F::template kRawSlots<kN>;
   static constexpr int kRawRegionBytes = F::template kRawRegionBytes<kN>;
   static constexpr int kRawBarrierCount = F::template kRawBarriers<kN>;
-  static constexpr int kStages = (kSharedBudget - kFixedBytes - kRawRegionBytes -
-                                  kRawBarrierCount * 8) /
-                                 (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
+  static constexpr int kStages =
+      (kSharedBudget - kFixedBytes - kRawRegionBytes - kRawBarrierCount * 8) /
+      (kTileBytes + kTileScaleBytes + 16) / 2 * 2;
   static constexpr int kHalfStages = kStages / 2;
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
@@ -40,7 +40,7 @@ struct SharedLayout {
   // staging buffers and the slots' entry words.
   static constexpr int kRaw = kQ + 2 * kQBytes;
   static constexpr int kQStaging = kRaw + kConsumerGroups * kRawSlots * F::kRawSlotBytes;
-  static constexpr int kRawEntries = kRaw + kRawRegionBytes - kConsumerGroups * kRawSlots * 4;
+  static constexpr int kRawEntries = kQStaging + 2 * kN * kHeadDim / 2;
   static constexpr int kScales = kRaw + kRawRegionBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;
   static constexpr int kItems = kWeights + 2 * kN * 4;

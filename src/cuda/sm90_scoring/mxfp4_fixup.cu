@@ -67,8 +67,8 @@ __device__ float exact_logit(const ScoreParams& p, const Mxfp4Fixup& f, int64_t 
   float logit = 0.0f;
 #pragma unroll 1
   for (int h = 0; h < f.heads; ++h) {
-    const uint32_t q_codes = *reinterpret_cast<const uint16_t*>(q_row + h * f.q_head_stride +
-                                                                2 * lane);
+    const uint32_t q_codes =
+        *reinterpret_cast<const uint16_t*>(q_row + h * f.q_head_stride + 2 * lane);
     float products = 0.0f;
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
@@ -91,8 +91,8 @@ __device__ float exact_logit(const ScoreParams& p, const Mxfp4Fixup& f, int64_t 
 // CTA (row, y): the row's visible columns in the chunks y, y + gridDim.y, .. of kFixupKeys; each
 // warp checks 32 columns at a time and recomputes the NaN ones, one after another.
 template <bool kPaged>
-__global__ void __launch_bounds__(kFixupThreads) mxfp4_fixup_kernel(const ScoreParams p,
-                                                                    const Mxfp4Fixup f) {
+__global__ void __launch_bounds__(kFixupThreads)
+    mxfp4_fixup_kernel(const ScoreParams p, const Mxfp4Fixup f) {
   const int64_t row = blockIdx.x;
   int32_t lo = 0;
   int32_t hi = 0;

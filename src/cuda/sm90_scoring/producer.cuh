@@ -132,8 +132,8 @@ struct RawRing {
 
   // Barriers: every slot's full (its copies' bytes, count 1) and empty (the converter, count 1).
   __device__ __forceinline__ uint64_t* slot_full(uint32_t slot) const {
-    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers +
-           half * 2 * kSlots + slot;
+    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers + half * 2 * kSlots +
+           slot;
   }
   __device__ __forceinline__ uint64_t* slot_empty(uint32_t slot) const {
     return slot_full(slot) + kSlots;
@@ -185,6 +185,8 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
   uint64_t* q_full = barriers + 2 * L::kStages;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
   const RawRing<L> ring{smem, half};
+  const auto* tables =
+      reinterpret_cast<const uint2*>(smem + L::kRawEntries + Format::kTablesOffset);
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
 #pragma unroll 1
   for (uint32_t n = 0;; ++n) {
@@ -197,14 +199,14 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
       Format::template convert_query<kHeads, kN>(
           smem + L::kQ + buffer * L::kQBytes,
           reinterpret_cast<float*>(smem + L::kWeights + buffer * kN * 4),
-          smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, format_args,
+          smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, tables, format_args,
           items[buffer].row0, p.rows, static_cast<int>(q_rows) * kHeads, lane);
     } else {
       const uint32_t stage = entry & RawEntry::kStageMask;
       ptx::mbarrier_wait(&empty[stage], (entry & RawEntry::kEmptyParity) != 0 ? 1 : 0);
       Format::convert_tile(smem + L::kKeys + stage * L::kTileBytes,
                            reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
-                           ring.slot_bytes(slot), lane);
+                           ring.slot_bytes(slot), tables, lane);
     }
     // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
     // the raw reads before the slot's next TMA write.
@@ -321,10 +323,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
   // (A converting format's Q rows come packed: two values a byte.)
-  const uint32_t q_bytes =
-      (q_rows * (Format::kConverts ? kHeadDim / 2 : kHeadDim) +
-       static_cast<uint32_t>(p.rows_per_group) * 4) *
-      kHeads;
+  const uint32_t q_bytes = (q_rows * (Format::kConverts ? kHeadDim / 2 : kHeadDim) +
+                            static_cast<uint32_t>(p.rows_per_group) * 4) *
+                           kHeads;
   constexpr int kTilesPerStep = T::kTilesPerStep;
   // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
   // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
@@ -340,7 +341,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   constexpr bool kOneLoader = T::kSideWarps > 0;
   // (A single loader: both; a converting format's loader warp c: consumer c, every place.)
   const int consumer = Format::kConverts ? warp : warp / 2;
-  uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
+  uint32_t step_count = 0;   // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
   uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
   // Loads the tile at consumer c's place `at` if it is this warp's, and moves to the next place.
