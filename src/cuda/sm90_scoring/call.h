@@ -33,8 +33,12 @@ cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
 
 // Recomputes, exactly and from the raw bytes, every NaN logit in the visible ranges of a scored
 // MXFP4 call: those of out-of-span vectors (format_mxfp4.cuh).
+// `sms`: the device's SMs (the grid is a few CTAs each).
 cudaError_t launch_mxfp4_fixup(const ScoreParams& params, const Mxfp4Fixup& operands, bool paged,
-                               cudaStream_t stream);
+                               int sms, cudaStream_t stream);
+// The device's sticky out-of-span flag (Mxfp4Params::out_of_span) on the current device; nullptr
+// when the runtime cannot give its address.
+int* mxfp4_out_of_span_flag();
 
 template <int kHeads_, int kN_, bool kPaged_>
 struct Shape {

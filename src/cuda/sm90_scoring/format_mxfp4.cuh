@@ -147,6 +147,12 @@ __device__ __forceinline__ void store_block(uint8_t* tile, int row, int b, const
       make_uint4(e2.x, e2.y, e3.x, e3.y);
 }
 
+// The sticky device flag (Mxfp4Params::out_of_span): a plain store, visible to the fix-up kernel,
+// which runs after this kernel has completed.
+__device__ __forceinline__ void note_out_of_span(const Mxfp4Params& fp) {
+  *reinterpret_cast<volatile int*>(fp.out_of_span) = 1;
+}
+
 }  // namespace mxfp4
 
 struct KeysMXFP4 : KeysE4M3 {
@@ -207,7 +213,7 @@ struct KeysMXFP4 : KeysE4M3 {
   // quad holds one key, and each pass reads 512 contiguous raw bytes.
   __device__ __forceinline__ static void convert_tile(uint8_t* tile, float* tile_scales,
                                                       const uint8_t* raw, const uint2* tables,
-                                                      int lane) {
+                                                      const Mxfp4Params& fp, int lane) {
     const auto* words = reinterpret_cast<const uint32_t*>(raw + kRawValueBytes);
     const int b = lane % 4;
     // Two passes at a time: their shuffles and shared-memory latencies overlap (the converting
@@ -219,7 +225,10 @@ struct KeysMXFP4 : KeysE4M3 {
           *reinterpret_cast<const uint4*>(raw + key * mxfp4::kPackedRowBytes + b * 16);
       const mxfp4::BlockShift shift(block, words[key], b);
       mxfp4::store_block(tile, key, b, block, mxfp4::table_for(tables, shift.shift));
-      if (b == 0) tile_scales[key] = shift.remaining_scale(mxfp4::kKeyScaleBias);
+      if (b == 0) {
+        tile_scales[key] = shift.remaining_scale(mxfp4::kKeyScaleBias);
+        if (shift.flagged) mxfp4::note_out_of_span(fp);
+      }
     }
   }
 
@@ -261,7 +270,10 @@ struct KeysMXFP4 : KeysE4M3 {
       const mxfp4::BlockShift shift(block, scale << (8 * b), b);
       mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block,
                          mxfp4::table_for(tables, shift.shift));
-      if (b == 0) weights[v] *= shift.remaining_scale(mxfp4::kQueryScaleBias);
+      if (b == 0) {
+        weights[v] *= shift.remaining_scale(mxfp4::kQueryScaleBias);
+        if (shift.flagged) mxfp4::note_out_of_span(fp);
+      }
     }
   }
 };

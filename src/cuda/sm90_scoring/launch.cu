@@ -184,6 +184,25 @@ Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q
   return encode(maps.w, w_spec, op);
 }
 
+void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int64_t token_stride,
+                          int64_t scale_token_stride, const TensorView& weights);
+
+// The MXFP4 parts of a planned call: the query scales for the kernel, the sticky out-of-span flag
+// for it and the fix-up, and the fix-up's view of the query operands (row r at r x token_stride).
+Status plan_mxfp4_call(const char* op, scoring::ScoringCall* call, const QuantizedTensor& q,
+                       int64_t token_stride, int64_t scale_token_stride,
+                       const TensorView& weights) {
+  int* flag = scoring::mxfp4_out_of_span_flag();
+  if (flag == nullptr) {
+    return Status::DeviceError(concat(op, ": the MXFP4 out-of-span flag has no device address"));
+  }
+  call->mxfp4 = true;
+  call->format = {static_cast<const uint8_t*>(q.scales.data), scale_token_stride, flag};
+  call->fixup.out_of_span = flag;
+  mxfp4_query_operands(call->fixup, q, token_stride, scale_token_stride, weights);
+  return Status::Ok();
+}
+
 // The fix-up's view of the query operands (row `r` of the call at r x token_stride).
 void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int64_t token_stride,
                           int64_t scale_token_stride, const TensorView& weights) {
@@ -367,9 +386,9 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
       if (Status status = to_status(launched, op, "MXFP4 scoring kernel launch"); !status.ok()) {
         return status;
       }
-      if (Status status =
-              to_status(scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, stream), op,
-                        "MXFP4 fix-up kernel launch");
+      if (Status status = to_status(
+              scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, call.sms, stream), op,
+              "MXFP4 fix-up kernel launch");
           !status.ok()) {
         return status;
       }
@@ -443,9 +462,11 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   }
   *call = ScoringCall{maps, params, kernel, sms, false};
   if (mxfp4) {
-    call->mxfp4 = true;
-    call->format = {static_cast<const uint8_t*>(q.scales.data), q.scales.stride[0]};
-    mxfp4_query_operands(call->fixup, q, q.values.stride[0], q.scales.stride[0], weights);
+    if (Status status =
+            plan_mxfp4_call(op, call, q, q.values.stride[0], q.scales.stride[0], weights);
+        !status.ok()) {
+      return status;
+    }
     call->fixup.k_values = static_cast<const uint8_t*>(keys.values.data);
     call->fixup.k_row_stride = keys.values.stride[0];
     call->fixup.k_scales = static_cast<const uint8_t*>(keys.scales.data);
@@ -534,9 +555,11 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
   }
   *call = ScoringCall{maps, params, kernel, sms, true};
   if (mxfp4) {
-    call->mxfp4 = true;
-    call->format = {static_cast<const uint8_t*>(q.scales.data), q.scales.stride[1]};
-    mxfp4_query_operands(call->fixup, q, q.values.stride[1], q.scales.stride[1], weights);
+    if (Status status =
+            plan_mxfp4_call(op, call, q, q.values.stride[1], q.scales.stride[1], weights);
+        !status.ok()) {
+      return status;
+    }
     call->fixup.cache = static_cast<const uint8_t*>(cache.data);
     call->fixup.page_stride = cache.page_stride_bytes;
   }

@@ -3,8 +3,9 @@
 // visible range is recomputed from the raw bytes (format_mxfp4.cuh: the converter marks a vector
 // whose non-zero blocks span more binades than e4m3 holds by a NaN scale or weight, so the
 // logits it enters come out NaN). A kernel of its own, with no barrier but the warp's: the
-// fallback cannot stall the scoring pipeline, and it costs one read of the visible logits when
-// nothing is flagged (plus, per flagged logit, one warp's H dot products).
+// fallback cannot stall the scoring pipeline. It costs a launch while the device has never
+// flagged (g_mxfp4_out_of_span), then one read of the visible logits per call, plus one warp's
+// H dot products per flagged logit.
 //
 // One warp per flagged logit, all lanes converged: lane l holds values 4 l .. 4 l + 3 of both
 // vectors (block l / 8). A block's 32 products are multiples of 1/4 below 36 each, so their sum
@@ -25,7 +26,6 @@ namespace flashindexer::cuda::scoring {
 namespace {
 
 constexpr int kFixupThreads = 256;
-constexpr int kFixupWarps = kFixupThreads / 32;
 constexpr int kFixupKeys = 4096;  // columns of one row per CTA: 16 KiB of logits read
 constexpr int kPackedRowBytes = 64;
 
@@ -88,23 +88,33 @@ __device__ float exact_logit(const ScoreParams& p, const Mxfp4Fixup& f, int64_t 
   return logit;
 }
 
-// CTA (row, y): the row's visible columns in the chunks y, y + gridDim.y, .. of kFixupKeys; each
-// warp checks 32 columns at a time and recomputes the NaN ones, one after another.
+// The device's sticky out-of-span flag (Mxfp4Params::out_of_span): set by any MXFP4 scoring
+// kernel that flags a vector, never reset. Until some call has flagged, the fix-up reads this word
+// and exits, so calls on in-span data pay a launch, not a read of their logits; once set (any
+// call, any stream), every later fix-up scans. A set flag never makes a fix-up wrong: it only
+// recomputes NaN logits, exactly.
+__device__ int g_mxfp4_out_of_span = 0;
+
+// Work item w of the (row, chunk of kFixupKeys columns) items: each warp checks 32 of the row's
+// visible columns at a time and recomputes the NaN ones, one after another. The grid is a few
+// CTAs per SM that walk the items, so that a call with nothing flagged costs little.
 template <bool kPaged>
 __global__ void __launch_bounds__(kFixupThreads)
-    mxfp4_fixup_kernel(const ScoreParams p, const Mxfp4Fixup f) {
-  const int64_t row = blockIdx.x;
-  int32_t lo = 0;
-  int32_t hi = 0;
-  row_range<kPaged>(p, row, lo, hi);
-  float* logits = p.logits + row * p.logits_stride;
+    mxfp4_fixup_kernel(const ScoreParams p, const Mxfp4Fixup f, int64_t chunks) {
+  if (*reinterpret_cast<const volatile int*>(f.out_of_span) == 0) return;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
 #pragma unroll 1
-  for (int64_t chunk = blockIdx.y; chunk * kFixupKeys < hi; chunk += gridDim.y) {
+  for (int64_t item = blockIdx.x; item < p.rows * chunks; item += gridDim.x) {
+    const int64_t row = item / chunks;
+    const int64_t chunk = item % chunks;
+    int32_t lo = 0;
+    int32_t hi = 0;
+    row_range<kPaged>(p, row, lo, hi);
     const int32_t begin = static_cast<int32_t>(max(static_cast<int64_t>(lo), chunk * kFixupKeys));
     const int32_t end =
         static_cast<int32_t>(min(static_cast<int64_t>(hi), (chunk + 1) * kFixupKeys));
+    float* logits = p.logits + row * p.logits_stride;
 #pragma unroll 1
     for (int32_t first = begin + warp * 32; first < end; first += kFixupThreads) {
       const int32_t key = first + lane;
@@ -123,18 +133,26 @@ __global__ void __launch_bounds__(kFixupThreads)
 
 }  // namespace
 
+int* mxfp4_out_of_span_flag() {
+  void* address = nullptr;
+  if (cudaGetSymbolAddress(&address, g_mxfp4_out_of_span) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return static_cast<int*>(address);
+}
+
 cudaError_t launch_mxfp4_fixup(const ScoreParams& params, const Mxfp4Fixup& operands, bool paged,
-                               cudaStream_t stream) {
+                               int sms, cudaStream_t stream) {
   if (params.rows == 0 || params.width == 0) return cudaSuccess;
-  constexpr int64_t kMostChunks = 65535;  // gridDim.y's limit; the CTAs then loop
-  const dim3 grid(static_cast<unsigned>(params.rows),
-                  static_cast<unsigned>(std::min<int64_t>(
-                      (params.width + kFixupKeys - 1) / kFixupKeys, kMostChunks)));
-  static_assert(kFixupWarps * 32 == kFixupThreads, "whole warps");
+  constexpr int kCtasPerSm = 8;  // 2048 threads an SM
+  const int64_t chunks = (params.width + kFixupKeys - 1) / kFixupKeys;
+  const dim3 grid(static_cast<unsigned>(
+      std::min<int64_t>(params.rows * chunks, static_cast<int64_t>(kCtasPerSm) * sms)));
   if (paged) {
-    mxfp4_fixup_kernel<true><<<grid, kFixupThreads, 0, stream>>>(params, operands);
+    mxfp4_fixup_kernel<true><<<grid, kFixupThreads, 0, stream>>>(params, operands, chunks);
   } else {
-    mxfp4_fixup_kernel<false><<<grid, kFixupThreads, 0, stream>>>(params, operands);
+    mxfp4_fixup_kernel<false><<<grid, kFixupThreads, 0, stream>>>(params, operands, chunks);
   }
   return cudaGetLastError();
 }

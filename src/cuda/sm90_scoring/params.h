@@ -80,11 +80,15 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
 struct Mxfp4Params {
   const uint8_t* q_scales = nullptr;  // [rows, H, 4] UE8M0
   int64_t q_scale_row_stride = 0;
+  // Set to 1 by a converting lane that flags an out-of-span vector, never reset: the device's
+  // sticky flag (mxfp4_fixup.cu), which lets the fix-up skip its scan until a call has flagged.
+  int* out_of_span = nullptr;
 };
 
 // The raw MXFP4 operands of a call, for the exact fix-up of out-of-span logits (mxfp4_fixup.cu).
 // Strides in bytes (weights: floats); the four scales of a vector are contiguous.
 struct Mxfp4Fixup {
+  const int* out_of_span = nullptr;  // Mxfp4Params::out_of_span
   int heads = 0;
   const uint8_t* q_values = nullptr;  // [rows, H, 64] packed E2M1
   int64_t q_row_stride = 0;

@@ -206,7 +206,7 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
       ptx::mbarrier_wait(&empty[stage], (entry & RawEntry::kEmptyParity) != 0 ? 1 : 0);
       Format::convert_tile(smem + L::kKeys + stage * L::kTileBytes,
                            reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
-                           ring.slot_bytes(slot), tables, lane);
+                           ring.slot_bytes(slot), tables, format_args, lane);
     }
     // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
     // the raw reads before the slot's next TMA write.
