@@ -4,7 +4,7 @@
 The product benchmark of FlashIndexer, over its Python module: every op on the cases of
 bench/cases.py against a same-run peer (PyTorch on the GPU, NumPy on the CPU) and the same-run
 ceilings, with the other projects' numbers quoted from an earlier run in their own column.
-Routines: topk, scoring, indexer, dequantize, kcache, query, overhead, candidates
+Routines: topk, scoring, indexer, mxfp4, dequantize, kcache, query, overhead, candidates
 (GPU); cpu; planning (host step planning, either device); all (every routine the device runs). --markdown PATH writes the tables as one
 page (docs/benchmarks.md). Method: bench/README.md.
 """
@@ -16,7 +16,7 @@ import traceback
 
 from . import report
 
-GPU_ROUTINES = ("scoring", "topk", "indexer", "dequantize", "kcache", "query", "overhead",
+GPU_ROUTINES = ("scoring", "topk", "indexer", "mxfp4", "dequantize", "kcache", "query", "overhead",
                 "candidates")
 HOST_ROUTINES = ("planning",)  # host work: run on either device
 ROUTINES = GPU_ROUTINES + ("cpu",) + HOST_ROUTINES

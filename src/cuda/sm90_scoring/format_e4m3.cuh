@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The keys' operand format, as a policy of the scoring kernel: FP8 e4m3 keys with one fp32 scale
-// per key (the only format on CUDA today). It owns what the format decides: the bytes of a key
-// tile and its scales in a pipeline stage, the producer's copies of one tile, the consumer's
-// wgmma over it, and the scale of a key row. A format that the tensor cores do not read as is
-// (MXFP4: E2M1 values with UE8M0 block scales) brings its own policy: copies of its packed
-// bytes, a conversion to e4m3 in shared memory before the wgmma, and its scale read.
+// per key. It owns what the format decides: the bytes of a key tile and its scales in a pipeline
+// stage, the producer's copies of one tile, the consumer's wgmma over it, and the scale of a key
+// row. A format that the tensor cores do not read as is (MXFP4, format_mxfp4.cuh) converts
+// (kConverts): TMA brings its packed bytes into a raw ring, producer warps write KeysE4M3 stages
+// from them, and the consumers run this format's code unchanged.
 #pragma once
 
 #include <cuda.h>
