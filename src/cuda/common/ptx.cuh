@@ -224,6 +224,18 @@ __device__ __forceinline__ void setmaxnreg_decrease() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
+// ---- byte permute ---------------------------------------------------------------------------
+
+// prmt.b32: byte k of the result is byte (selector >> 4k) & 7 of the eight bytes {high, low}
+// (low's are 0-3), or that byte's sign bit replicated when bit 3 of the nibble is set. Unlike
+// __byte_perm, the selector is passed as is: callers whose selectors never set bit 3 (the MXFP4
+// conversion, sm90_scoring/format_mxfp4.cuh) save the mask the intrinsic adds before each one.
+__device__ __forceinline__ uint32_t byte_permute(uint32_t low, uint32_t high, uint32_t selector) {
+  uint32_t result;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(result) : "r"(low), "r"(high), "r"(selector));
+  return result;
+}
+
 // ---- asynchronous copies to shared memory ---------------------------------------------------
 
 // Copies 8 bytes from global to shared memory without holding them in a register (LDGSTS):

@@ -81,17 +81,18 @@ __device__ __forceinline__ uint2 magnitude_table(int d) {
 
 // Eight E2M1 codes (one packed word, element 2i in the low nibble of byte i) as eight e4m3 bytes
 // (x: elements 0-3, y: 4-7). The magnitudes come through the table (the low 16 bits of a selector
-// pick 4 bytes; bit 3 of each nibble cleared: no sign replication), then a second byte_perm picks
+// pick 4 bytes; bit 3 of each nibble cleared: no sign replication), then a second permute picks
 // each byte from the magnitudes or from the magnitudes with bit 7 set, by the element's sign: its
 // selector nibble k is k + 4 sign_k, and sign_k (bit 3 of nibble k) shifted right once is that 4.
-// About 11 instructions per 8 values: the conversion is the producer's largest work per tile.
+// 12 instructions per 8 values (ptx::byte_permute: __byte_perm masked every selector first, 17):
+// the conversion is the producer's largest work per tile.
 __device__ __forceinline__ uint2 expand_word(uint32_t packed, uint2 table) {
   const uint32_t codes = packed & 0x77777777u;
-  const uint32_t magnitude_x = __byte_perm(table.x, table.y, codes);
-  const uint32_t magnitude_y = __byte_perm(table.x, table.y, codes >> 16);
+  const uint32_t magnitude_x = ptx::byte_permute(table.x, table.y, codes);
+  const uint32_t magnitude_y = ptx::byte_permute(table.x, table.y, codes >> 16);
   const uint32_t pick = ((packed >> 1) & 0x44444444u) | 0x32103210u;
-  const uint32_t x = __byte_perm(magnitude_x, magnitude_x | 0x80808080u, pick);
-  const uint32_t y = __byte_perm(magnitude_y, magnitude_y | 0x80808080u, pick >> 16);
+  const uint32_t x = ptx::byte_permute(magnitude_x, magnitude_x | 0x80808080u, pick);
+  const uint32_t y = ptx::byte_permute(magnitude_y, magnitude_y | 0x80808080u, pick >> 16);
   return {x, y};
 }
 
@@ -209,26 +210,47 @@ struct KeysMXFP4 : KeysE4M3 {
   }
 
   // One warp: the raw slot's 64 keys as a KeysE4M3 stage (e4m3 rows, swizzled, and each key's
-  // remaining scale, NaN when out of span). Lane l takes block l % 4 of keys 8 i + l / 4: a
-  // quad holds one key, and each pass reads 512 contiguous raw bytes.
+  // remaining scale, NaN when out of span). Lane l converts keys l and l + 32 whole: its vector's
+  // reference exponent, shifts and flag need no shuffle, and its four blocks are independent
+  // work (no shuffle, ballot or divergence: 96 -> about 70 instructions a block in the quad form
+  // that took a lane per block). Pass j takes block sigma(q) ^ j of a key whose row is r,
+  // q = (r / 2) % 4, sigma = {0, 2, 3, 1}: then the eight lanes of a shared-memory phase read
+  // eight distinct 16-byte bank groups (raw rows are 64 bytes apart) and write eight distinct
+  // ones (chunk 2 b ^ (r % 8) of the swizzle), since both b and b ^ q run over 0..3 as q does.
   __device__ __forceinline__ static void convert_tile(uint8_t* tile, float* tile_scales,
                                                       const uint8_t* raw, const uint2* tables,
                                                       const Mxfp4Params& fp, int lane) {
     const auto* words = reinterpret_cast<const uint32_t*>(raw + kRawValueBytes);
-    const int b = lane % 4;
-    // Two passes at a time: their shuffles and shared-memory latencies overlap (the converting
-    // warps hold little else).
-#pragma unroll 2
-    for (int pass = 0; pass < kTileKeys / 8; ++pass) {
-      const int key = 8 * pass + lane / 4;
-      const uint4 block =
-          *reinterpret_cast<const uint4*>(raw + key * mxfp4::kPackedRowBytes + b * 16);
-      const mxfp4::BlockShift shift(block, words[key], b);
-      mxfp4::store_block(tile, key, b, block, mxfp4::table_for(tables, shift.shift));
-      if (b == 0) {
-        tile_scales[key] = shift.remaining_scale(mxfp4::kKeyScaleBias);
-        if (shift.flagged) mxfp4::note_out_of_span(fp);
+    constexpr uint32_t kSigma = 0x1320u;  // sigma(q) at bits 4q (nibbles 0, 2, 3, 1)
+#pragma unroll 1
+    for (int key = lane; key < kTileKeys; key += 32) {
+      const uint32_t first = (kSigma >> (4 * ((key >> 1) & 3))) & 3u;
+      const uint32_t word = words[key];
+      const uint8_t* row = raw + key * mxfp4::kPackedRowBytes;
+      uint4 blocks[mxfp4::kBlocks];
+      int scales[mxfp4::kBlocks];
+      bool nonzero[mxfp4::kBlocks];
+      int top = -1;
+#pragma unroll
+      for (int j = 0; j < mxfp4::kBlocks; ++j) {
+        const uint32_t b = first ^ static_cast<uint32_t>(j);
+        blocks[j] = *reinterpret_cast<const uint4*>(row + b * 16);
+        scales[j] = static_cast<int>((word >> (8 * b)) & 0xFFu);
+        nonzero[j] = ((blocks[j].x | blocks[j].y | blocks[j].z | blocks[j].w) & 0x77777777u) != 0;
+        top = max(top, nonzero[j] ? scales[j] : -1);
       }
+      const int ref = max(top, 0);
+      bool flagged = false;
+#pragma unroll
+      for (int j = 0; j < mxfp4::kBlocks; ++j) {
+        const int shift = scales[j] - ref + mxfp4::kMaxShift;
+        flagged = flagged || (nonzero[j] && shift < mxfp4::kMinShift);
+        mxfp4::store_block(tile, key, static_cast<int>(first ^ static_cast<uint32_t>(j)), blocks[j],
+                           mxfp4::table_for(tables, shift));
+      }
+      tile_scales[key] = flagged ? __uint_as_float(mxfp4::kFlagBits)
+                                 : mxfp4::power_of_two(ref - mxfp4::kKeyScaleBias);
+      if (flagged) mxfp4::note_out_of_span(fp);
     }
   }
 
