@@ -164,10 +164,11 @@ struct KeysMXFP4 : KeysE4M3 {
   static constexpr int kRawScaleBytes = kTileKeys * 4;
   static constexpr int kRawSlotBytes = kRawValueBytes + kRawScaleBytes;
   static constexpr uint32_t kLoadBytes = kRawSlotBytes;  // what the copies of one tile bring
-  // Raw slots per consumer's ring: 8 for decode (16 tiles, 68 KiB, in flight per CTA: decode is
-  // bound by the cache read), 4 for the N = 256 prefill tiles, whose Q tiles take the room.
+  // Raw slots of the ring: 12 for decode (52 KiB in flight per CTA besides the key stages:
+  // decode is bound by the cache read), 6 for the N = 256 prefill tiles, whose Q tiles take the
+  // room.
   template <int kN>
-  static constexpr int kRawSlots = kN == 256 ? 4 : 8;
+  static constexpr int kRawSlots = kN == 256 ? 6 : 12;
   // The packed Q tile (kN vectors of 64 bytes) of each of the two Q buffers.
   template <int kN>
   static constexpr int kQStagingBytes = kN* mxfp4::kPackedRowBytes;
@@ -179,10 +180,10 @@ struct KeysMXFP4 : KeysE4M3 {
   static_assert(mxfp4::kTables * 8 <= kRawEntryBytes - kTablesOffset, "the tables fit");
   template <int kN>
   static constexpr int kRawRegionBytes =
-      kConsumerGroups* kRawSlots<kN>* kRawSlotBytes + 2 * kQStagingBytes<kN> + kRawEntryBytes;
-  static_assert(kConsumerGroups * kRawSlots<64> * 4 <= kRawEntryBytes, "the entries fit");
+      kRawSlots<kN>* kRawSlotBytes + 2 * kQStagingBytes<kN> + kRawEntryBytes;
+  static_assert(kRawSlots<64> * 4 <= kTablesOffset, "the entries fit");
   template <int kN>
-  static constexpr int kRawBarriers = kConsumerGroups* kRawSlots<kN> * 2;  // full, empty
+  static constexpr int kRawBarriers = kRawSlots<kN> * 2;  // full, empty
 
   // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
   __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,

@@ -108,12 +108,19 @@ struct TileLoader {
   }
 };
 
-// A converting format's raw ring (format_mxfp4.cuh): producer warp c (0, 1) loads consumer c's
-// tiles into the ring of kRawSlots slots of half c, and producer warp 2 + c converts them, in
-// order, into consumer c's stages. Each slot carries an entry word written by the loading lane
-// before its arrival (which publishes it): the stage (bits 0-6) and the parity its empty barrier
-// is waited on with (bit 7); or a Q tile to convert into Q buffer kQueryBuffer's bit (warp 0's
-// ring only: its converter publishes the item); or the end of the work.
+// A converting format's raw ring (format_mxfp4.cuh): producer warp 0 loads every tile, both
+// consumers' in step order, into one ring of kRawSlots slots, and the kConverters other warps
+// convert them into the consumers' stages, entry n by warp 1 + n % kConverters. Each slot carries
+// an entry word written by the loading lane before its arrival (which publishes it): the stage
+// (bits 0-6) and the parity its empty barrier is waited on with (bit 7); or a Q tile to convert
+// into Q buffer kQueryBuffer's bit (the converter publishes the item); or the end of the work
+// (one per converter).
+//
+// No wait closes a cycle: entry n's converter waits for its slot's copies (pushed), then for its
+// stage to be free, that is for the consumption of an earlier place of the same consumer, whose
+// tile is an earlier entry; by induction on the oldest unconverted entry, every conversion ends.
+// The loader waits for a slot to be free (its previous entry converted) or, when it publishes an
+// item, for a Q buffer (the consumption of an item whose entries it has all pushed).
 struct RawEntry {
   static constexpr uint32_t kStageMask = 0x7Fu;
   static constexpr uint32_t kEmptyParity = 1u << 7;
@@ -122,32 +129,32 @@ struct RawEntry {
   static constexpr uint32_t kEnd = 1u << 10;
 };
 
+constexpr int kConverters = kProducerWarps - 1;
+
 template <typename L>
 struct RawRing {
   using Format = typename L::Format;
   static constexpr uint32_t kSlots = L::kRawSlots;
   static_assert(L::kStages <= 128, "a stage fits RawEntry::kStageMask");
   uint8_t* smem;
-  int half;  // the consumer whose tiles go through this ring
 
   // Barriers: every slot's full (its copies' bytes, count 1) and empty (the converter, count 1).
   __device__ __forceinline__ uint64_t* slot_full(uint32_t slot) const {
-    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers + half * 2 * kSlots +
-           slot;
+    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers + slot;
   }
   __device__ __forceinline__ uint64_t* slot_empty(uint32_t slot) const {
     return slot_full(slot) + kSlots;
   }
   __device__ __forceinline__ uint8_t* slot_bytes(uint32_t slot) const {
-    return smem + L::kRaw + (half * kSlots + slot) * Format::kRawSlotBytes;
+    return smem + L::kRaw + slot * Format::kRawSlotBytes;
   }
   __device__ __forceinline__ uint32_t* slot_entry(uint32_t slot) const {
-    return reinterpret_cast<uint32_t*>(smem + L::kRawEntries) + half * kSlots + slot;
+    return reinterpret_cast<uint32_t*>(smem + L::kRawEntries) + slot;
   }
 };
 
-// The loading side (producer warp `half`): push(entry, load) waits for the next slot to be free,
-// has lane 0 write the entry, then load(raw values, raw scales, the slot's full barrier) issues the
+// The loading side (producer warp 0): push(entry, load) waits for the next slot to be free, has
+// lane 0 write the entry, then load(raw values, raw scales, the slot's full barrier) issues the
 // copies (lane 0 arrives on the barrier with their bytes).
 template <typename L>
 struct RawLoader : RawRing<L> {
@@ -162,20 +169,23 @@ struct RawLoader : RawRing<L> {
     load(raw, reinterpret_cast<float*>(raw + L::Format::kRawValueBytes), this->slot_full(slot));
     ++pushed;
   }
-  // The end of the work: an entry without copies.
+  // The end of the work: an entry without copies for each converter.
   __device__ __forceinline__ void finish(int lane) {
-    push(RawEntry::kEnd, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
-      if (lane == 0) ptx::mbarrier_arrive(slot_full);
-    });
+#pragma unroll 1
+    for (int c = 0; c < kConverters; ++c) {
+      push(RawEntry::kEnd, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+        if (lane == 0) ptx::mbarrier_arrive(slot_full);
+      });
+    }
   }
 };
 
-// The converting side (producer warp 2 + half), until the end entry: each key tile into its stage
-// once the stage is free, published on the stage's full barrier (count 1, no bytes); a Q tile
-// (ring 0) into its Q buffer, published on q_full. FormatArgs: the format's parameters.
+// The converting side (producer warp 1 + converter), its entries until its end entry: each key
+// tile into its stage once the stage is free, published on the stage's full barrier (count 1, no
+// bytes); a Q tile into its Q buffer, published on q_full. FormatArgs: the format's parameters.
 template <int kHeads, int kN, typename L, typename FormatArgs>
 __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatArgs& format_args,
-                                             uint8_t* smem, int half) {
+                                             uint8_t* smem, int converter) {
   using Format = typename L::Format;
   constexpr uint32_t kSlots = L::kRawSlots;
   const int lane = threadIdx.x % 32;
@@ -184,25 +194,26 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
   uint64_t* empty = barriers + L::kStages;
   uint64_t* q_full = barriers + 2 * L::kStages;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
-  const RawRing<L> ring{smem, half};
+  const RawRing<L> ring{smem};
   const auto* tables =
       reinterpret_cast<const uint2*>(smem + L::kRawEntries + Format::kTablesOffset);
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
 #pragma unroll 1
-  for (uint32_t n = 0;; ++n) {
+  for (uint32_t n = converter;; n += kConverters) {
     const uint32_t slot = n % kSlots;
     ptx::mbarrier_wait(ring.slot_full(slot), (n / kSlots) & 1);
     const uint32_t entry = *ring.slot_entry(slot);
     if ((entry & RawEntry::kEnd) != 0) break;
-    if ((entry & RawEntry::kQuery) != 0) {
-      const int buffer = (entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0;
+    const bool query = (entry & RawEntry::kQuery) != 0;
+    const int buffer = (entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0;
+    const uint32_t stage = entry & RawEntry::kStageMask;
+    if (query) {
       Format::template convert_query<kHeads, kN>(
           smem + L::kQ + buffer * L::kQBytes,
           reinterpret_cast<float*>(smem + L::kWeights + buffer * kN * 4),
           smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, tables, format_args,
           items[buffer].row0, p.rows, static_cast<int>(q_rows) * kHeads, lane);
     } else {
-      const uint32_t stage = entry & RawEntry::kStageMask;
       ptx::mbarrier_wait(&empty[stage], (entry & RawEntry::kEmptyParity) != 0 ? 1 : 0);
       Format::convert_tile(smem + L::kKeys + stage * L::kTileBytes,
                            reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
@@ -213,11 +224,7 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
     ptx::fence_proxy_async_shared();
     __syncwarp();
     if (lane == 0) {
-      if ((entry & RawEntry::kQuery) != 0) {
-        ptx::mbarrier_arrive(&q_full[(entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0]);
-      } else {
-        ptx::mbarrier_arrive(&full[entry & RawEntry::kStageMask]);
-      }
+      ptx::mbarrier_arrive(query ? &q_full[buffer] : &full[stage]);
       ptx::mbarrier_arrive(ring.slot_empty(slot));
     }
   }
@@ -309,16 +316,16 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
   TileLoader<kPaged, T::kReadOnce, Format> loader{p, key_map, scale_map};
-  // A converting format: warps 0 and 1 load consumer 0's and 1's tiles into their raw rings,
-  // warps 2 and 3 convert them (convert_ring).
+  // A converting format: warp 0 loads every tile into the raw ring, warps 1-3 convert them
+  // (convert_ring).
   static_assert(!Format::kConverts || T::kSideWarps == 0, "converters are the producer warps");
   if constexpr (Format::kConverts) {
-    if (warp >= 2) {
-      convert_ring<kHeads, kN, L>(p, format_args, smem, warp - 2);
+    if (warp > 0) {
+      convert_ring<kHeads, kN, L>(p, format_args, smem, warp - 1);
       return;
     }
   }
-  RawLoader<L> ring{{smem, warp}};  // a converting format's (unused otherwise)
+  RawLoader<L> ring{{smem}};  // a converting format's (unused otherwise)
   // The Q copies bring whole tiles of kN / kHeads rows when the rows are lane-owned (a group of 3
   // decode rows brings a 4th, computed and dropped), rows_per_group rows otherwise.
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
@@ -338,15 +345,15 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // ahead on the other half, and load into a stage whose previous tile had not been consumed.
   // With an epilogue's side warps (producer warps 1-3; one tile per step), warp 0 alone loads
   // both consumers' tiles in step order.
-  constexpr bool kOneLoader = T::kSideWarps > 0;
-  // (A single loader: both; a converting format's loader warp c: consumer c, every place.)
-  const int consumer = Format::kConverts ? warp : warp / 2;
-  uint32_t step_count = 0;   // consumer steps so far (as consume counts them)
+  // (A converting format's warp 0 is a single loader too.)
+  constexpr bool kOneLoader = T::kSideWarps > 0 || Format::kConverts;
+  const int consumer = warp / 2;  // (a single loader: both)
+  uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
   uint32_t other_place = 0;  // a single loader: tiles given to consumer 1
   // Loads the tile at consumer c's place `at` if it is this warp's, and moves to the next place.
   auto take_place = [&](int c, uint32_t& at, int64_t group, int32_t tile) {
-    if (kOneLoader || Format::kConverts || static_cast<int>(at & 1) == warp % 2) {
+    if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
       const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
       const uint32_t empty_parity = ((at / L::kHalfStages) & 1) ^ 1;
       if constexpr (Format::kConverts) {
@@ -393,7 +400,26 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     // single loader visits all).
     const int32_t tiles = TileWalk::count(f, tile_begin, tile_end);
     const uint32_t steps = (tiles + kTilesPerStep - 1) / kTilesPerStep;
-    if constexpr (kOneLoader) {
+    if constexpr (Format::kConverts) {
+      // Both consumers' tiles in step order, kTilesPerStep a step (fewer at the item's end).
+      int32_t tile = walk_begin;
+      for (uint32_t s = 0; s < steps; ++s) {
+        const bool first = (step_count + s) % kConsumerGroups == 0;
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (s * kTilesPerStep + u < static_cast<uint32_t>(tiles)) {
+            // (Two calls, not one through a conditional reference: that put the counters in
+            // local memory.)
+            if (first) {
+              take_place(0, place, group, tile);
+            } else {
+              take_place(1, other_place, group, tile);
+            }
+            tile = TileWalk::advance(f, tile, 1);
+          }
+        }
+      }
+    } else if constexpr (kOneLoader) {
       static_assert(kTilesPerStep == 1, "side warps take one tile per step");
       int32_t tile = walk_begin;
       for (uint32_t s = 0; s < steps; ++s) {
