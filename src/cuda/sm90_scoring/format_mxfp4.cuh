@@ -164,26 +164,27 @@ struct KeysMXFP4 : KeysE4M3 {
   static constexpr int kRawScaleBytes = kTileKeys * 4;
   static constexpr int kRawSlotBytes = kRawValueBytes + kRawScaleBytes;
   static constexpr uint32_t kLoadBytes = kRawSlotBytes;  // what the copies of one tile bring
-  // Raw slots of the ring: 12 for decode (52 KiB in flight per CTA besides the key stages:
-  // decode is bound by the cache read), 6 for the N = 256 prefill tiles, whose Q tiles take the
-  // room.
+  // Raw slots of each converting warp's ring (three rings): 4 for decode (12 tiles, 52 KiB, in
+  // flight per CTA besides the key stages: decode is bound by the cache read), 2 for the N = 256
+  // prefill tiles, whose Q tiles take the room.
+  static constexpr int kConverters = kProducerWarps - 1;
   template <int kN>
-  static constexpr int kRawSlots = kN == 256 ? 6 : 12;
+  static constexpr int kRawSlots = kN == 256 ? 2 : 4;
   // The packed Q tile (kN vectors of 64 bytes) of each of the two Q buffers.
   template <int kN>
   static constexpr int kQStagingBytes = kN* mxfp4::kPackedRowBytes;
-  // Both rings' slots, the two Q staging buffers, then a 4-byte entry per slot in 128 bytes (so
-  // that the regions after it keep the 128-byte alignment of TMA destinations)
-  // (and the magnitude tables, mxfp4::write_tables, in the last 128).
+  // The rings' slots, the two Q staging buffers, then a 4-byte entry per slot in 128 bytes and
+  // the magnitude tables (mxfp4::write_tables) in the next 128 (so that the regions after them
+  // keep the 128-byte alignment of TMA destinations).
   static constexpr int kRawEntryBytes = 256;
   static constexpr int kTablesOffset = 128;  // from the entries
   static_assert(mxfp4::kTables * 8 <= kRawEntryBytes - kTablesOffset, "the tables fit");
   template <int kN>
   static constexpr int kRawRegionBytes =
-      kRawSlots<kN>* kRawSlotBytes + 2 * kQStagingBytes<kN> + kRawEntryBytes;
-  static_assert(kRawSlots<64> * 4 <= kTablesOffset, "the entries fit");
+      kConverters* kRawSlots<kN>* kRawSlotBytes + 2 * kQStagingBytes<kN> + kRawEntryBytes;
+  static_assert(kConverters * kRawSlots<64> * 4 <= kTablesOffset, "the entries fit");
   template <int kN>
-  static constexpr int kRawBarriers = kRawSlots<kN> * 2;  // full, empty
+  static constexpr int kRawBarriers = kConverters* kRawSlots<kN> * 2;  // full, empty
 
   // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
   __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,

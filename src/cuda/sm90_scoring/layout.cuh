@@ -36,10 +36,10 @@ struct SharedLayout {
   static constexpr int kHalfStages = kStages / 2;
   static constexpr int kKeys = 0;
   static constexpr int kQ = kKeys + kStages * kTileBytes;
-  // The raw ring: slot s at kRaw + s x slot bytes; then the two Q staging buffers and the slots'
-  // entry words.
+  // The raw rings: ring r's slot s at kRaw + (r kRawSlots + s) x slot bytes (kRawSlots per
+  // converting warp); then the two Q staging buffers and the slots' entry words.
   static constexpr int kRaw = kQ + 2 * kQBytes;
-  static constexpr int kQStaging = kRaw + kRawSlots * F::kRawSlotBytes;
+  static constexpr int kQStaging = kRaw + (kProducerWarps - 1) * kRawSlots * F::kRawSlotBytes;
   static constexpr int kRawEntries = kQStaging + 2 * kN * kHeadDim / 2;
   static constexpr int kScales = kRaw + kRawRegionBytes;
   static constexpr int kWeights = kScales + kStages * kTileScaleBytes;

@@ -108,19 +108,22 @@ struct TileLoader {
   }
 };
 
-// A converting format's raw ring (format_mxfp4.cuh): producer warp 0 loads every tile, both
-// consumers' in step order, into one ring of kRawSlots slots, and the kConverters other warps
-// convert them into the consumers' stages, entry n by warp 1 + n % kConverters. Each slot carries
-// an entry word written by the loading lane before its arrival (which publishes it): the stage
-// (bits 0-6) and the parity its empty barrier is waited on with (bit 7); or a Q tile to convert
-// into Q buffer kQueryBuffer's bit (the converter publishes the item); or the end of the work
-// (one per converter).
+// A converting format's raw rings (format_mxfp4.cuh): producer warp 0 loads every tile, both
+// consumers' in step order, and warps 1-3 convert them into the consumers' stages. Stage s is
+// converter s % kConverters's: the loader puts a tile into that converter's ring of kRawSlots
+// slots, so each converter takes every occupant of its stages in order. (With entries dealt out
+// round-robin instead, a converter could reach a stage's next occupant before another had
+// converted the previous one, and its empty barrier, two phases behind, would pass at once.)
+// Each slot carries an entry word written by the loading lane before its arrival (which
+// publishes it): the stage (bits 0-6) and the parity its empty barrier is waited on with (bit 7);
+// or a Q tile to convert into Q buffer kQueryBuffer's bit (ring 0: its converter publishes the
+// item); or the end of the work.
 //
-// No wait closes a cycle: entry n's converter waits for its slot's copies (pushed), then for its
-// stage to be free, that is for the consumption of an earlier place of the same consumer, whose
-// tile is an earlier entry; by induction on the oldest unconverted entry, every conversion ends.
-// The loader waits for a slot to be free (its previous entry converted) or, when it publishes an
-// item, for a Q buffer (the consumption of an item whose entries it has all pushed).
+// No wait closes a cycle: the oldest unconverted tile's converter has converted all its earlier
+// entries; the tile is pushed (the loader only waits for a slot whose entry is older, or for a
+// Q buffer, whose item's entries it has all pushed), and its stage's previous occupant, an
+// earlier place of the same consumer, was converted before it, as was every earlier place, so
+// the consumer frees the stage.
 struct RawEntry {
   static constexpr uint32_t kStageMask = 0x7Fu;
   static constexpr uint32_t kEmptyParity = 1u << 7;
@@ -134,58 +137,74 @@ constexpr int kConverters = kProducerWarps - 1;
 template <typename L>
 struct RawRing {
   using Format = typename L::Format;
-  static constexpr uint32_t kSlots = L::kRawSlots;
+  static constexpr uint32_t kSlots = L::kRawSlots;  // per converter
   static_assert(L::kStages <= 128, "a stage fits RawEntry::kStageMask");
   uint8_t* smem;
 
   // Barriers: every slot's full (its copies' bytes, count 1) and empty (the converter, count 1).
-  __device__ __forceinline__ uint64_t* slot_full(uint32_t slot) const {
-    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers + slot;
+  __device__ __forceinline__ uint64_t* slot_full(int ring, uint32_t slot) const {
+    return reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers + ring * kSlots +
+           slot;
   }
-  __device__ __forceinline__ uint64_t* slot_empty(uint32_t slot) const {
-    return slot_full(slot) + kSlots;
+  __device__ __forceinline__ uint64_t* slot_empty(int ring, uint32_t slot) const {
+    return slot_full(ring, slot) + kConverters * kSlots;
   }
-  __device__ __forceinline__ uint8_t* slot_bytes(uint32_t slot) const {
-    return smem + L::kRaw + slot * Format::kRawSlotBytes;
+  __device__ __forceinline__ uint8_t* slot_bytes(int ring, uint32_t slot) const {
+    return smem + L::kRaw + (ring * kSlots + slot) * Format::kRawSlotBytes;
   }
-  __device__ __forceinline__ uint32_t* slot_entry(uint32_t slot) const {
-    return reinterpret_cast<uint32_t*>(smem + L::kRawEntries) + slot;
+  __device__ __forceinline__ uint32_t* slot_entry(int ring, uint32_t slot) const {
+    return reinterpret_cast<uint32_t*>(smem + L::kRawEntries) + ring * kSlots + slot;
   }
 };
 
-// The loading side (producer warp 0): push(entry, load) waits for the next slot to be free, has
-// lane 0 write the entry, then load(raw values, raw scales, the slot's full barrier) issues the
-// copies (lane 0 arrives on the barrier with their bytes).
+// The loading side (producer warp 0): push(ring, entry, load) waits for the ring's next slot to
+// be free, has lane 0 write the entry, then load(raw values, raw scales, the slot's full barrier)
+// issues the copies (lane 0 arrives on the barrier with their bytes). Three counters, not an
+// array: a register array indexed by the ring would live in local memory.
 template <typename L>
 struct RawLoader : RawRing<L> {
-  uint32_t pushed = 0;
+  uint32_t pushed0 = 0;
+  uint32_t pushed1 = 0;
+  uint32_t pushed2 = 0;
+  static_assert(kConverters == 3, "one counter per converter");
 
   template <typename Load>
-  __device__ __forceinline__ void push(uint32_t entry, int lane, Load&& load) {
+  __device__ __forceinline__ void push(int ring, uint32_t entry, int lane, Load&& load) {
+    const uint32_t pushed = ring == 0 ? pushed0 : ring == 1 ? pushed1 : pushed2;
     const uint32_t slot = pushed % RawRing<L>::kSlots;
-    ptx::mbarrier_wait(this->slot_empty(slot), ((pushed / RawRing<L>::kSlots) & 1) ^ 1);
-    if (lane == 0) *this->slot_entry(slot) = entry;
-    uint8_t* raw = this->slot_bytes(slot);
-    load(raw, reinterpret_cast<float*>(raw + L::Format::kRawValueBytes), this->slot_full(slot));
-    ++pushed;
+    ptx::mbarrier_wait(this->slot_empty(ring, slot), ((pushed / RawRing<L>::kSlots) & 1) ^ 1);
+    if (lane == 0) *this->slot_entry(ring, slot) = entry;
+    uint8_t* raw = this->slot_bytes(ring, slot);
+    load(raw, reinterpret_cast<float*>(raw + L::Format::kRawValueBytes),
+         this->slot_full(ring, slot));
+    pushed0 += ring == 0 ? 1 : 0;
+    pushed1 += ring == 1 ? 1 : 0;
+    pushed2 += ring == 2 ? 1 : 0;
   }
-  // The end of the work: an entry without copies for each converter.
+  // A key tile for `stage`, into its converter's ring.
+  template <typename Load>
+  __device__ __forceinline__ void push_tile(uint32_t stage, uint32_t empty_parity, int lane,
+                                            Load&& load) {
+    push(static_cast<int>(stage % kConverters),
+         stage | (empty_parity != 0 ? RawEntry::kEmptyParity : 0u), lane, load);
+  }
+  // The end of the work: an entry without copies in every ring.
   __device__ __forceinline__ void finish(int lane) {
 #pragma unroll 1
-    for (int c = 0; c < kConverters; ++c) {
-      push(RawEntry::kEnd, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+    for (int ring = 0; ring < kConverters; ++ring) {
+      push(ring, RawEntry::kEnd, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
         if (lane == 0) ptx::mbarrier_arrive(slot_full);
       });
     }
   }
 };
 
-// The converting side (producer warp 1 + converter), its entries until its end entry: each key
+// The converting side (producer warp 1 + ring), its ring's entries until the end entry: each key
 // tile into its stage once the stage is free, published on the stage's full barrier (count 1, no
 // bytes); a Q tile into its Q buffer, published on q_full. FormatArgs: the format's parameters.
 template <int kHeads, int kN, typename L, typename FormatArgs>
 __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatArgs& format_args,
-                                             uint8_t* smem, int converter) {
+                                             uint8_t* smem, int ring) {
   using Format = typename L::Format;
   constexpr uint32_t kSlots = L::kRawSlots;
   const int lane = threadIdx.x % 32;
@@ -194,15 +213,15 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
   uint64_t* empty = barriers + L::kStages;
   uint64_t* q_full = barriers + 2 * L::kStages;
   const ItemInfo* items = reinterpret_cast<const ItemInfo*>(smem + L::kItems);
-  const RawRing<L> ring{smem};
+  const RawRing<L> raw{smem};
   const auto* tables =
       reinterpret_cast<const uint2*>(smem + L::kRawEntries + Format::kTablesOffset);
   const uint32_t q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
 #pragma unroll 1
-  for (uint32_t n = converter;; n += kConverters) {
+  for (uint32_t n = 0;; ++n) {
     const uint32_t slot = n % kSlots;
-    ptx::mbarrier_wait(ring.slot_full(slot), (n / kSlots) & 1);
-    const uint32_t entry = *ring.slot_entry(slot);
+    ptx::mbarrier_wait(raw.slot_full(ring, slot), (n / kSlots) & 1);
+    const uint32_t entry = *raw.slot_entry(ring, slot);
     if ((entry & RawEntry::kEnd) != 0) break;
     const bool query = (entry & RawEntry::kQuery) != 0;
     const int buffer = (entry & RawEntry::kQueryBuffer) != 0 ? 1 : 0;
@@ -217,7 +236,7 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
       ptx::mbarrier_wait(&empty[stage], (entry & RawEntry::kEmptyParity) != 0 ? 1 : 0);
       Format::convert_tile(smem + L::kKeys + stage * L::kTileBytes,
                            reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
-                           ring.slot_bytes(slot), tables, format_args, lane);
+                           raw.slot_bytes(ring, slot), tables, format_args, lane);
     }
     // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
     // the raw reads before the slot's next TMA write.
@@ -225,7 +244,7 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
     __syncwarp();
     if (lane == 0) {
       ptx::mbarrier_arrive(query ? &q_full[buffer] : &full[stage]);
-      ptx::mbarrier_arrive(ring.slot_empty(slot));
+      ptx::mbarrier_arrive(raw.slot_empty(ring, slot));
     }
   }
 }
@@ -260,7 +279,7 @@ __device__ __forceinline__ void publish_converted_item(
     info.tile_end = tile_end;
   }
   const uint32_t entry = RawEntry::kQuery | (buffer != 0 ? RawEntry::kQueryBuffer : 0u);
-  ring.push(entry, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+  ring.push(0, entry, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
     if (lane == 0) {
       ptx::mbarrier_arrive_expect_tx(slot_full, q_bytes);
       ptx::tma_load_3d(smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, q_map,
@@ -316,7 +335,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   ItemInfo* items = reinterpret_cast<ItemInfo*>(smem + L::kItems);
 
   TileLoader<kPaged, T::kReadOnce, Format> loader{p, key_map, scale_map};
-  // A converting format: warp 0 loads every tile into the raw ring, warps 1-3 convert them
+  // A converting format: warp 0 loads every tile into the raw rings, warps 1-3 convert them
   // (convert_ring).
   static_assert(!Format::kConverts || T::kSideWarps == 0, "converters are the producer warps");
   if constexpr (Format::kConverts) {
@@ -357,10 +376,10 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
       const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
       const uint32_t empty_parity = ((at / L::kHalfStages) & 1) ^ 1;
       if constexpr (Format::kConverts) {
-        ring.push(stage | (empty_parity != 0 ? RawEntry::kEmptyParity : 0u), lane,
-                  [&](uint8_t* raw, float* raw_scales, uint64_t* raw_full) {
-                    loader.load(group, tile, raw, raw_scales, raw_full, lane);
-                  });
+        ring.push_tile(stage, empty_parity, lane,
+                       [&](uint8_t* raw, float* raw_scales, uint64_t* raw_full) {
+                         loader.load(group, tile, raw, raw_scales, raw_full, lane);
+                       });
       } else {
         ptx::mbarrier_wait(&empty[stage], empty_parity);
         loader.load(group, tile, smem + L::kKeys + stage * L::kTileBytes,
