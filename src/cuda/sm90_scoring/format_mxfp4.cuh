@@ -3,21 +3,17 @@
 // per 32 of them, for the queries and the keys. Hopper has no FP4 tensor cores, so the producer
 // warpgroup turns both into e4m3 in shared memory, and the consumers run KeysE4M3's code as is.
 //
-// Key tiles. Each producer warp streams its tiles by TMA into a small ring of its own (kRawSlots
-// raw slots: 4 KiB of packed values and 256 B of scale words each), kRawSlots tiles ahead of its
-// conversion; it then converts the oldest into the normal key stage (8 KiB of swizzled e4m3 and a
-// fp32 scale per key, KeysE4M3's stage) and arrives on the stage's full barrier. The consumers'
-// critical path is the FP8 kernel's: no conversion, no extra barrier. The raw ring is the warp's
-// own, so it needs no empty barrier (the warp converts a slot before reloading it); its full
-// barriers are one per (warp, slot). A warp's pending tiles are converted in order, and the
-// conversion of place p waits only on the consumption of place p - kHalfStages, so no wait can
-// close a cycle; warp 0 converts everything pending before it waits for a free Q buffer (the
-// consumers may need those tiles to finish the item that frees it).
+// Key tiles. Producer warp 0 streams every tile by TMA into raw slots (4 KiB of packed values and
+// 256 B of scale words each), and producer warps 1-3 convert them into the normal key stages
+// (8 KiB of swizzled e4m3 and a fp32 scale per key, KeysE4M3's stage), each arriving on the
+// stage's full barrier; stage s is warp 1 + s % 3's, through a ring of its own (producer.cuh,
+// RawRing, which also argues that no wait closes a cycle). The consumers' critical path is the
+// FP8 kernel's: no conversion, no extra barrier.
 //
-// Queries. Producer warp 0 brings an item's packed Q rows by TMA into a staging buffer, waits,
-// converts them into the Q tile (the FP8 tile's layout: permuted for lane-owned rows, 128-byte
-// swizzle) and folds each (row, head)'s remaining power of two into its weight, then arrives on
-// the item's q_full. Once per work item: a few hundred words.
+// Queries. Producer warp 0 brings an item's packed Q rows by TMA into a staging buffer through a
+// slot of ring 0, whose converter writes them into the Q tile (the FP8 tile's layout: permuted for
+// lane-owned rows, 128-byte swizzle), folds each (row, head)'s remaining power of two into its
+// weight and arrives on the item's q_full. Once per work item: a few hundred words.
 //
 // The scale scheme. A 128-value vector has four block scales 2^(s_b - 127). Every E2M1 value
 // m 2^e (m in {1, 1.5}, e in -1..2) times 2^d is exactly an e4m3 value for d in [-8, 6] (d = -8
@@ -32,7 +28,9 @@
 // and after the kernel a separate fix-up kernel (mxfp4_fixup.cu) recomputes exactly the NaN
 // logits of each row's visible range from the raw bytes, in one fixed order. That kernel is
 // simple (one warp per logit, no barriers besides the warp's), so a fallback cannot stall the
-// pipeline; a logit that is NaN for any other reason is recomputed to what the data give.
+// pipeline; a logit that is NaN for any other reason is recomputed to what the data give. The
+// converters also set a sticky device flag, so that the fix-up skips its scan until some call
+// on the device has flagged a vector.
 #pragma once
 
 #include <cuda.h>
