@@ -270,9 +270,10 @@ struct KeysMXFP4 : KeysE4M3 {
     }
   }
 
-  // Producer warp 0, once the staged Q rows have landed: the tile's `vectors` (row, head) vectors
-  // into the Q tile, each one's power of two (or the flag) into its weight. The scales are read
-  // from global memory (rows past the call's are zero: their values are TMA's zero fill).
+  // A converting warp (ring 0's), once the staged Q rows have landed: the tile's `vectors` (row,
+  // head) vectors into the Q tile, each one's power of two (or the flag) into its weight. The
+  // scales are read from global memory (rows past the call's are zero: their values are TMA's zero
+  // fill).
   template <int kHeads, int kN>
   __device__ __forceinline__ static void convert_query(uint8_t* q_tile, float* weights,
                                                        const uint8_t* staging, const uint2* tables,

@@ -97,7 +97,7 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
         concat(op, ": CUDA scoring supports head_dim 128, q has ", head_dim));
   }
   if (mxfp4) {
-    // Producer warp 0 reads a vector's four scales as one word's bytes, heads 4 bytes apart, and
+    // A converting warp reads a vector's four scales as one word's bytes, heads 4 bytes apart, and
     // the fix-up reads them with the values' row order.
     check.require(q.scales.stride[r - 1] == 1 && q.scales.stride[r - 2] == 4,
                   "q.scales must have its heads and blocks contiguous on CUDA (strides ",
@@ -157,7 +157,7 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
 }
 
 // MXFP4 Q [T, H, 64] packed, `box_rows` rows a copy, unswizzled into the staging buffer (producer
-// warp 0 converts it into the FP8 tile's layout); weights as encode_queries.
+// warp 1 converts it into the FP8 tile's layout); weights as encode_queries.
 Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
                             int64_t token_stride, int heads, const TensorView& weights,
                             int rows_per_group, int box_rows) {

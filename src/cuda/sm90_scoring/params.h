@@ -74,8 +74,8 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
               "the scoring kernel's parameter layout (see above)");
 
 // What the MXFP4 kernels take beyond ScoreParams (their KernelParams' third member,
-// format_mxfp4.cuh): the query scales, read by producer warp 0 with plain loads (a fifth tensor
-// map would change every kernel's signature). The four scales of one (row, head) are
+// format_mxfp4.cuh): the query scales, read by a converting producer warp with plain loads (a fifth
+// tensor map would change every kernel's signature). The four scales of one (row, head) are
 // contiguous and heads are 4 bytes apart; the row stride is in bytes.
 struct Mxfp4Params {
   const uint8_t* q_scales = nullptr;  // [rows, H, 4] UE8M0
