@@ -135,14 +135,6 @@ Status check_indexer_call(ArgCheck& check, const TensorView& out,
   return check_output_combinations(check.op(), indexer_options, device);
 }
 
-// The candidate-consuming indexer on CUDA scores FP8 only (its sparse consumer is an FP8 format).
-Status cuda_candidates_refuse_mxfp4(const char* op) {
-  return Status::Unsupported(
-      concat(op,
-             ": indexer_options.candidates with MXFP4 operands is not supported on CUDA "
-             "(the candidate consumer scores FP8 only); run it on the CPU backend"));
-}
-
 cuda::IndexerOutputs cuda_outputs(const IndexerOptions& indexer_options) {
   return {indexer_options.scores, indexer_options.candidate_source};
 }
@@ -167,7 +159,6 @@ Status prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedT
   const int threads = cpu_threads(options);
   if (candidates.defined()) {
     if (out.device == Device::kCUDA) {
-      if (dims.mxfp4) return cuda_candidates_refuse_mxfp4(check.op());
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, topk_options.sorted,
                                              candidates, indexer_options.path, options, scores);
@@ -254,7 +245,6 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
   const int threads = cpu_threads(options);
   if (candidates.defined()) {
     if (out.device == Device::kCUDA) {
-      if (dims.mxfp4) return cuda_candidates_refuse_mxfp4(check.op());
       if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
       return cuda::candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                             topk_options.sorted, candidates, indexer_options.path,

@@ -259,54 +259,61 @@ HostTensor source_candidates(Rng& rng, const HostTensor& logits, const Candidate
   return cand;
 }
 
+// FP8 and MXFP4 operands; an MXFP4 call takes the dense path even when kSparse is asked (the
+// sparse keys are an FP8 format), and each batch reads its own rows' query scales.
 TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  for (int heads : {32, 64}) {
-    for (bool vllm : {false, true}) {
-      const int64_t rows = rng.uniform_int(60, 150);
-      const int64_t keys = rng.uniform_int(3000, 12000);
-      const int k = static_cast<int>(rng.pick(std::vector<int64_t>{64, 512, 2048}));
-      const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{16, 128, 2048}));
-      SCOPED_TRACE(::testing::Message()
-                   << "H=" << heads << " rows=" << rows << " keys=" << keys << " k=" << k
-                   << " C=" << num_blocks << (vllm ? " vllm" : " exact"));
-      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
-      const DevicePrefill device(p);
-      HostTensor logits = poisoned_logits(rows, keys);
-      DeviceTensor device_logits = to_device(logits);
-      FI_ASSERT_OK(device.run(device_logits, false));
-      to_host(logits, device_logits);
-      const CandidateRows host_rows = CandidateRows::prefill(p.ks.view(), p.ke.view());
-      HostTensor cand = source_candidates(rng, logits, host_rows, rows, num_blocks, 8);
-      DeviceTensor device_cand = to_device(cand);
-      for (bool sorted : {false, true}) {
-        HostTensor expected = poisoned_topk_output(rows, k);
-        HostTensor masked = copy_of(logits);
-        FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), host_rows, cand.view(),
-                                            8, k, CandidateTopKOptions{sorted, vllm}));
-        IndexerOptions indexer_options;
-        indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
-        for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
-          SCOPED_TRACE(::testing::Message()
-                       << "batch rows " << batch_rows << (sorted ? " sorted" : " unsorted"));
-          // A workspace of about batch_rows rows: the top-k scratch bound, alignment slack,
-          // then per row its logits and the consumer's arrays (many small batches).
-          const size_t per_row =
-              (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 + num_blocks * 4 + 4 * 256;
-          const DeviceBuffer workspace = poisoned_device_buffer(
-              batch_rows == 0 ? indexer_cuda_workspace_size(k)
-                              : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
-                                    batch_rows * per_row);
-          HostTensor out = poisoned_topk_output(rows, k, k + 4);
-          DeviceTensor device_out = to_device(out);
-          FI_ASSERT_OK(indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
-                                       device.weights.view, device.ks.view, device.ke.view, k,
-                                       TopKOptions{sorted}, indexer_options,
-                                       with_workspace(workspace)));
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          to_host(out, device_out);
-          EXPECT_TRUE(SameTopK(out, expected, k, true));
+  for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
+    for (int heads : {32, 64}) {
+      for (bool vllm : {false, true}) {
+        const int64_t rows = rng.uniform_int(60, 150);
+        const int64_t keys = rng.uniform_int(3000, 12000);
+        const int k = static_cast<int>(rng.pick(std::vector<int64_t>{64, 512, 2048}));
+        const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{16, 128, 2048}));
+        const bool mxfp4 = format == KFormat::kMXFP4;
+        SCOPED_TRACE(::testing::Message() << (mxfp4 ? "MXFP4" : "FP8") << " H=" << heads
+                                          << " rows=" << rows << " keys=" << keys << " k=" << k
+                                          << " C=" << num_blocks << (vllm ? " vllm" : " exact"));
+        PrefillProblem p = make_prefill_problem(rng, format, rows, keys, heads, 128);
+        const DevicePrefill device(p);
+        HostTensor logits = poisoned_logits(rows, keys);
+        DeviceTensor device_logits = to_device(logits);
+        FI_ASSERT_OK(device.run(device_logits, false));
+        to_host(logits, device_logits);
+        const CandidateRows host_rows = CandidateRows::prefill(p.ks.view(), p.ke.view());
+        HostTensor cand = source_candidates(rng, logits, host_rows, rows, num_blocks, 8);
+        DeviceTensor device_cand = to_device(cand);
+        for (bool sorted : {false, true}) {
+          HostTensor expected = poisoned_topk_output(rows, k);
+          HostTensor masked = copy_of(logits);
+          FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), host_rows,
+                                              cand.view(), 8, k,
+                                              CandidateTopKOptions{sorted, vllm}));
+          IndexerOptions indexer_options;
+          indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
+          if (mxfp4 && !vllm) indexer_options.path = IndexerPath::kSparse;
+          for (int64_t batch_rows : {int64_t{7}, int64_t{0}}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "batch rows " << batch_rows << (sorted ? " sorted" : " unsorted"));
+            // A workspace of about batch_rows rows: the top-k scratch bound, alignment slack,
+            // then per row its logits and the consumer's arrays (many small batches).
+            const size_t per_row =
+                (keys + 255) / 256 * 256 * 4 + (num_blocks * 8 + 64) * 4 + num_blocks * 4 + 4 * 256;
+            const DeviceBuffer workspace = poisoned_device_buffer(
+                batch_rows == 0 ? indexer_cuda_workspace_size(k)
+                                : flashindexer::cuda::topk_per_row_workspace_bound(k) + 8 * 1024 +
+                                      batch_rows * per_row);
+            HostTensor out = poisoned_topk_output(rows, k, k + 4);
+            DeviceTensor device_out = to_device(out);
+            FI_ASSERT_OK(indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
+                                         device.weights.view, device.ks.view, device.ke.view, k,
+                                         TopKOptions{sorted}, indexer_options,
+                                         with_workspace(workspace)));
+            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            to_host(out, device_out);
+            EXPECT_TRUE(SameTopK(out, expected, k, true));
+          }
         }
       }
     }
@@ -316,51 +323,56 @@ TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
 TEST(IndexerConsumerCuda, DecodeEqualsTheCpuConsumerOverTheGpuLogits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  for (int next_n = 1; next_n <= 4; ++next_n) {
-    for (bool two_dim : {false, true}) {
-      DecodeConfig config;
-      config.batch = static_cast<int>(rng.uniform_int(3, 40));
-      config.next_n = next_n;
-      config.heads = next_n % 2 == 0 ? 64 : 32;
-      config.two_dim_lens = two_dim;
-      config.max_len = rng.uniform_int(600, 9000);
-      const bool vllm = rng.bernoulli(0.5);
-      const int k = static_cast<int>(rng.pick(std::vector<int64_t>{100, 512}));
-      SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + (vllm ? " vllm" : " exact"));
-      DecodeProblem p = make_decode_problem(rng, config);
-      const DevicePaged device(p);
-      const int64_t rows = p.rows();
-      const int64_t width = p.block_table.size(1) * config.page_size;
-      HostTensor logits = poisoned_logits(rows, width);
-      DeviceTensor device_logits = to_device(logits);
-      FI_ASSERT_OK(device.run(device_logits, false));
-      to_host(logits, device_logits);
-      // The indexer's own row ends as [rows] lengths: the consumer's bounds.
-      HostTensor ends(DType::kI32, {rows});
-      for (int64_t r = 0; r < rows; ++r) ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
-      const CandidateRows host_rows = CandidateRows::decode(ends.view());
-      // The next_n rows of a request share one candidate row.
-      HostTensor cand = source_candidates(rng, logits, host_rows, rows, 256, 8);
-      for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(&cand.at<int32_t>({r, 0}), &cand.at<int32_t>({r - r % next_n, 0}), 256 * 4);
+  for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
+    for (int next_n = 1; next_n <= 4; ++next_n) {
+      for (bool two_dim : {false, true}) {
+        DecodeConfig config;
+        config.format = format;
+        config.batch = static_cast<int>(rng.uniform_int(3, 40));
+        config.next_n = next_n;
+        config.heads = next_n % 2 == 0 ? 64 : 32;
+        config.two_dim_lens = two_dim;
+        config.max_len = rng.uniform_int(600, 9000);
+        const bool vllm = rng.bernoulli(0.5);
+        const int k = static_cast<int>(rng.pick(std::vector<int64_t>{100, 512}));
+        SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + (vllm ? " vllm" : " exact"));
+        DecodeProblem p = make_decode_problem(rng, config);
+        const DevicePaged device(p);
+        const int64_t rows = p.rows();
+        const int64_t width = p.block_table.size(1) * config.page_size;
+        HostTensor logits = poisoned_logits(rows, width);
+        DeviceTensor device_logits = to_device(logits);
+        FI_ASSERT_OK(device.run(device_logits, false));
+        to_host(logits, device_logits);
+        // The indexer's own row ends as [rows] lengths: the consumer's bounds.
+        HostTensor ends(DType::kI32, {rows});
+        for (int64_t r = 0; r < rows; ++r)
+          ends.data<int32_t>()[r] = static_cast<int32_t>(p.ends[r]);
+        const CandidateRows host_rows = CandidateRows::decode(ends.view());
+        // The next_n rows of a request share one candidate row.
+        HostTensor cand = source_candidates(rng, logits, host_rows, rows, 256, 8);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(&cand.at<int32_t>({r, 0}), &cand.at<int32_t>({r - r % next_n, 0}), 256 * 4);
+        }
+        DeviceTensor device_cand = to_device(cand);
+        HostTensor expected = poisoned_topk_output(rows, k);
+        HostTensor masked = copy_of(logits);
+        FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), host_rows, cand.view(),
+                                            8, k, CandidateTopKOptions{true, vllm}));
+        IndexerOptions indexer_options;
+        indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
+        if (format == KFormat::kMXFP4 && !vllm) indexer_options.path = IndexerPath::kSparse;
+        const DeviceBuffer workspace = poisoned_device_buffer(indexer_cuda_workspace_size(k));
+        HostTensor out = poisoned_topk_output(rows, k, k + 3);
+        DeviceTensor device_out = to_device(out);
+        FI_ASSERT_OK(indexer_decode(device_out.view, device.q.view(), device.cache.cache,
+                                    device.weights.view, device.context_lens.view,
+                                    device.block_table.view, k, TopKOptions{true}, indexer_options,
+                                    with_workspace(workspace)));
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        to_host(out, device_out);
+        EXPECT_TRUE(SameTopK(out, expected, k, true));
       }
-      DeviceTensor device_cand = to_device(cand);
-      HostTensor expected = poisoned_topk_output(rows, k);
-      HostTensor masked = copy_of(logits);
-      FI_ASSERT_OK(candidate_topk_per_row(expected.view(), masked.view(), host_rows, cand.view(), 8,
-                                          k, CandidateTopKOptions{true, vllm}));
-      IndexerOptions indexer_options;
-      indexer_options.candidates = CandidateInput{device_cand.view, 8, vllm};
-      const DeviceBuffer workspace = poisoned_device_buffer(indexer_cuda_workspace_size(k));
-      HostTensor out = poisoned_topk_output(rows, k, k + 3);
-      DeviceTensor device_out = to_device(out);
-      FI_ASSERT_OK(indexer_decode(device_out.view, device.q.view(), device.cache.cache,
-                                  device.weights.view, device.context_lens.view,
-                                  device.block_table.view, k, TopKOptions{true}, indexer_options,
-                                  with_workspace(workspace)));
-      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      to_host(out, device_out);
-      EXPECT_TRUE(SameTopK(out, expected, k, true));
     }
   }
 }

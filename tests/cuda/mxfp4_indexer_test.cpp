@@ -2,8 +2,9 @@
 // indexer_prefill / indexer_decode with MXFP4 operands on CUDA: every path (kDense, kFused, kAuto;
 // MXFP4 takes the dense path whatever is asked) equal to the dense pair topk_per_row(mqa_logits)
 // bit for bit and to the CPU top-k of the GPU's logits; heavy ties, out-of-span vectors (the
-// fix-up), decode batch 1 and 256, next_n 1..4, page sizes 32 / 64 / 128 and V4's wide page;
-// the candidate consumer's refusal. The tests that run kernels skip without a GPU.
+// fix-up), decode batch 1 and 256, next_n 1..4, page sizes 32 / 64 / 128 and V4's wide page (the
+// candidate consumer with MXFP4: candidates_test.cpp). The tests that run kernels skip without a
+// GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -69,12 +69,13 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 IndexerPath path, const RunOptions& options,
                                 const TensorView& scores = {});
 
-// Whether a consumer call takes the sparse path: the exact selection (not vLLM's dense mask), a
-// candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys; src/api refuses kSparse
-// otherwise), and IndexerPath::kSparse asked for, or kAuto with a logits width of at least
-// auto_spans times the candidates' span (C x cb positions).
-bool sparse_consumer_takes(const CandidateInput& candidates, IndexerPath path, int64_t width,
-                           int64_t auto_spans);
+// Whether a consumer call takes the sparse path: FP8 operands (the sparse keys are an FP8 format;
+// an MXFP4 call takes the dense path whatever is asked, the same answer), the exact selection (not
+// vLLM's dense mask), a candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys;
+// src/api refuses kSparse otherwise), and IndexerPath::kSparse asked for, or kAuto with a logits
+// width of at least auto_spans times the candidates' span (C x cb positions).
+bool sparse_consumer_takes(const CandidateInput& candidates, const QuantizedTensor& q,
+                           IndexerPath path, int64_t width, int64_t auto_spans);
 // kAuto's crossovers, H32 C 2048 cb 8 k 512 on an H200 (python -m bench candidates): the sparse
 // path scores C x cb columns a row with one query row per work item, where the dense prefill
 // kernels share each key tile among an item's rows, so prefill needs the longer context. Sparse

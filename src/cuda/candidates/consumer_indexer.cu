@@ -4,7 +4,9 @@
 // (cuda/indexer/dense_indexer.cu) with the consumer's selection in place of topk_per_row. Each
 // batch is mqa_logits (paged_mqa_logits) into a logits slab, then run_consumer over it, so the
 // result is candidate_topk_per_row of the CUDA logits by construction. The fused path's kernels
-// publish no logits a consumer could select from, so a consumer call always takes this path.
+// publish no logits a consumer could select from, so a consumer call always takes this path; so
+// does every MXFP4 call (the sparse keys are an FP8 format). Each batch passes its own rows of q's
+// values and scales (MXFP4's per-block scales; FP8 has none).
 //
 // Workspace (the caller's, as the dense indexer's): the top-k scratch bound for k, the consumer's
 // arrays for one batch, then the logits slab; the batch is as many rows as fit. Host code only.
@@ -71,7 +73,7 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
                                  const TensorView& ks, const TensorView& ke, int k, bool sorted,
                                  const CandidateInput& input, IndexerPath path,
                                  const RunOptions& options, const TensorView& scores) {
-  if (sparse_consumer_takes(input, path, keys.values.shape[0], kSparseAutoSpansPrefill)) {
+  if (sparse_consumer_takes(input, q, path, keys.values.shape[0], kSparseAutoSpansPrefill)) {
     return sparse_candidate_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, input,
                                             options, scores);
   }
@@ -92,7 +94,8 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
             .with_row_stride(batches.pitch);
     const TensorView batch_ks = leading_rows(ks, first, count);
     const TensorView batch_ke = leading_rows(ke, first, count);
-    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count),
+                                  leading_rows(q.scales, first, count)};
     if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
                                    batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
         !status.ok()) {
@@ -126,7 +129,7 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 const TensorView& context_lens, const TensorView& block_table,
                                 int k, bool sorted, const CandidateInput& input, IndexerPath path,
                                 const RunOptions& options, const TensorView& scores) {
-  if (sparse_consumer_takes(input, path, block_table.shape[1] * cache.page_size,
+  if (sparse_consumer_takes(input, q, path, block_table.shape[1] * cache.page_size,
                             kSparseAutoSpansDecode)) {
     return sparse_candidate_indexer_decode(out, q, cache, weights, context_lens, block_table, k,
                                            sorted, input, options, scores);
@@ -150,7 +153,8 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
         TensorView::contiguous(batches.logits, DType::kF32, {batch_rows, width}, Device::kCUDA)
             .with_row_stride(batches.pitch);
     const TensorView batch_lens = leading_rows(context_lens, first, count);
-    const QuantizedTensor batch_q{leading_rows(q.values, first, count), q.scales};
+    const QuantizedTensor batch_q{leading_rows(q.values, first, count),
+                                  leading_rows(q.scales, first, count)};
     if (Status status = paged_mqa_logits(logits, batch_q, cache,
                                          leading_rows(weights, first * next_n, batch_rows),
                                          batch_lens, leading_rows(block_table, first, count),

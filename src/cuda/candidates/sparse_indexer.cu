@@ -152,9 +152,10 @@ Status score_and_select(const char* op, const SparseBatches& batches,
 
 }  // namespace
 
-bool sparse_consumer_takes(const CandidateInput& input, IndexerPath path, int64_t width,
-                           int64_t auto_spans) {
+bool sparse_consumer_takes(const CandidateInput& input, const QuantizedTensor& q, IndexerPath path,
+                           int64_t width, int64_t auto_spans) {
   if (input.vllm_compatible || candidates::sparse_block_of(input.block_size) == 0) return false;
+  if (q.values.dtype == DType::kE2M1x2) return false;
   if (path == IndexerPath::kSparse) return true;
   const int64_t span = input.blocks.shape[1] * static_cast<int64_t>(input.block_size);
   return path == IndexerPath::kAuto && width >= auto_spans * span;
