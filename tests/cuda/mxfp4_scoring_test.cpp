@@ -17,8 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "support/compare.h"
-#include "support/cuda.h"
+#include "logits_cases.h"
 
 namespace fitest {
 namespace {
@@ -26,39 +25,6 @@ namespace {
 constexpr int kHeadDim = 128;
 constexpr int kBlocks = kHeadDim / kMxfp4BlockSize;
 constexpr int kRepeats = 20;
-
-// DeepGEMM's calc_diff over the entries marked visible: 1 - 2 sum(xy) / sum(x^2 + y^2).
-double calc_diff(const HostTensor& got, const HostTensor& expected,
-                 const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
-  double xy = 0.0;
-  double sq = 0.0;
-  for (int64_t t = 0; t < got.size(0); ++t) {
-    for (int64_t s = starts[t]; s < ends[t]; ++s) {
-      const double x = got.at<float>({t, s});
-      const double y = expected.at<float>({t, s});
-      xy += x * y;
-      sq += x * x + y * y;
-    }
-  }
-  return sq == 0.0 ? 0.0 : 1.0 - 2.0 * xy / sq;
-}
-
-std::vector<uint32_t> bits_of(const HostTensor& t) {
-  const auto* words = t.data<uint32_t>();
-  return std::vector<uint32_t>(words, words + t.byte_size() / 4);
-}
-
-template <typename DeviceProblem>
-HostTensor run_on_gpu(const DeviceProblem& device, int64_t rows, int64_t width, int64_t row_stride,
-                      bool clean) {
-  HostTensor logits = poisoned_logits(rows, width, row_stride);
-  DeviceTensor out = to_device(logits);
-  const Status status = device.run(out, clean);
-  EXPECT_TRUE(status.ok()) << status_text(status);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  to_host(logits, out);
-  return logits;
-}
 
 // Visible entries finite, the others -inf (clean logits).
 ::testing::AssertionResult FiniteInsideMinusInfOutside(const HostTensor& got,

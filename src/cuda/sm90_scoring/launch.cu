@@ -117,6 +117,21 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
   return check.status();
 }
 
+// Weights [T, H] f32, rows_per_group rows a copy (both query forms).
+Status encode_weights(ScoreMaps& maps, const char* op, const TensorView& weights, int64_t tokens,
+                      int heads, int rows_per_group) {
+  const auto h = static_cast<cuuint32_t>(heads);
+  const MapSpec w_spec{"weights",
+                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                       2,
+                       weights.data,
+                       {h, static_cast<cuuint64_t>(tokens), 1},
+                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
+                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
+                       false};
+  return encode(maps.w, w_spec, op);
+}
+
 // Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32. With lane-owned rows
 // (kLaneOwnedRows) the Q map copies four rows per box in the order (byte, head % 2, row, head / 2)
 // that the kernel's TileColumn reads; otherwise (byte, head, row), rows_per_group rows per box.
@@ -145,15 +160,7 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
                                        {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
                                        true};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
-  const MapSpec w_spec{"weights",
-                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                       2,
-                       weights.data,
-                       {h, rows, 1},
-                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
-                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
-                       false};
-  return encode(maps.w, w_spec, op);
+  return encode_weights(maps, op, weights, tokens, heads, rows_per_group);
 }
 
 // MXFP4 Q [T, H, 64] packed, `box_rows` rows a copy, unswizzled into the staging buffer (producer
@@ -173,15 +180,7 @@ Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q
       {kHeadDim / 2, h, static_cast<cuuint32_t>(box_rows)},
       false};
   if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
-  const MapSpec w_spec{"weights",
-                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                       2,
-                       weights.data,
-                       {h, rows, 1},
-                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
-                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
-                       false};
-  return encode(maps.w, w_spec, op);
+  return encode_weights(maps, op, weights, tokens, heads, rows_per_group);
 }
 
 void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int64_t token_stride,
