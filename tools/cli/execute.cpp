@@ -39,35 +39,54 @@ Status timed(double* milliseconds, const DeviceMemory& memory, Op&& op) {
 // Logits rows padded as vLLM pads them (spec §6.4): 1 KiB aligned, at least 256 spare columns.
 int64_t padded_row_stride(int64_t width) { return (width + 256 + 255) / 256 * 256; }
 
-// Quantizes the batch's f32 queries on the memory's device (quantize_query_fp8 with the model's
-// eps and the default weight scale D^-1/2 * H^-1/2), timing it, into `q` (prefill [M, H, D],
-// decode [B, next_n, H, D] e4m3) and `weights` ([rows, H] f32), and downloads both for the checks.
+// Quantizes the batch's f32 queries on the memory's device, timing it, into `q` and `weights`
+// ([rows, H] f32), and downloads both for the checks: quantize_query_fp8 with the model's eps
+// and the default weight scale D^-1/2 * H^-1/2 (prefill [M, H, D], decode [B, next_n, H, D]
+// e4m3, the scale folded into the weights), or quantize_query_mxfp4 (values [.., H, D/2]
+// e2m1x2 and scales [.., H, D/32] ue8m0, the weights only scaled).
 Status quantize_queries(QuantizedTensor* q, TensorView* weights, BatchResult* result,
-                        DeviceMemory& memory, const Batch& batch, const Preset& preset) {
+                        DeviceMemory& memory, const Batch& batch, const Preset& preset,
+                        KFormat format) {
   const int heads = preset.heads;
   const BatchShape& shape = *batch.shape;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  const bool mxfp4 = format == KFormat::kMXFP4;
+  const int64_t value_bytes = mxfp4 ? kHeadDim / 2 : kHeadDim;  // a head's
+  const int64_t scale_bytes = kHeadDim / kMxfp4BlockSize;       // an MXFP4 head's
+  const DType value_type = mxfp4 ? DType::kE2M1x2 : DType::kE4M3;
   TensorView raw_q;        // [rows, H, D] f32
   TensorView raw_weights;  // [rows, H] f32
-  TensorView values;       // [rows, H, D] e4m3
+  TensorView values;       // [rows, H, value_bytes]
+  TensorView scales;       // MXFP4: [rows, H, scale_bytes] ue8m0
   CLI_RETURN_IF_ERROR(upload_view(&raw_q, memory, batch.q, DType::kF32, {rows, heads, kHeadDim}));
   CLI_RETURN_IF_ERROR(upload_view(&raw_weights, memory, batch.weights, DType::kF32, {rows, heads}));
   CLI_RETURN_IF_ERROR(
-      allocate_view(&values, memory, DType::kE4M3, {rows, heads, kHeadDim}, kValuePoison));
+      allocate_view(&values, memory, value_type, {rows, heads, value_bytes}, kValuePoison));
+  if (mxfp4) {
+    CLI_RETURN_IF_ERROR(
+        allocate_view(&scales, memory, DType::kUE8M0, {rows, heads, scale_bytes}, kValuePoison));
+  }
   CLI_RETURN_IF_ERROR(allocate_view(weights, memory, DType::kF32, {rows, heads}, kValuePoison));
   QueryQuantOptions quant;
   quant.eps = preset.query_eps;
   CLI_RETURN_IF_ERROR(timed(&result->quantize_ms, memory, [&] {
-    return quantize_query_fp8(values, *weights, raw_q, raw_weights, quant);
+    return mxfp4 ? quantize_query_mxfp4(values, scales, *weights, raw_q, raw_weights, quant)
+                 : quantize_query_fp8(values, *weights, raw_q, raw_weights, quant);
   }));
-  // A decode batch's rows are b * next_n + j: the same buffer is its [B, next_n, H, D] query.
+  // A decode batch's rows are b * next_n + j: the same buffers are its [B, next_n, H, ...] query.
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
-  q->values = shape.decode ? TensorView::contiguous(values.data, DType::kE4M3,
-                                                    {requests, shape.next_n, heads, kHeadDim},
-                                                    memory.device())
-                           : values;
+  const auto decode_view = [&](const TensorView& view, DType dtype, int64_t inner) {
+    return TensorView::contiguous(view.data, dtype, {requests, shape.next_n, heads, inner},
+                                  memory.device());
+  };
+  q->values = shape.decode ? decode_view(values, value_type, value_bytes) : values;
+  if (mxfp4) q->scales = shape.decode ? decode_view(scales, DType::kUE8M0, scale_bytes) : scales;
   CLI_RETURN_IF_ERROR(
-      download_vector(&result->q_values, memory, values.data, rows * heads * kHeadDim));
+      download_vector(&result->q_values, memory, values.data, rows * heads * value_bytes));
+  if (mxfp4) {
+    CLI_RETURN_IF_ERROR(
+        download_vector(&result->q_scales, memory, scales.data, rows * heads * scale_bytes));
+  }
   return download_vector(&result->q_weights, memory, weights->data, rows * heads);
 }
 
@@ -76,16 +95,16 @@ Status quantize_queries(QuantizedTensor* q, TensorView* weights, BatchResult* re
 // through their block table.
 Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
                  const Preset& preset, const QuantizedTensor& workspace, const PagedKCache& cache,
-                 const RunOptions& indexer_run) {
+                 KFormat format, const RunOptions& indexer_run) {
   const int k = preset.topk;
   const BatchShape& shape = *batch.shape;
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
   const int next_n = shape.next_n;
 
-  QuantizedTensor q;   // prefill [M, H, D] e4m3; decode [B, next_n, H, D] e4m3
-  TensorView weights;  // [rows, H] f32, the query scales folded in
-  CLI_RETURN_IF_ERROR(quantize_queries(&q, &weights, result, memory, batch, preset));
+  QuantizedTensor q;   // prefill [M, H, ...]; decode [B, next_n, H, ...]
+  TensorView weights;  // [rows, H] f32 (FP8: the query scales folded in)
+  CLI_RETURN_IF_ERROR(quantize_queries(&q, &weights, result, memory, batch, preset, format));
   TensorView indexer_out;  // [rows, k] i32
   TensorView dense_out;    // [rows, k] i32
   TensorView logits;       // [rows, width] f32, padded rows
@@ -163,7 +182,8 @@ Status run_batch(BatchResult* result, DeviceMemory& memory, const Batch& batch,
 // workspace, in `memory`.
 struct KeyStore {
   PagedKCache cache;
-  QuantizedTensor workspace;  // values [Nws, D] e4m3, scales [Nws] f32
+  QuantizedTensor workspace;  // FP8: values [Nws, D] e4m3, scales [Nws] f32; MXFP4: values
+                              // [Nws, D/2] e2m1x2, scales [Nws, D/32] ue8m0
 };
 
 // Builds the key store in `memory` (insert_k_cache from the f32 keys, then gather_k_workspace of
@@ -178,7 +198,7 @@ Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
       upload_view(&slot_mapping, memory, workload.slot_mapping, DType::kI64, {num_keys}));
   PagedKCache& cache = store->cache;
   cache.device = memory.device();
-  cache.format = KFormat::kFP8;
+  cache.format = workload.format;
   cache.num_pages = workload.num_pages;
   cache.page_size = kPageSize;
   cache.head_dim = kHeadDim;
@@ -194,10 +214,19 @@ Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
   QuantizedTensor& workspace = store->workspace;
   TensorView gather_table;  // [R, P] i32
   TensorView cu_seq_lens;   // [R + 1] i32
-  CLI_RETURN_IF_ERROR(allocate_view(&workspace.values, memory, DType::kE4M3,
-                                    {workspace_keys, kHeadDim}, kValuePoison));
-  CLI_RETURN_IF_ERROR(
-      allocate_view(&workspace.scales, memory, DType::kF32, {workspace_keys}, kValuePoison));
+  const bool mxfp4 = workload.format == KFormat::kMXFP4;
+  const int64_t value_bytes = mxfp4 ? kHeadDim / 2 : kHeadDim;  // a key's
+  constexpr int64_t kScaleBytes = 4;  // a key's: one f32, or D/32 = 4 ue8m0
+  CLI_RETURN_IF_ERROR(allocate_view(&workspace.values, memory,
+                                    mxfp4 ? DType::kE2M1x2 : DType::kE4M3,
+                                    {workspace_keys, value_bytes}, kValuePoison));
+  if (mxfp4) {
+    CLI_RETURN_IF_ERROR(allocate_view(&workspace.scales, memory, DType::kUE8M0,
+                                      {workspace_keys, kHeadDim / kMxfp4BlockSize}, kValuePoison));
+  } else {
+    CLI_RETURN_IF_ERROR(
+        allocate_view(&workspace.scales, memory, DType::kF32, {workspace_keys}, kValuePoison));
+  }
   CLI_RETURN_IF_ERROR(upload_view(&gather_table, memory, prefill.block_table, DType::kI32,
                                   {prefill_requests, prefill.block_table_width}));
   CLI_RETURN_IF_ERROR(
@@ -206,10 +235,12 @@ Status build_key_store(KeyStore* store, RunResult* result, DeviceMemory& memory,
     return gather_k_workspace(workspace.values, workspace.scales, cache, gather_table, cu_seq_lens);
   }));
 
+  result->workspace_keys = workspace_keys;
   CLI_RETURN_IF_ERROR(download_vector(&result->cache, memory, cache.data, cache_bytes));
   CLI_RETURN_IF_ERROR(download_vector(&result->workspace_values, memory, workspace.values.data,
-                                      workspace_keys * kHeadDim));
-  return download_vector(&result->workspace_scales, memory, workspace.scales.data, workspace_keys);
+                                      workspace_keys * value_bytes));
+  return download_vector(&result->workspace_scales, memory, workspace.scales.data,
+                         workspace_keys * kScaleBytes);
 }
 
 }  // namespace
@@ -230,7 +261,7 @@ Status execute(RunResult* result, const Workload& workload, Device device) {
   result->batches.resize(workload.batches.size());
   for (size_t b = 0; b < workload.batches.size(); ++b) {
     CLI_RETURN_IF_ERROR(run_batch(&result->batches[b], memory, workload.batches[b], preset,
-                                  store.workspace, store.cache, indexer_run));
+                                  store.workspace, store.cache, workload.format, indexer_run));
   }
   return Status::Ok();
 }

@@ -38,6 +38,12 @@ int parse_and_run(int argc, char** argv) {
                    "C=2048 cb=8), v41small (the same scheme, tiny, C=12)")
       ->check(CLI::IsMember(preset_names))
       ->capture_default_str();
+  run_app
+      ->add_option("--format", run.format,
+                   "K cache and query format: fp8, or mxfp4 (E2M1 + UE8M0 in FP8-sized pages, "
+                   "as DeepSeek-V4 stores it)")
+      ->check(CLI::IsMember({"fp8", "mxfp4"}))
+      ->capture_default_str();
   run_app->add_option("--seed", run.seed, "Seed of the workload")->capture_default_str();
   run_app
       ->add_option("--verify-rows", run.verify_rows,

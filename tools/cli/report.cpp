@@ -31,22 +31,28 @@ void print_header(const Workload& workload, Device device, const RunResult& resu
              device_name(device));
   if (device == Device::kCPU) fmt::print(" ({} OpenMP threads)", omp_get_max_threads());
   fmt::print(", seed {}\n", workload.seed);
-  fmt::print("shapes: H={} D={} k={}, FP8 e4m3 K cache: page size {}, {} pages, page stride {} B\n",
-             preset.heads, kHeadDim, preset.topk, kPageSize, workload.num_pages,
-             workload.page_stride_bytes);
+  const bool mxfp4 = workload.format == KFormat::kMXFP4;
+  fmt::print("shapes: H={} D={} k={}, {} K cache: page size {}, {} pages, page stride {} B\n",
+             preset.heads, kHeadDim, preset.topk, mxfp4 ? "MXFP4 (e2m1 + ue8m0)" : "FP8 e4m3",
+             kPageSize, workload.num_pages, workload.page_stride_bytes);
   fmt::print(
       "k cache (on the {}): insert_k_cache {} keys {:.3f} ms, gather_k_workspace {} keys "
       "{:.3f} ms\n",
       device == Device::kCPU ? "CPU" : "GPU", workload.slot_mapping.size(), result.insert_ms,
-      result.workspace_scales.size(), result.gather_ms);
-  // One quantize_query_fp8 call per batch, each on that batch's rows.
-  fmt::print("queries (on the {}): quantize_query_fp8", device == Device::kCPU ? "CPU" : "GPU");
+      result.workspace_keys, result.gather_ms);
+  // One query quantizer call per batch, each on that batch's rows.
+  fmt::print("queries (on the {}): quantize_query_{}", device == Device::kCPU ? "CPU" : "GPU",
+             mxfp4 ? "mxfp4" : "fp8");
   for (size_t b = 0; b < workload.batches.size(); ++b) {
     fmt::print("{} {} {} rows x {} heads {:.3f} ms", b == 0 ? "" : ",",
                workload.batches[b].shape->name, workload.batches[b].rows.size(), preset.heads,
                result.batches[b].quantize_ms);
   }
-  fmt::print(" (eps {:g}, no RoPE)\n", preset.query_eps);
+  if (mxfp4) {
+    fmt::print(" (no RoPE)\n");
+  } else {
+    fmt::print(" (eps {:g}, no RoPE)\n", preset.query_eps);
+  }
   for (const Batch& batch : workload.batches) {
     std::string contexts;
     for (const RequestShape& request : batch.shape->requests) {
@@ -133,7 +139,8 @@ int run_command(const RunConfig& config) {
     return kExitFailure;
   }
   Workload workload;
-  Status status = make_workload(&workload, *preset, config.seed);
+  Status status = make_workload(&workload, *preset, config.seed,
+                                config.format == "mxfp4" ? KFormat::kMXFP4 : KFormat::kFP8);
   if (!status.ok()) {
     print_error(status);
     return kExitFailure;
@@ -182,12 +189,12 @@ int run_command(const RunConfig& config) {
     return kExitMismatch;
   }
   fmt::print("k cache: {} keys and {} workspace rows equal the reference quantizer\n",
-             workload.slot_mapping.size(), result.workspace_scales.size());
+             workload.slot_mapping.size(), result.workspace_keys);
   int64_t query_heads = 0;
   for (const Batch& batch : workload.batches)
     query_heads += static_cast<int64_t>(batch.weights.size());
   fmt::print(
-      "queries: {} heads' values and folded weights equal the reference quantizer; every "
+      "queries: {} heads' quantized values and weights equal the reference quantizer; every "
       "scoring call read them\n",
       query_heads);
   fmt::print("indexer == topk_per_row(logits), well formed, on all rows of every batch\n");

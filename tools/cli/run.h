@@ -10,6 +10,7 @@ namespace flashindexer::cli {
 struct RunConfig {
   std::string device = "auto";  // auto | cpu | cuda
   std::string preset = "v32";   // a name of presets() in workload.h
+  std::string format = "fp8";   // fp8 | mxfp4: the K cache's and the queries' format
   uint64_t seed = 1;
   int verify_rows = 8;  // rows per phase (prefill, decode) checked against the reference
 };

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The steps of `flashindexer run` (run.h), in three files:
 //   execute.cpp  builds the K cache, quantizes the queries and scores the workload's batches on
-//                the chosen device (insert and gather, quantize_query_fp8, dense logits + top-k,
-//                and the indexer), timing each op;
+//                the chosen device (insert and gather, quantize_query_fp8 or _mxfp4, dense
+//                logits + top-k, and the indexer), timing each op;
 //   verify.cpp   checks on the host
 //                1. the K cache and the gathered workspace against the reference quantizer, and
 //                   the quantized queries and folded weights against the query oracle,
@@ -28,9 +28,12 @@ namespace flashindexer::cli {
 
 // What one batch's ops wrote, downloaded to the host, and how long each took.
 struct BatchResult {
-  // quantize_query_fp8's output, which every scoring call of the batch read.
-  std::vector<uint8_t> q_values;  // [rows, H, D] e4m3
-  std::vector<float> q_weights;   // [rows, H] f32: (w * sigma) * D^-1/2 * H^-1/2
+  // The query quantizer's output, which every scoring call of the batch read: FP8 values
+  // [rows, H, D] e4m3 and weights (w * sigma) * D^-1/2 * H^-1/2; MXFP4 values [rows, H, D/2]
+  // e2m1x2, scales [rows, H, D/32] ue8m0 and weights w * D^-1/2 * H^-1/2.
+  std::vector<uint8_t> q_values;
+  std::vector<uint8_t> q_scales;  // MXFP4 only
+  std::vector<float> q_weights;   // [rows, H] f32
   double quantize_ms = 0.0;
   std::vector<int32_t> indexer_topk;  // [rows, k] i32 from indexer_prefill / indexer_decode
   std::vector<int32_t> dense_topk;    // [rows, k] i32 topk_per_row over `logits`
@@ -50,10 +53,13 @@ struct BatchResult {
 };
 
 struct RunResult {
-  Device device = Device::kCPU;           // where the cache was built and the batches scored
-  std::vector<uint8_t> cache;             // [num_pages, page_stride_bytes] u8 after the insert
-  std::vector<uint8_t> workspace_values;  // [Nws, D] e4m3 after the gather
-  std::vector<float> workspace_scales;    // [Nws] f32
+  Device device = Device::kCPU;  // where the cache was built and the batches scored
+  std::vector<uint8_t> cache;    // [num_pages, page_stride_bytes] u8 after the insert
+  // The gathered workspace: values [Nws, D] e4m3 or [Nws, D/2] e2m1x2, and 4 scale bytes a key
+  // (one f32, or D/32 = 4 ue8m0).
+  int64_t workspace_keys = 0;
+  std::vector<uint8_t> workspace_values;
+  std::vector<uint8_t> workspace_scales;
   double insert_ms = 0.0;
   double gather_ms = 0.0;
   std::vector<BatchResult> batches;  // parallel to Workload::batches

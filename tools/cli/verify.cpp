@@ -27,14 +27,21 @@ namespace {
 constexpr int kMismatchExamples = 4;  // offending keys printed per mismatching row
 
 // Host views of what the reference functions read, over the workload and the downloaded
-// results (the queries and weights quantize_query_fp8 wrote on the device).
+// results (the queries and weights the query quantizer wrote on the device).
 struct HostOperands {
-  QuantizedTensor q;          // prefill [M, H, D] / decode [B, next_n, H, D] e4m3
-  TensorView weights;         // [rows, H] f32, the query scales folded in
+  QuantizedTensor q;          // prefill [M, H, ...] / decode [B, next_n, H, ...]
+  TensorView weights;         // [rows, H] f32
   TensorView block_table;     // decode: [B, P] i32
-  QuantizedTensor workspace;  // prefill: values [Nws, D] e4m3, scales [Nws] f32
+  QuantizedTensor workspace;  // prefill: FP8 [Nws, D] e4m3 + [Nws] f32; MXFP4 [Nws, D/2] + [Nws, 4]
   PagedKCache cache;
 };
+
+// The bytes of one quantized key or query head of `format`: its values, and its scale bytes
+// (FP8 keys: one f32; MXFP4: D/32 ue8m0).
+int64_t value_bytes_of(KFormat format) {
+  return format == KFormat::kMXFP4 ? kHeadDim / 2 : kHeadDim;
+}
+constexpr int64_t kMxfp4ScaleBytes = kHeadDim / kMxfp4BlockSize;
 
 HostOperands host_operands(const Workload& workload, const RunResult& result, size_t batch_index) {
   const Batch& batch = workload.batches[batch_index];
@@ -43,24 +50,34 @@ HostOperands host_operands(const Workload& workload, const RunResult& result, si
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int64_t requests = static_cast<int64_t>(shape.requests.size());
   const BatchResult& scored = result.batches[batch_index];
+  const bool mxfp4 = workload.format == KFormat::kMXFP4;
+  const DType value_type = mxfp4 ? DType::kE2M1x2 : DType::kE4M3;
+  const int64_t value_bytes = value_bytes_of(workload.format);
   // The views only read; the reference API takes mutable pointers.
-  auto* q_data = const_cast<uint8_t*>(scored.q_values.data());
+  const auto query_view = [&](const std::vector<uint8_t>& bytes, DType dtype, int64_t inner) {
+    auto* data = const_cast<uint8_t*>(bytes.data());
+    return shape.decode
+               ? TensorView::contiguous(data, dtype, {requests, shape.next_n, heads, inner})
+               : TensorView::contiguous(data, dtype, {rows, heads, inner});
+  };
   HostOperands operands;
-  operands.q.values =
-      shape.decode
-          ? TensorView::contiguous(q_data, DType::kE4M3, {requests, shape.next_n, heads, kHeadDim})
-          : TensorView::contiguous(q_data, DType::kE4M3, {rows, heads, kHeadDim});
+  operands.q.values = query_view(scored.q_values, value_type, value_bytes);
+  if (mxfp4) operands.q.scales = query_view(scored.q_scales, DType::kUE8M0, kMxfp4ScaleBytes);
   operands.weights = TensorView::contiguous(const_cast<float*>(scored.q_weights.data()),
                                             DType::kF32, {rows, heads});
   operands.block_table = TensorView::contiguous(const_cast<int32_t*>(batch.block_table.data()),
                                                 DType::kI32, {requests, batch.block_table_width});
-  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
+  const int64_t workspace_keys = result.workspace_keys;
   operands.workspace.values =
-      TensorView::contiguous(const_cast<uint8_t*>(result.workspace_values.data()), DType::kE4M3,
-                             {workspace_keys, kHeadDim});
-  operands.workspace.scales = TensorView::contiguous(
-      const_cast<float*>(result.workspace_scales.data()), DType::kF32, {workspace_keys});
+      TensorView::contiguous(const_cast<uint8_t*>(result.workspace_values.data()), value_type,
+                             {workspace_keys, value_bytes});
+  auto* workspace_scales = const_cast<uint8_t*>(result.workspace_scales.data());
+  operands.workspace.scales =
+      mxfp4 ? TensorView::contiguous(workspace_scales, DType::kUE8M0,
+                                     {workspace_keys, kMxfp4ScaleBytes})
+            : TensorView::contiguous(workspace_scales, DType::kF32, {workspace_keys});
   operands.cache.data = const_cast<uint8_t*>(result.cache.data());
+  operands.cache.format = workload.format;
   operands.cache.num_pages = workload.num_pages;
   operands.cache.page_size = kPageSize;
   operands.cache.head_dim = kHeadDim;
@@ -91,31 +108,40 @@ std::string set_difference(const std::vector<int32_t>& got, const std::vector<in
                      format_indices(only_expected));
 }
 
-// Every inserted key must hold its spec §3.2 quantization in its cache slot, and every prefill
-// key (the first workspace rows, in the same order) in the gathered workspace.
+// Every inserted key must hold its quantization (spec §3.2 FP8, §3.3 MXFP4) in its cache slot,
+// values and scale bytes, and every prefill key (the first workspace rows, in the same order) in
+// the gathered workspace. A page holds its keys' values, then their 4 scale bytes each.
 std::vector<std::string> check_k_cache(const Workload& workload, const RunResult& result) {
   std::vector<std::string> mismatches;
   int64_t bad_keys = 0;
-  const int64_t workspace_keys = static_cast<int64_t>(result.workspace_scales.size());
-  const int64_t values_per_page = int64_t{kPageSize} * kHeadDim;
+  const bool mxfp4 = workload.format == KFormat::kMXFP4;
+  const int64_t value_bytes = value_bytes_of(workload.format);
+  constexpr int64_t kScaleBytes = 4;
   uint8_t expected_values[kHeadDim];
-  float expected_scale = 0.0f;
+  uint8_t expected_scales[kScaleBytes];
   for (size_t key = 0; key < workload.slot_mapping.size(); ++key) {
-    reference::quantize_fp8_row(expected_values, &expected_scale,
-                                workload.keys.data() + key * kHeadDim, kHeadDim);
+    const float* input = workload.keys.data() + key * kHeadDim;
+    if (mxfp4) {
+      reference::quantize_mxfp4_row(expected_values, expected_scales, input, kHeadDim);
+    } else {
+      float scale = 0.0f;
+      reference::quantize_fp8_row(expected_values, &scale, input, kHeadDim);
+      std::memcpy(expected_scales, &scale, kScaleBytes);
+    }
     const int64_t slot = workload.slot_mapping[key];
     const uint8_t* page = result.cache.data() + (slot / kPageSize) * workload.page_stride_bytes;
-    const uint8_t* cached_values = page + (slot % kPageSize) * kHeadDim;
-    float cached_scale;
-    std::memcpy(&cached_scale, page + values_per_page + (slot % kPageSize) * 4, 4);
+    const uint8_t* cached_values = page + (slot % kPageSize) * value_bytes;
+    const uint8_t* cached_scales =
+        page + kPageSize * value_bytes + (slot % kPageSize) * kScaleBytes;
     std::string what;
-    if (std::memcmp(cached_values, expected_values, kHeadDim) != 0 ||
-        cached_scale != expected_scale) {
+    if (std::memcmp(cached_values, expected_values, value_bytes) != 0 ||
+        std::memcmp(cached_scales, expected_scales, kScaleBytes) != 0) {
       what = fmt::format("cache slot {}", slot);
-    } else if (static_cast<int64_t>(key) < workspace_keys &&
-               (std::memcmp(result.workspace_values.data() + key * kHeadDim, expected_values,
-                            kHeadDim) != 0 ||
-                result.workspace_scales[key] != expected_scale)) {
+    } else if (static_cast<int64_t>(key) < result.workspace_keys &&
+               (std::memcmp(result.workspace_values.data() + key * value_bytes, expected_values,
+                            value_bytes) != 0 ||
+                std::memcmp(result.workspace_scales.data() + key * kScaleBytes, expected_scales,
+                            kScaleBytes) != 0)) {
       what = fmt::format("workspace row {}", key);
     }
     if (what.empty()) continue;
@@ -130,31 +156,40 @@ std::vector<std::string> check_k_cache(const Workload& workload, const RunResult
   return mismatches;
 }
 
-// Every query head of a batch must hold the spec §2.3 quantization of its f32 draw (model eps,
-// weight scale fp32(1 / sqrt(D * H))) in the op's output: the values and the folded weight, bit
-// for bit.
+// Every query head of a batch must hold its quantization of its f32 draw in the op's output,
+// bit for bit: FP8 (spec §2.3: model eps, the scale folded into the weight) or MXFP4 (§2.4: the
+// values and scale bytes, the weight only scaled), the weight scale fp32(1 / sqrt(D * H)).
 std::vector<std::string> check_queries(const Workload& workload, size_t batch_index,
                                        const BatchResult& result) {
   const Batch& batch = workload.batches[batch_index];
   const Preset& preset = *workload.preset;
+  const bool mxfp4 = workload.format == KFormat::kMXFP4;
+  const int64_t value_bytes = value_bytes_of(workload.format);
   const float weight_scale = default_query_weight_scale(kHeadDim, preset.heads);
   const int64_t head_rows = static_cast<int64_t>(batch.weights.size());  // rows * H
   std::vector<std::string> mismatches;
   int64_t bad_heads = 0;
   uint8_t expected_values[kHeadDim];
+  uint8_t expected_scales[kMxfp4ScaleBytes];
   for (int64_t i = 0; i < head_rows; ++i) {
+    const float* x = batch.q.data() + i * kHeadDim;
     const float expected_weight =
-        reference::quantize_query_fp8_head(expected_values, batch.q.data() + i * kHeadDim, kHeadDim,
-                                           batch.weights[i], preset.query_eps, weight_scale);
+        mxfp4 ? reference::quantize_query_mxfp4_head(expected_values, expected_scales, x, kHeadDim,
+                                                     batch.weights[i], weight_scale)
+              : reference::quantize_query_fp8_head(expected_values, x, kHeadDim, batch.weights[i],
+                                                   preset.query_eps, weight_scale);
     const float got_weight = result.q_weights[i];
-    if (std::memcmp(result.q_values.data() + i * kHeadDim, expected_values, kHeadDim) == 0 &&
-        std::memcmp(&got_weight, &expected_weight, sizeof(float)) == 0) {
+    const bool scales_equal = !mxfp4 || std::memcmp(result.q_scales.data() + i * kMxfp4ScaleBytes,
+                                                    expected_scales, kMxfp4ScaleBytes) == 0;
+    if (std::memcmp(result.q_values.data() + i * value_bytes, expected_values, value_bytes) == 0 &&
+        scales_equal && std::memcmp(&got_weight, &expected_weight, sizeof(float)) == 0) {
       continue;
     }
     if (bad_heads++ < kMismatchExamples) {
       mismatches.push_back(fmt::format(
-          "{} row {} head {}: quantize_query_fp8 differs from the reference (weight {} vs {})",
-          batch.shape->name, i / preset.heads, i % preset.heads, got_weight, expected_weight));
+          "{} row {} head {}: quantize_query_{} differs from the reference (weight {} vs {})",
+          batch.shape->name, i / preset.heads, i % preset.heads, mxfp4 ? "mxfp4" : "fp8",
+          got_weight, expected_weight));
     }
   }
   if (bad_heads > kMismatchExamples) {
@@ -236,7 +271,8 @@ std::vector<std::string> verify_row(const Workload& workload, const HostOperands
   std::string examples;
   for (int64_t i = 0; i < visible_keys; ++i) {
     const float logit = logits[query.key_begin + i];
-    // The CUDA scoring kernel sums the FP8 products on tensor cores (see score_tolerance).
+    // The CUDA scoring kernel sums the FP8 products (MXFP4: converted to e4m3 exactly) on
+    // tensor cores (see score_tolerance).
     const double tolerance =
         reference::score_tolerance(scores[i].magnitude, kHeadDim, heads, device == Device::kCUDA) +
         1e-30;

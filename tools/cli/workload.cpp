@@ -321,10 +321,11 @@ const Preset* find_preset(std::string_view name) {
   return nullptr;
 }
 
-Status make_workload(Workload* workload, const Preset& preset, uint64_t seed) {
+Status make_workload(Workload* workload, const Preset& preset, uint64_t seed, KFormat format) {
   Rng rng(seed);
   workload->preset = &preset;
   workload->seed = seed;
+  workload->format = format;
   // Pages rounded up to a multiple of 512 bytes (8448 -> 8704), as pooled allocations are:
   // kernels must use the given stride, not the 132 * page_size bytes a page needs.
   const int64_t page_bytes = int64_t{kPageSize} * (kHeadDim + 4);

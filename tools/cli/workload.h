@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The embedded demo workload of `flashindexer run`: one prefill chunk and two decode batches
-// over one paged FP8 K cache, generated deterministically from a seed.
+// over one paged K cache (FP8, or MXFP4 in FP8-sized pages as DeepSeek-V4 lays it out),
+// generated deterministically from a seed.
 //
 // The scores have the structure real indexer scores have, so that selection is exercised on
 // more than i.i.d. noise: a per-request common offset, attention sinks, a local window,
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flashindexer/kcache.h"
 #include "flashindexer/status.h"
 
 namespace flashindexer::cli {
@@ -85,8 +87,11 @@ struct Batch {
 struct Workload {
   const Preset* preset = nullptr;
   uint64_t seed = 0;
+  // The K cache's and the queries' format. An MXFP4 page keeps the FP8 page's stride and uses
+  // its first 68 * kPageSize bytes (DeepSeek-V4's layout), so the stride is never the page's.
+  KFormat format = KFormat::kFP8;
   int64_t num_pages = 0;          // pages of the cache pool (more than the requests need)
-  int64_t page_stride_bytes = 0;  // padded beyond the 132 * kPageSize bytes a page needs
+  int64_t page_stride_bytes = 0;  // padded beyond the 132 * kPageSize bytes an FP8 page needs
   // [N, D] f32: every request's keys, batch after batch. The prefill chunk's come first, in
   // the order of its packed workspace (row i of the workspace is key i).
   std::vector<float> keys;
@@ -95,7 +100,9 @@ struct Workload {
 };
 
 // Draws the workload of `preset` from `seed`: the same bits on every platform (own normal
-// and integer draws on std::mt19937_64). The queries stay unquantized.
-Status make_workload(Workload* workload, const Preset& preset, uint64_t seed);
+// and integer draws on std::mt19937_64). The keys and queries stay unquantized: the run
+// quantizes them on its device in `format`.
+Status make_workload(Workload* workload, const Preset& preset, uint64_t seed,
+                     KFormat format = KFormat::kFP8);
 
 }  // namespace flashindexer::cli
