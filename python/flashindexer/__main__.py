@@ -10,7 +10,8 @@ needs nothing but the installed package and NumPy:
             ``topk_per_row`` selects from the dense logits, and verifies a sample of rows against
             ``flashindexer.reference``; exits 1 on a mismatch, 2 when the device cannot run it.
             It takes the arguments of ``flashindexer run`` (``--device``, ``--preset``,
-            ``--seed``, ``--verify-rows``) with the same meaning; on CUDA it needs PyTorch.
+            ``--format``, ``--seed``, ``--verify-rows``) with the same meaning; on CUDA it needs
+            PyTorch.
 * ``bench`` times indexer_prefill, indexer_decode and topk_per_row on the CPU against the same
             computation in NumPy (the reference scoring plus ``np.argpartition``).
 """
@@ -43,26 +44,50 @@ EXIT_MISMATCH = 1
 EXIT_FAILURE = 2
 
 
-def _workload(preset, seed):
+def _quantized_queries(x, lead, mxfp4):
+    """f32 query heads [prod(lead), D] quantized: FP8 values [*lead, D] (their scales dropped,
+    as the weights would hold them), or MXFP4 (values [*lead, D/2], scales [*lead, D/32])."""
+    if not mxfp4:
+        return fi.quantize_k_fp8(x).values.reshape(*lead, x.shape[-1])
+    q = fi.quantize_mxfp4(x)
+    return fi.QuantizedTensor(q.values.reshape(*lead, -1), q.scales.reshape(*lead, -1))
+
+
+def _take(q, index):
+    """Rows `index` of a query (a QuantizedTensor for MXFP4) along its first dimension."""
+    if isinstance(q, fi.QuantizedTensor):
+        return fi.QuantizedTensor(q.values[index], q.scales[index])
+    return q[index]
+
+
+def _leading(q):
+    return (q.values if isinstance(q, fi.QuantizedTensor) else q).shape
+
+
+def _workload(preset, seed, format="fp8"):
     rows, keys_count, batch, context, heads, k = PRESETS[preset]
     rng = np.random.default_rng(seed)
     d = 128
-    q = fi.quantize_k_fp8(rng.standard_normal((rows * heads, d), np.float32)).values
-    keys = fi.quantize_k_fp8(rng.standard_normal((keys_count, d), np.float32))
+    mxfp4 = format == "mxfp4"
+    quantize_keys = fi.quantize_mxfp4 if mxfp4 else fi.quantize_k_fp8
+    q = _quantized_queries(rng.standard_normal((rows * heads, d), np.float32), (rows, heads),
+                           mxfp4)
+    keys = quantize_keys(rng.standard_normal((keys_count, d), np.float32))
     weights = rng.standard_normal((rows, heads), np.float32)
     # Causal rows of one request at the end of the chunk, with a few empty and short rows.
     ke = np.linspace(keys_count // 2, keys_count, rows).astype(np.int32)
     ks = np.zeros(rows, np.int32)
     ks[1::4] = ke[1::4] - np.minimum(ke[1::4], k // 2)
-    prefill = dict(q=q.reshape(rows, heads, d), keys=keys, weights=weights, ks=ks, ke=ke, k=k)
+    prefill = dict(q=q, keys=keys, weights=weights, ks=ks, ke=ke, k=k)
     lengths = rng.integers(1, context + 1, batch)
     sequences = [rng.standard_normal((n, d), np.float32) for n in lengths]
-    paged = fi.build_k_cache(sequences, page_size=64, shuffle_pages=True, seed=seed)
+    paged = fi.build_k_cache(sequences, page_size=64, format=format, shuffle_pages=True, seed=seed)
     decode = []
     for next_n in (1, 2):
-        q_decode = fi.quantize_k_fp8(
-            rng.standard_normal((batch * next_n * heads, d), np.float32)).values
-        decode.append(dict(q=q_decode.reshape(batch, next_n, heads, d), cache=paged.cache,
+        q_decode = _quantized_queries(
+            rng.standard_normal((batch * next_n * heads, d), np.float32), (batch, next_n, heads),
+            mxfp4)
+        decode.append(dict(q=q_decode, cache=paged.cache,
                            weights=rng.standard_normal((batch * next_n, heads), np.float32),
                            context_lens=paged.seq_lens, block_table=paged.block_table, k=k))
     return prefill, decode
@@ -216,7 +241,8 @@ def _run_candidates(preset, on_prefill, logits, rows):
 
 def _run_on(device, prefill, decodes, verify_rows, preset=None):
     """Runs and checks the workload on `device`; True when every check passes."""
-    tensor_cores = device == "cuda"  # the CUDA scoring sums FP8 products on tensor cores
+    # The CUDA scoring sums FP8 products (MXFP4 converted to e4m3 exactly) on tensor cores.
+    tensor_cores = device == "cuda"
     on_prefill, on_decodes = _on_device(prefill, decodes, device)
     ok = True
 
@@ -228,7 +254,7 @@ def _run_on(device, prefill, decodes, verify_rows, preset=None):
     ok &= _same_sets("indexer_prefill", top, dense, k)
     rows = _sample(top.shape[0], verify_rows)
     if rows.size:
-        part = {name: prefill[name][rows] for name in ("q", "weights", "ks", "ke")}
+        part = {name: _take(prefill[name], rows) for name in ("q", "weights", "ks", "ke")}
         exact = reference.mqa_logits(part["q"], prefill["keys"], part["weights"], part["ks"],
                                      part["ke"]).astype(np.float64)
         tolerance = reference.score_tolerance(part["q"], prefill["keys"], part["weights"],
@@ -242,7 +268,7 @@ def _run_on(device, prefill, decodes, verify_rows, preset=None):
     # The decode batches share verify_rows evenly, as in `flashindexer run`.
     for index, (decode, on_decode) in enumerate(zip(decodes, on_decodes)):
         share = verify_rows // len(decodes) + (index < verify_rows % len(decodes))
-        batch, next_n = decode["q"].shape[:2]
+        batch, next_n = _leading(decode["q"])[:2]
         k = decode["k"]
         top = _host(fi.indexer_decode(**on_decode, sorted=True))
         logits = fi.paged_mqa_logits(on_decode["q"], on_decode["cache"], on_decode["weights"],
@@ -257,7 +283,7 @@ def _run_on(device, prefill, decodes, verify_rows, preset=None):
             requests = np.unique(rows // next_n)
             heads = decode["weights"].shape[1]
             weights = decode["weights"].reshape(batch, next_n, heads)[requests].reshape(-1, heads)
-            part = (decode["q"][requests], decode["cache"], weights,
+            part = (_take(decode["q"], requests), decode["cache"], weights,
                     decode["context_lens"][requests], decode["block_table"][requests])
             exact = reference.paged_mqa_logits(*part).astype(np.float64)
             tolerance = reference.paged_score_tolerance(*part, tensor_cores=tensor_cores)
@@ -274,9 +300,9 @@ def command_run(args):
     except DeviceUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILURE
-    prefill, decodes = _workload(args.preset, args.seed)
-    print(f"flashindexer {fi.__version__} run: preset {args.preset}, device {device}, "
-          f"seed {args.seed}")
+    prefill, decodes = _workload(args.preset, args.seed, args.format)
+    print(f"flashindexer {fi.__version__} run: preset {args.preset}, format {args.format}, "
+          f"device {device}, seed {args.seed}")
     try:
         ok = _run_on(device, prefill, decodes, args.verify_rows, args.preset)
     except NotImplementedError as error:
@@ -341,6 +367,8 @@ def main(argv=None):
                      help="device to run on (auto: CUDA when a GPU is visible; default auto)")
     run.add_argument("--preset", choices=sorted(PRESETS), default=RUN_DEFAULT_PRESET,
                      help=f"workload (default {RUN_DEFAULT_PRESET})")
+    run.add_argument("--format", choices=("fp8", "mxfp4"), default="fp8",
+                     help="K cache and query format (default fp8)")
     run.add_argument("--seed", type=int, default=1, help="seed of the workload (default 1)")
     run.add_argument("--verify-rows", type=_non_negative, default=8,
                      help="rows per phase (prefill; decode, split over its batches) checked "

@@ -58,7 +58,7 @@ def test_info_prints_the_build():
 @pytest.mark.skipif(not (SOURCE / "tools/cli/main.cpp").exists(), reason="needs the source tree")
 def test_run_takes_the_arguments_of_the_cpp_run():
     cpp = _cpp_run_options()
-    assert set(cpp) == {"--device", "--preset", "--seed", "--verify-rows"}, cpp
+    assert set(cpp) == {"--device", "--preset", "--format", "--seed", "--verify-rows"}, cpp
     assert _python_run_options() == cpp
 
 
@@ -70,6 +70,13 @@ def test_run_accepts_every_flag_of_the_cpp_run():
 def test_run_on_the_cpu_verifies_the_small_preset():
     out = _run("run", "--device", "cpu", "--preset", "small")
     assert "indexer_decode next_n=2" in out and "verified against the reference" in out
+    assert out.strip().endswith("PASS")
+
+
+@pytest.mark.parametrize("preset", ["small", "v41small"])
+def test_run_on_the_cpu_verifies_the_mxfp4_format(preset):
+    out = _run("run", "--device", "cpu", "--preset", preset, "--format", "mxfp4")
+    assert "format mxfp4" in out and "indexer_decode next_n=2" in out
     assert out.strip().endswith("PASS")
 
 
