@@ -389,11 +389,13 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       float half_scale[kTilesPerStep][R::kKeyRowsPerLane];
 #pragma unroll
       for (int u = 0; u < kTilesPerStep; ++u) {
-        // The sparse format keeps a block's place in the stage, written by the producer when it
-        // refills the stage: a missing second tile reads the first one's stage, as its wgmma
-        // does (reading its own, not waited for, raced that write under racecheck on an H200).
-        // The dense formats' reads of such a stage are dropped and are left as measured.
-        const uint32_t scale_stage = Format::kSparseBlock > 0 && u >= tiles ? stages[0] : stages[u];
+        // A missing second tile reads the first one's stage, as its wgmma does, where the
+        // stage's scales are written by stores rather than TMA: the sparse format's block
+        // places (producer) and a converting format's key scales (converter). Reading its own
+        // stage, not waited for, raced those writes under racecheck on an H200 (its result is
+        // dropped). The FP8 format's reads of such a stage are left as measured.
+        constexpr bool kStoredScales = Format::kSparseBlock > 0 || Format::kConverts;
+        const uint32_t scale_stage = kStoredScales && u >= tiles ? stages[0] : stages[u];
         const uint8_t* scales = smem + L::kScales + scale_stage * L::kTileScaleBytes;
 #pragma unroll
         for (int r = 0; r < R::kKeyRowsPerLane; ++r) {

@@ -40,6 +40,9 @@ struct KeysE4M3 {
   template <int kN>
   static constexpr int kRawBarriers = 0;
   __device__ __forceinline__ static void init_shared(uint8_t*) {}
+  // Arrivals that complete a stage's full barrier and q_full: the producer's lane 0, whose
+  // arrive comes with the copies' bytes. A converting format counts every lane that writes.
+  static constexpr int kFillArrivals = 1;
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,

@@ -183,6 +183,11 @@ struct KeysMXFP4 : KeysE4M3 {
   static_assert(kConverters * kRawSlots<64> * 4 <= kTablesOffset, "the entries fit");
   template <int kN>
   static constexpr int kRawBarriers = kConverters* kRawSlots<kN> * 2;  // full, empty
+  // Every lane of the converting warp writes the stage (or Q tile) and reads the raw slot, so
+  // every lane arrives on the stage's full barrier, q_full and the slot's empty barrier: each
+  // lane's arrive releases its own writes and reads, which one lane's arrive after a __syncwarp
+  // does not order for compute-sanitizer's racecheck (106 hazards reported that way).
+  static constexpr int kFillArrivals = 32;
 
   // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
   __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,

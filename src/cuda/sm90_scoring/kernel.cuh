@@ -108,21 +108,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbarrier_init(&barriers[s], 1);                 // full: producer + TMA bytes
+      ptx::mbarrier_init(&barriers[s], Format::kFillArrivals);  // full: producer (+ TMA bytes)
       ptx::mbarrier_init(&barriers[L::kStages + s], 128);  // empty: the consuming WG's threads
     }
     // q_empty: every consumer thread, and every side warp's lane.
     constexpr int kItemReaders = 128 * kConsumerGroups + 32 * T::kSideWarps;
     for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(&barriers[2 * L::kStages + b], 1);                 // q_full
+      ptx::mbarrier_init(&barriers[2 * L::kStages + b], Format::kFillArrivals);  // q_full
       ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);  // q_empty
     }
     Epilogue::template init_barriers<L>(barriers);
-    // A converting format's raw slots: full (the loading lane with its copies' bytes) and empty
-    // (the converting warp's lane 0). Its stages' full barriers and q_full are then completed
-    // by one converting lane's arrival, without bytes (producer.cuh, convert_ring).
+    // A converting format's raw slots: full (the loading lane with its copies' bytes), then
+    // empty (every lane of the converting warp). Its stages' full barriers and q_full are then
+    // completed by the converting lanes' arrivals, without bytes (producer.cuh, convert_ring).
     for (int b = 0; b < L::kRawBarrierCount; ++b) {
-      ptx::mbarrier_init(&barriers[L::kRawBarriers + b], 1);
+      ptx::mbarrier_init(&barriers[L::kRawBarriers + b],
+                         b < L::kRawBarrierCount / 2 ? 1 : Format::kFillArrivals);
     }
     Format::init_shared(smem + L::kRawEntries);
     ptx::fence_barrier_init();

@@ -239,13 +239,11 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
                            raw.slot_bytes(ring, slot), tables, format_args, lane);
     }
     // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
-    // the raw reads before the slot's next TMA write.
+    // the raw reads before the slot's next TMA write; every lane arrives for its own
+    // (Format::kFillArrivals).
     ptx::fence_proxy_async_shared();
-    __syncwarp();
-    if (lane == 0) {
-      ptx::mbarrier_arrive(query ? &q_full[buffer] : &full[stage]);
-      ptx::mbarrier_arrive(raw.slot_empty(ring, slot));
-    }
+    ptx::mbarrier_arrive(query ? &q_full[buffer] : &full[stage]);
+    ptx::mbarrier_arrive(raw.slot_empty(ring, slot));
   }
 }
 
@@ -537,10 +535,8 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   if (warp == 0) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
-    if (lane == 0) {
-      items[buffer].row0 = -1;
-      ptx::mbarrier_arrive(&q_full[buffer]);
-    }
+    if (lane == 0) items[buffer].row0 = -1;
+    if (lane < Format::kFillArrivals) ptx::mbarrier_arrive(&q_full[buffer]);
   }
 }
 
