@@ -109,13 +109,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
     for (int s = 0; s < L::kStages; ++s) {
       ptx::mbarrier_init(&barriers[s], Format::kFillArrivals);  // full: producer (+ TMA bytes)
-      ptx::mbarrier_init(&barriers[L::kStages + s], 128);  // empty: the consuming WG's threads
+      ptx::mbarrier_init(&barriers[L::kStages + s], 128);       // empty: the consuming WG's threads
     }
     // q_empty: every consumer thread, and every side warp's lane.
     constexpr int kItemReaders = 128 * kConsumerGroups + 32 * T::kSideWarps;
     for (int b = 0; b < 2; ++b) {
       ptx::mbarrier_init(&barriers[2 * L::kStages + b], Format::kFillArrivals);  // q_full
-      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);  // q_empty
+      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);       // q_empty
     }
     Epilogue::template init_barriers<L>(barriers);
     // A converting format's raw slots: full (the loading lane with its copies' bytes), then
