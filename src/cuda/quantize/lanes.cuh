@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the quantizing kernels share: a row of D values is held by a group of D/16 consecutive
-// lanes of one warp, sixteen values each (two 16-byte loads of bf16, four of f32), so a row's
-// amax is a few shuffles inside its group and every store is one or two vector stores per lane.
+// What the quantizing kernels share: a row of D values is held by a group of kLanes = D/16
+// consecutive lanes of one warp, sixteen values each as two chunks of eight: lane l holds chunks
+// l and l + kLanes (its slots 0 and 1; chunk c is the values [8c, 8c + 8)), one 16-byte load of
+// bf16 (two of f32) and one store a chunk. So a row's amax is a few shuffles inside its group,
+// and the 64 dims that RoPE rotates (8 chunks) fall in one slot of eight lanes when D >= 128, or
+// in both slots of every lane when D = 64: every lane rotates the same number of values, where
+// a lane holding 16 consecutive values left half of each group idle during the rotation.
 // Sixteen values a lane, not eight: what a row costs besides its values (its offsets, its slot,
 // its scale) is paid once per lane, so half the lanes a row is half that cost. Rows may be rows
 // of a [N, D] view or (token, head) rows of a [T, H, D] view.
@@ -14,10 +18,12 @@
 // CPU's bits.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "cuda/quantize/codes.h"
@@ -29,6 +35,7 @@
 namespace flashindexer::cuda::quant {
 
 constexpr int kLaneValues = 16;     // values of a row per lane
+constexpr int kChunkValues = 8;     // a chunk: half a lane's values, consecutive in the row
 constexpr int kBlockThreads = 256;  // 8 warps: enough loads in flight per SM without a loop
 using Bf16Bits = uint16_t;          // a bf16 element as its bits
 
@@ -120,29 +127,38 @@ __device__ __forceinline__ float load_float(const Bf16Bits* p) {
   return __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
 }
 
-// The lane's sixteen values, from 16-byte streaming loads (kVector) or one element at a time.
-template <typename In, bool kVector>
-__device__ __forceinline__ void load_lane(float (&x)[kLaneValues], const In* p) {
-  if constexpr (kVector && std::is_same_v<In, float>) {
+// The first value of the chunk in `slot` (0 or 1) of `lane` of a group of kLanes lanes.
+template <int kLanes>
+__device__ __forceinline__ int chunk_first(int lane, int slot) {
+  return (lane + slot * kLanes) * kChunkValues;
+}
+
+// The lane's sixteen values of `row` (x[8 s + j] is value j of slot s's chunk), from 16-byte
+// streaming loads (kVector) or one element at a time.
+template <typename In, bool kVector, int kLanes>
+__device__ __forceinline__ void load_lane(float (&x)[kLaneValues], const In* row, int lane) {
 #pragma unroll
-    for (int v = 0; v < kLaneValues / 4; ++v) {
-      const float4 f = __ldcs(reinterpret_cast<const float4*>(p) + v);
-      x[4 * v] = f.x, x[4 * v + 1] = f.y, x[4 * v + 2] = f.z, x[4 * v + 3] = f.w;
-    }
-  } else if constexpr (kVector) {
+  for (int slot = 0; slot < 2; ++slot) {
+    const In* p = row + chunk_first<kLanes>(lane, slot);
+    float* v = x + slot * kChunkValues;
+    if constexpr (kVector && std::is_same_v<In, float>) {
 #pragma unroll
-    for (int v = 0; v < kLaneValues / 8; ++v) {
-      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p) + v);
+      for (int q = 0; q < kChunkValues / 4; ++q) {
+        const float4 f = __ldcs(reinterpret_cast<const float4*>(p) + q);
+        v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+      }
+    } else if constexpr (kVector) {
+      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p));
       const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        x[8 * v + 2 * w] = __uint_as_float(words[w] << 16);
-        x[8 * v + 2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
+        v[2 * w] = __uint_as_float(words[w] << 16);
+        v[2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
       }
-    }
-  } else {
+    } else {
 #pragma unroll
-    for (int k = 0; k < kLaneValues; ++k) x[k] = load_float(p + k);
+      for (int k = 0; k < kChunkValues; ++k) v[k] = load_float(p + k);
+    }
   }
 }
 
@@ -215,49 +231,101 @@ __device__ __forceinline__ uint4 fp8_codes(const float (&x)[kLaneValues], float 
                     e4m3x4(y[8], y[9], y[10], y[11]), e4m3x4(y[12], y[13], y[14], y[15]));
 }
 
-// MXFP4 (spec §3.3): a block of 32 values is held by two lanes.
-constexpr int kLanesPerMxfp4Block = kMxfp4BlockSize / kLaneValues;
-static_assert(kLanesPerMxfp4Block == 2, "the MXFP4 scale split below pairs two lanes");
+// MXFP4 (spec §3.3): a block of 32 values is four chunks, chunks [4b, 4b + 4): with D >= 64
+// the chunks of slot s on the four lanes 4m..4m + 3 (block m + s * kLanes / 4); with D = 32 (two
+// lanes) both slots of both lanes.
+static_assert(kMxfp4BlockSize == 4 * kChunkValues, "a block is four chunks");
 
 __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
   constexpr float kSmallestAmax = kE2M1Max * 0x1p-126f;
   return codes::ue8m0_byte(__float_as_uint(__fdiv_rn(fmaxf(block_amax, kSmallestAmax), kE2M1Max)));
 }
 
-// The UE8M0 scale bytes of the lane's block in each of the group's kRows rows (1 or 2): the two
-// lanes of a block both hold each row's block amax after one shuffle; with two rows the even
-// lane derives row 0's byte, the odd lane row 1's, and they swap.
-template <int kRows>
-__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[kRows],
+// The amax of slot `slot`'s chunk; fmaxf keeps the non-NaN operand (lane_amax).
+__device__ __forceinline__ float chunk_amax(const float (&x)[kLaneValues], int slot) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kChunkValues; ++k) amax = fmaxf(amax, fabsf(x[slot * kChunkValues + k]));
+  return amax;
+}
+
+// The UE8M0 scale byte of the block of each slot of the group's kRows rows (1 or 2). The lanes of
+// a block all hold its amax after the shuffles; of its kRows * 2 (row, slot) bytes each lane
+// derives one (the division and the exponent's bit work once a lane, not once a byte) and the
+// lanes exchange them.
+template <int kLanes, int kRows>
+__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[kRows][2],
                                                   const float (&x)[kRows][kLaneValues], int lane,
                                                   unsigned mask) {
-  static_assert(kRows == 1 || kRows == 2, "one row, or a pair split between two lanes");
-  float amax[kRows];
+  static_assert(kRows == 1 || kRows == 2, "one row, or a pair");
+  float amax[kRows][2];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    amax[u] = group_max<kLanesPerMxfp4Block>(lane_amax(x[u]), mask);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) amax[u][s] = chunk_amax(x[u], s);
   }
-  if constexpr (kRows == 1) {
-    bytes[0] = mxfp4_scale_byte(amax[0]);
+  if constexpr (kLanes >= 4) {
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) amax[u][s] = group_max<4>(amax[u][s], mask);
+    }
+    // Lane q of the block's four derives byte (row q / 2, slot q % 2) (with one row, q % 2).
+    const int q = lane & 3;
+    float mine = (q & 1) != 0 ? amax[0][1] : amax[0][0];
+    if constexpr (kRows == 2) mine = q == 2 ? amax[1][0] : (q == 3 ? amax[1][1] : mine);
+    const uint32_t byte = mxfp4_scale_byte(mine);
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
+    }
   } else {
-    const bool odd = (lane & 1) != 0;
-    const uint32_t mine = mxfp4_scale_byte(odd ? amax[1] : amax[0]);
-    const uint32_t other = __shfl_xor_sync(mask, mine, 1);
-    bytes[0] = odd ? other : mine;
-    bytes[1] = odd ? mine : other;
+    static_assert(kLanes == 2, "D = 32: one block a row");
+    float row_amax[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      row_amax[u] = group_max<2>(fmaxf(amax[u][0], amax[u][1]), mask);
+    }
+    const uint32_t byte = mxfp4_scale_byte(kRows == 2 && (lane & 1) != 0 ? row_amax[kRows - 1]
+                                                                         : row_amax[0]);
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      bytes[u][0] = bytes[u][1] = __shfl_sync(mask, byte, u, 2);
+    }
   }
 }
 
-// The lane's sixteen values as E2M1 codes of x / 2^(byte - 127), eight bytes, element 2i in the
-// low nibble of byte i.
-__device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues], uint32_t byte) {
-  const float inverse = pow2(127 - static_cast<int>(byte));  // exact: byte in [0, 254]
+// The lane's sixteen values as E2M1 codes, slot s's chunk as x / 2^(byte[s] - 127): a word of
+// eight nibbles a slot, element 2i in the low nibble of byte i.
+__device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
+                                             const uint32_t (&byte)[2]) {
   uint32_t words[2] = {0, 0};
 #pragma unroll
-  for (int k = 0; k < kLaneValues; ++k) {
-    words[k / 8] |= codes::e2m1_code_of(__fmul_rn(x[k], inverse)) << (4 * (k % 8));
+  for (int s = 0; s < 2; ++s) {
+    const float inverse = pow2(127 - static_cast<int>(byte[s]));  // exact: byte in [0, 254]
+#pragma unroll
+    for (int k = 0; k < kChunkValues; ++k) {
+      words[s] |= codes::e2m1_code_of(__fmul_rn(x[s * kChunkValues + k], inverse)) << (4 * k);
+    }
   }
   return make_uint2(words[0], words[1]);
+}
+
+// Where the group's lanes write a row's MXFP4 scale bytes: the first lane of a block's four
+// writes its slots' blocks (D = 32: lane 0 the row's one).
+template <int kLanes>
+__device__ __forceinline__ void store_mxfp4_scales(uint8_t* scales, const uint32_t (&byte)[2],
+                                                   int lane) {
+  if constexpr (kLanes >= 4) {
+    if ((lane & 3) != 0) return;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      scales[chunk_first<kLanes>(lane, s) / kMxfp4BlockSize] = static_cast<uint8_t>(byte[s]);
+    }
+  } else {
+    if (lane == 0) scales[0] = static_cast<uint8_t>(byte[0]);
+  }
 }
 
 // Stores of a lane's codes: vector stores on aligned rows, else one byte at a time.
@@ -270,23 +338,28 @@ __device__ __forceinline__ void store_u32(uint8_t* p, uint32_t word) {
     for (int b = 0; b < 4; ++b) p[b] = static_cast<uint8_t>(word >> (8 * b));
   }
 }
-// Eight bytes: one store on rows aligned to 4 bytes as the MXFP4 views need (an 8-byte store
-// needs 8), two 4-byte ones otherwise.
+// Eight bytes, on rows aligned to 8 (the FP8 views' condition) one store.
 template <bool kVector>
-__device__ __forceinline__ void store_2x_u32(uint8_t* p, uint2 words) {
-  store_u32<kVector>(p, words.x);
-  store_u32<kVector>(p + 4, words.y);
-}
-// Sixteen bytes on rows aligned to 8 (the FP8 views' condition): two 8-byte stores.
-template <bool kVector>
-__device__ __forceinline__ void store_2x_u64(uint8_t* p, uint4 words) {
+__device__ __forceinline__ void store_u64(uint8_t* p, uint32_t low, uint32_t high) {
   if constexpr (kVector) {
-    reinterpret_cast<uint2*>(p)[0] = make_uint2(words.x, words.y);
-    reinterpret_cast<uint2*>(p)[1] = make_uint2(words.z, words.w);
+    *reinterpret_cast<uint2*>(p) = make_uint2(low, high);
   } else {
-    store_2x_u32<false>(p, make_uint2(words.x, words.y));
-    store_2x_u32<false>(p + 8, make_uint2(words.z, words.w));
+    store_u32<false>(p, low);
+    store_u32<false>(p + 4, high);
   }
+}
+// A lane's sixteen FP8 codes into its two chunks of a row's values.
+template <bool kVector, int kLanes>
+__device__ __forceinline__ void store_fp8_lane(uint8_t* values, uint4 codes, int lane) {
+  store_u64<kVector>(values + chunk_first<kLanes>(lane, 0), codes.x, codes.y);
+  store_u64<kVector>(values + chunk_first<kLanes>(lane, 1), codes.z, codes.w);
+}
+// A lane's sixteen E2M1 codes (half a byte each) into its two chunks of a row's packed values;
+// 4-byte stores on rows aligned to 4, as the MXFP4 views need.
+template <bool kVector, int kLanes>
+__device__ __forceinline__ void store_mxfp4_lane(uint8_t* values, uint2 codes, int lane) {
+  store_u32<kVector>(values + chunk_first<kLanes>(lane, 0) / 2, codes.x);
+  store_u32<kVector>(values + chunk_first<kLanes>(lane, 1) / 2, codes.y);
 }
 
 // RoPE of spec §2.2 on the lanes of one row (see flashindexer/rope.h).
@@ -319,25 +392,29 @@ inline Rope rope_of(const RopeOptions& options, int head_dim) {
   return rope;
 }
 
-// Entries [column, column + kCount) of cos/sin row `position` (kCount 8 or 16; `column` a
-// multiple of kCount, so on aligned rows they are one or two 16-byte loads of bf16, two to four
-// of f32).
+// Entries [column, column + kCount) of cos/sin row `position` (kCount 4 or 8; `column` a
+// multiple of kCount, so on aligned rows they are one 8- or 16-byte load of bf16, one or two
+// 16-byte loads of f32).
 template <int kCount>
 __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& rope,
                                              int64_t position, int column) {
-  static_assert(kCount % 8 == 0, "whole 16-byte loads");
+  static_assert(kCount == 4 || kCount == 8, "half or whole 16-byte loads of bf16");
   const int64_t at = position * rope.table_stride + column;
   if (rope.table_vector && rope.table_bf16) {
-    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const Bf16Bits*>(rope.table) + at);
+    uint32_t words[kCount / 2];
+    if constexpr (kCount == 8) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(
+          static_cast<const Bf16Bits*>(rope.table) + at));
+      words[0] = q.x, words[1] = q.y, words[2] = q.z, words[3] = q.w;
+    } else {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(
+          static_cast<const Bf16Bits*>(rope.table) + at));
+      words[0] = q.x, words[1] = q.y;
+    }
 #pragma unroll
-    for (int v = 0; v < kCount / 8; ++v) {
-      const uint4 q = __ldg(p + v);
-      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        out[8 * v + 2 * w] = __uint_as_float(words[w] << 16);
-        out[8 * v + 2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
-      }
+    for (int w = 0; w < kCount / 2; ++w) {
+      out[2 * w] = __uint_as_float(words[w] << 16);
+      out[2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
     }
   } else if (rope.table_vector) {
     const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(rope.table) + at);
@@ -355,16 +432,88 @@ __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& r
   }
 }
 
-__device__ __forceinline__ float bf16_rounded(float x) {
-  return __uint_as_float(codes::bf16_bits(__float_as_uint(x)) << 16);
+// Two rotated values rounded to bf16 (nearest even) by one conversion. Only a NaN's payload can
+// differ from codes::bf16_bits (the instruction writes one NaN), and the quantizers encode every
+// NaN alike (e4m3x4, codes::e2m1_code_of).
+__device__ __forceinline__ void bf16_round_pair(float& a, float& b) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(a, b);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  a = __uint_as_float(bits << 16);
+  b = __uint_as_float(bits & 0xFFFF0000u);
+}
+
+// r0 = x0 c - x1 s, r1 = x1 c + x0 s, each product and the sum rounded once (spec §2.2).
+__device__ __forceinline__ float rotated_first(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float rotated_second(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+// The interleaved (GPT-J) form on the chunk v of rotated chunk `r` (0..7): its four pairs are
+// pairs 4r..4r + 3.
+__device__ __forceinline__ void rotate_interleaved(float* v, const Rope& rope, int64_t position,
+                                                   int r) {
+  float c[4];
+  float s[4];
+  rope_entries(c, rope, position, 4 * r);
+  rope_entries(s, rope, position, kRopeDims / 2 + 4 * r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float r0 = rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]);
+    float r1 = rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i]);
+    bf16_round_pair(r0, r1);
+    v[2 * i] = r0, v[2 * i + 1] = r1;
+  }
+}
+
+// The NeoX form on the chunk v of rotated chunk `r` with `partner`, the chunk r ^ 4 (pair i is
+// dims (i, i + 32): chunks r and r + 4 hold the pairs 8 (r % 4) .. 8 (r % 4) + 7).
+__device__ __forceinline__ void rotate_neox(float* v, const float* partner, const Rope& rope,
+                                            int64_t position, int r) {
+  float c[kChunkValues];
+  float s[kChunkValues];
+  rope_entries(c, rope, position, kChunkValues * (r & 3));
+  rope_entries(s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
+  float out[kChunkValues];
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) {
+    out[j] = r < 4 ? rotated_first(v[j], partner[j], c[j], s[j])
+                   : rotated_second(partner[j], v[j], c[j], s[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kChunkValues; j += 2) bf16_round_pair(out[j], out[j + 1]);
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) v[j] = out[j];
+}
+
+// D >= 128: the rotated chunks are slot kSlot of eight lanes (uniform over the launch); the NeoX
+// partner chunk r ^ 4 is on the lane four apart. Every lane makes the exchange.
+template <int kLanes, int kSlot>
+__device__ __forceinline__ void rotate_slot(float (&x)[kLaneValues], const Rope& rope,
+                                            int64_t position, bool in_table, int lane,
+                                            unsigned mask) {
+  float* v = x + kSlot * kChunkValues;
+  const int r = lane + kSlot * kLanes - rope.first_dim / kChunkValues;
+  const bool rotates = in_table && r >= 0 && r < kRopeDims / kChunkValues;
+  if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+    float partner[kChunkValues];
+#pragma unroll
+    for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
+    if (rotates) rotate_neox(v, partner, rope, position, r);
+  } else if (rotates) {
+    rotate_interleaved(v, rope, position, r);
+  }
 }
 
 // Rotates the lane's values of row `token`'s vector in place. Every lane of the group calls it,
-// for live rows and dead ones alike (the NeoX form exchanges halves between lanes two apart);
-// a dead row's position is not read. Tokens of one launch stay below 2^31 (rows_launch.cuh).
+// for live rows and dead ones alike (the NeoX form exchanges chunks between lanes); a dead row's
+// position is not read. Tokens of one launch stay below 2^31 (rows_launch.cuh).
 template <int kLanes>
 __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
                                            uint32_t token, bool live, int lane, unsigned mask) {
+  static_assert(kLanes >= 4, "RoPE needs D >= 64");
   if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
   const int64_t at = static_cast<int64_t>(token) * rope.positions_stride;
   int64_t position = -1;
@@ -372,43 +521,24 @@ __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& 
     position = rope.positions_i64 ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
                                   : __ldg(static_cast<const int32_t*>(rope.positions) + at);
   }
-  const int local = lane * kLaneValues - rope.first_dim;  // first dim of the lane in the rotation
-  const bool rotates =
-      position >= 0 && position < rope.table_rows && local >= 0 && local < kRopeDims;
-  constexpr int kPairs = kRopeDims / 2;
-  if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
-    float partner[kLaneValues];  // x1 for a lane of the first half, x0 for one of the second
+  const bool in_table = position >= 0 && position < rope.table_rows;
+  if constexpr (kLanes == 4) {
+    // D = 64: every chunk rotates, lane l's are chunks l and l + 4, NeoX partners of each other.
+    if (!in_table) return;
+    if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+      float first[kChunkValues];
 #pragma unroll
-    for (int k = 0; k < kLaneValues; ++k)
-      partner[k] = __shfl_xor_sync(mask, x[k], kPairs / kLaneValues);
-    if (!rotates) return;
-    const bool first_half = local < kPairs;
-    const int pair = first_half ? local : local - kPairs;
-    float c[kLaneValues];
-    float s[kLaneValues];
-    rope_entries(c, rope, position, pair);
-    rope_entries(s, rope, position, kPairs + pair);
-#pragma unroll
-    for (int k = 0; k < kLaneValues; ++k) {
-      const float rotated = first_half
-                                ? __fsub_rn(__fmul_rn(x[k], c[k]), __fmul_rn(partner[k], s[k]))
-                                : __fadd_rn(__fmul_rn(x[k], c[k]), __fmul_rn(partner[k], s[k]));
-      x[k] = bf16_rounded(rotated);
+      for (int j = 0; j < kChunkValues; ++j) first[j] = x[j];
+      rotate_neox(x, x + kChunkValues, rope, position, lane);
+      rotate_neox(x + kChunkValues, first, rope, position, lane + 4);
+    } else {
+      rotate_interleaved(x, rope, position, lane);
+      rotate_interleaved(x + kChunkValues, rope, position, lane + 4);
     }
+  } else if (rope.first_dim / kChunkValues < kLanes) {
+    rotate_slot<kLanes, 0>(x, rope, position, in_table, lane, mask);
   } else {
-    if (!rotates) return;
-    constexpr int kLanePairs = kLaneValues / 2;
-    float c[kLanePairs];
-    float s[kLanePairs];
-    rope_entries(c, rope, position, local / 2);
-    rope_entries(s, rope, position, kPairs + local / 2);
-#pragma unroll
-    for (int i = 0; i < kLanePairs; ++i) {
-      const float x0 = x[2 * i];
-      const float x1 = x[2 * i + 1];
-      x[2 * i] = bf16_rounded(__fsub_rn(__fmul_rn(x0, c[i]), __fmul_rn(x1, s[i])));
-      x[2 * i + 1] = bf16_rounded(__fadd_rn(__fmul_rn(x1, c[i]), __fmul_rn(x0, s[i])));
-    }
+    rotate_slot<kLanes, 1>(x, rope, position, in_table, lane, mask);
   }
 }
 

@@ -73,13 +73,12 @@ inline bool head_dim_supported(int64_t head_dim) {
 // Each group of D/16 lanes quantizes two rows, their loads issued together: twice the bytes in
 // flight per thread of a single row, at an occupancy the registers still allow (a memory-bound
 // kernel needs both), and the group's lanes split the rows' scales between them
-// (fp8_group_scales, mxfp4_block_bytes). The RoPE kernels, which hold a row's partner half and
-// its cos/sin entries too, take one row a group: two spilled even at 128 registers.
-__host__ __device__ constexpr int rows_per_group(bool rope) { return rope ? 1 : 2; }
+// (fp8_group_scales, mxfp4_block_bytes). The RoPE kernels too: a lane rotates eight values of a
+// row (lanes.cuh), so its partner chunk and cos/sin entries fit beside the two rows.
+constexpr int kRowsPerGroup = 2;
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
-// bf16 loads in flight (128 of f32); the FP8 RoPE kernels up to 80 (3 blocks), with f32 input
-// up to 128 (2 blocks), and the MXFP4 RoPE kernels (sixteen E2M1 encodings on top) up to 128:
-// tighter bounds spilled.
+// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input or
+// MXFP4 codes up to 128 (2 blocks).
 template <typename In>
 constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
   return !rope ? 4 : (sizeof(In) == 4 || mxfp4 ? 2 : 3);

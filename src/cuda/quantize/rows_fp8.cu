@@ -4,7 +4,7 @@
 // Memory-bound (2 or 4 bytes in, 1 out per value): each lane issues the 16-byte loads of both its
 // rows at once, the row amax is log2(D/16) shuffles, the two rows' scales are computed by two
 // lanes at once and shuffled to the group, and each lane stores its sixteen codes as two 8-byte
-// stores; lane 0 of the group writes the row's scale (and folded weight). 256 threads per block,
+// stores (one a chunk, lanes.cuh); lane 0 of the group writes the row's scale (and folded weight). 256 threads per block,
 // no loop: a 1M-key insert at D = 128 is 16K blocks. RoPE is a template flag so the plain
 // quantizers carry none of its registers.
 #include "cuda/quantize/rows.h"
@@ -17,7 +17,7 @@ template <typename In, int kLanes, bool kVector, bool kRope>
 __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, false))
     fp8_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
-  constexpr int kRows = rows_per_group(kRope);
+  constexpr int kRows = kRowsPerGroup;
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
   const uint32_t first_row = group * kRows;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
@@ -36,9 +36,9 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, fa
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
     target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
-    load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                     job.input_rows.at(at[u].outer, at[u].inner) +
-                                     lane * kLaneValues);
+    load_lane<In, kVector, kLanes>(
+        x[u], static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner),
+        lane);
   }
   if constexpr (kRope) {
 #pragma unroll
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, fa
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_2x_u64<kVector>(target[u].values + lane * kLaneValues, fp8_codes(x[u], scale[u].inverse));
+    store_fp8_lane<kVector, kLanes>(target[u].values, fp8_codes(x[u], scale[u].inverse), lane);
     if (lane != 0) continue;
     if (target[u].scales != nullptr) {
       if (job.destination.slots != nullptr) {
@@ -69,7 +69,7 @@ struct Fp8Rows {
   static constexpr int64_t kScaleElement = 4;  // bytes of an element of a scales view
   template <typename In, int kLanes, bool kVector, bool kRope>
   static void launch(const RowJob& job, cudaStream_t stream) {
-    const unsigned blocks = rows_launch::blocks_for(job, kLanes, rows_per_group(kRope));
+    const unsigned blocks = rows_launch::blocks_for(job, kLanes, kRowsPerGroup);
     fp8_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // MXFP4 row quantization (spec §3.3, §2.4) on the GPU: one group of D/16 lanes per pair of rows,
-// two lanes per block of 32 values.
+// a block of 32 values on four lanes (lanes.cuh).
 //
-// Each lane loads its sixteen values of both rows (16-byte loads, issued together), the block
-// amax is one shuffle between the block's two lanes, which then derive one row's scale byte each
-// and swap them (mxfp4_block_bytes), and each lane stores its eight packed bytes; the block's
-// even lane writes the block's scale byte. The launch is rows_fp8.cu's (rows_launch.cuh).
+// Each lane loads its sixteen values of both rows (16-byte loads, issued together), a block's
+// amax is two shuffles between its four lanes, which then derive one (row, block) scale byte each
+// and exchange them (mxfp4_block_bytes), and each lane stores its eight packed bytes; the block's
+// first lane writes the block's scale byte. The launch is rows_fp8.cu's (rows_launch.cuh).
 #include "cuda/quantize/rows.h"
 #include "cuda/quantize/rows_launch.cuh"
 
@@ -16,7 +16,7 @@ template <typename In, int kLanes, bool kVector, bool kRope>
 __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, true))
     mxfp4_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
-  constexpr int kRows = rows_per_group(kRope);
+  constexpr int kRows = kRowsPerGroup;
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
   const uint32_t first_row = group * kRows;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
@@ -37,9 +37,9 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, tr
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
     target[u] = row_target(job, at[u], in_range, value_bytes, scale_count, 1);
-    load_lane<In, kVector>(x[u], static_cast<const In*>(job.input) +
-                                     job.input_rows.at(at[u].outer, at[u].inner) +
-                                     lane * kLaneValues);
+    load_lane<In, kVector, kLanes>(
+        x[u], static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner),
+        lane);
   }
   if constexpr (kRope) {
 #pragma unroll
@@ -47,16 +47,13 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, tr
       apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
     }
   }
-  uint32_t scale_byte[kRows];
-  mxfp4_block_bytes(scale_byte, x, lane, mask);
+  uint32_t scale_byte[kRows][2];
+  mxfp4_block_bytes<kLanes>(scale_byte, x, lane, mask);
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_2x_u32<kVector>(target[u].values + lane * (kLaneValues / 2),
-                          mxfp4_codes(x[u], scale_byte[u]));
-    if (lane % kLanesPerMxfp4Block == 0) {
-      target[u].scales[lane / kLanesPerMxfp4Block] = static_cast<uint8_t>(scale_byte[u]);
-    }
+    store_mxfp4_lane<kVector, kLanes>(target[u].values, mxfp4_codes(x[u], scale_byte[u]), lane);
+    store_mxfp4_scales<kLanes>(target[u].scales, scale_byte[u], lane);
     if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
   }
 }
@@ -66,7 +63,7 @@ struct Mxfp4Rows {
   static constexpr int64_t kScaleElement = 1;  // bytes of an element of a scales view
   template <typename In, int kLanes, bool kVector, bool kRope>
   static void launch(const RowJob& job, cudaStream_t stream) {
-    const unsigned blocks = rows_launch::blocks_for(job, kLanes, rows_per_group(kRope));
+    const unsigned blocks = rows_launch::blocks_for(job, kLanes, kRowsPerGroup);
     mxfp4_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };
