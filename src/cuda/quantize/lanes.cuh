@@ -287,8 +287,8 @@ __device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[kRows][2],
     for (int u = 0; u < kRows; ++u) {
       row_amax[u] = group_max<2>(fmaxf(amax[u][0], amax[u][1]), mask);
     }
-    const uint32_t byte = mxfp4_scale_byte(kRows == 2 && (lane & 1) != 0 ? row_amax[kRows - 1]
-                                                                         : row_amax[0]);
+    const uint32_t byte =
+        mxfp4_scale_byte(kRows == 2 && (lane & 1) != 0 ? row_amax[kRows - 1] : row_amax[0]);
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
       bytes[u][0] = bytes[u][1] = __shfl_sync(mask, byte, u, 2);
@@ -296,17 +296,73 @@ __device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[kRows][2],
   }
 }
 
+// A bf16 pair in a word (element 0 in the low half) as __nv_bfloat162, and back.
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t word) {
+  __nv_bfloat162 pair;
+  memcpy(&pair, &word, sizeof word);
+  return pair;
+}
+__device__ __forceinline__ uint32_t word_of(__nv_bfloat162 pair) {
+  uint32_t word;
+  memcpy(&word, &pair, sizeof word);
+  return word;
+}
+
+// The E2M1 codes (codes::e2m1_code_of) of two bf16 values x times a power of two, in bf16 pairs:
+// the codes in the low nibbles of the word's halves. For values with bf16's 8 bits (bf16 input),
+// where the kernels' f32 form (codes::e2m1_code_of, about 14 instructions a value) bounded the
+// MXFP4 quantizers by their instructions: the scaling is exact in bf16 (a power of two; bf16 has
+// f32's exponents), and each step below works on both halves of a word at once (about 9 a value).
+// Per half, with a = |y| and NaN taken as 0 (max keeps the non-NaN operand):
+//   below 1, the grid's step is 1/2: round(2 min(a, 1)) is 64 + min(a, 1) rounded to bf16's step
+//   1/2 there, less 64;
+//   from 1 up, it is bf16 rounded to one mantissa bit: b = bits of min(max(a, 1), 6) rounded to
+//   nearest even at bit 6 (no carry leaves a half: b <= 0x40C0), b >> 6 is 252 + the code;
+// the code is their sum less 64's bits and 254 (each is exact where the other is 1's). The sign
+// is y's unless y is NaN (+0, as the CPU writes it).
+__device__ __forceinline__ uint32_t e2m1_pair(uint32_t x_pair, __nv_bfloat162 inverse) {
+  const uint32_t y = word_of(__hmul2(as_bf16x2(x_pair), inverse));
+  const uint32_t magnitude = y & 0x7FFF7FFFu;
+  const __nv_bfloat162 one = __float2bfloat162_rn(1.0f);
+  const __nv_bfloat162 a = __hmax2(as_bf16x2(magnitude), __float2bfloat162_rn(0.0f));
+  const uint32_t small = word_of(__hadd2(__hmin2(a, one), __float2bfloat162_rn(64.0f)));
+  const uint32_t high = word_of(__hmin2(__hmax2(a, one), __float2bfloat162_rn(6.0f)));
+  const uint32_t big = ((high + 0x001F001Fu + ((high >> 6) & 0x00010001u)) >> 6) & 0x01FF01FFu;
+  const uint32_t code = small + big - 0x437E437Eu;               // per half: 0x4280 (64) + 254
+  const uint32_t nan = (magnitude + 0x007F007Fu) & 0x80008000u;  // magnitude above 0x7F80
+  return code | ((y & ~nan & 0x80008000u) >> 12);
+}
+
 // The lane's sixteen values as E2M1 codes, slot s's chunk as x / 2^(byte[s] - 127): a word of
-// eight nibbles a slot, element 2i in the low nibble of byte i.
+// eight nibbles a slot, element 2i in the low nibble of byte i. kBf16Values: every x is a bf16
+// value (bf16 input), and the codes come two at a time (e2m1_pair).
+template <bool kBf16Values>
 __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
                                              const uint32_t (&byte)[2]) {
   uint32_t words[2] = {0, 0};
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     const float inverse = pow2(127 - static_cast<int>(byte[s]));  // exact: byte in [0, 254]
+    const float* v = x + s * kChunkValues;
+    if constexpr (kBf16Values) {
+      // 2^-127 (byte 254) is a bf16 subnormal: the top half of its float bits all the same.
+      const uint32_t half = __float_as_uint(inverse) >> 16;
+      const __nv_bfloat162 inverse_pair = as_bf16x2(half | half << 16);
+      uint32_t bytes[kChunkValues / 2];
 #pragma unroll
-    for (int k = 0; k < kChunkValues; ++k) {
-      words[s] |= codes::e2m1_code_of(__fmul_rn(x[s * kChunkValues + k], inverse)) << (4 * k);
+      for (int i = 0; i < kChunkValues / 2; ++i) {
+        const uint32_t pair =
+            __byte_perm(__float_as_uint(v[2 * i]), __float_as_uint(v[2 * i + 1]), 0x7632);
+        const uint32_t codes = e2m1_pair(pair, inverse_pair);
+        bytes[i] = codes | codes >> 12;  // the pair's byte in the low 8 bits
+      }
+      words[s] = __byte_perm(__byte_perm(bytes[0], bytes[1], 0x0040),
+                             __byte_perm(bytes[2], bytes[3], 0x0040), 0x5410);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kChunkValues; ++k) {
+        words[s] |= codes::e2m1_code_of(__fmul_rn(v[k], inverse)) << (4 * k);
+      }
     }
   }
   return make_uint2(words[0], words[1]);
@@ -403,12 +459,12 @@ __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& r
   if (rope.table_vector && rope.table_bf16) {
     uint32_t words[kCount / 2];
     if constexpr (kCount == 8) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(
-          static_cast<const Bf16Bits*>(rope.table) + at));
+      const uint4 q =
+          __ldg(reinterpret_cast<const uint4*>(static_cast<const Bf16Bits*>(rope.table) + at));
       words[0] = q.x, words[1] = q.y, words[2] = q.z, words[3] = q.w;
     } else {
-      const uint2 q = __ldg(reinterpret_cast<const uint2*>(
-          static_cast<const Bf16Bits*>(rope.table) + at));
+      const uint2 q =
+          __ldg(reinterpret_cast<const uint2*>(static_cast<const Bf16Bits*>(rope.table) + at));
       words[0] = q.x, words[1] = q.y;
     }
 #pragma unroll

@@ -4,9 +4,9 @@
 // Memory-bound (2 or 4 bytes in, 1 out per value): each lane issues the 16-byte loads of both its
 // rows at once, the row amax is log2(D/16) shuffles, the two rows' scales are computed by two
 // lanes at once and shuffled to the group, and each lane stores its sixteen codes as two 8-byte
-// stores (one a chunk, lanes.cuh); lane 0 of the group writes the row's scale (and folded weight). 256 threads per block,
-// no loop: a 1M-key insert at D = 128 is 16K blocks. RoPE is a template flag so the plain
-// quantizers carry none of its registers.
+// stores (one a chunk, lanes.cuh); lane 0 of the group writes the row's scale (and folded weight).
+// 256 threads per block, no loop: a 1M-key insert at D = 128 is 16K blocks. RoPE is a template flag
+// so the plain quantizers carry none of its registers.
 #include "cuda/quantize/rows.h"
 #include "cuda/quantize/rows_launch.cuh"
 

@@ -52,7 +52,8 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, tr
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_mxfp4_lane<kVector, kLanes>(target[u].values, mxfp4_codes(x[u], scale_byte[u]), lane);
+    store_mxfp4_lane<kVector, kLanes>(
+        target[u].values, mxfp4_codes<std::is_same_v<In, Bf16Bits>>(x[u], scale_byte[u]), lane);
     store_mxfp4_scales<kLanes>(target[u].scales, scale_byte[u], lane);
     if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
   }
