@@ -77,11 +77,11 @@ inline bool head_dim_supported(int64_t head_dim) {
 // row (lanes.cuh), so its partner chunk and cos/sin entries fit beside the two rows.
 constexpr int kRowsPerGroup = 2;
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
-// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input or
-// MXFP4 codes up to 128 (2 blocks).
-template <typename In>
+// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input, or
+// MXFP4 codes at D = 64 (both slots rotate), up to 128 (2 blocks): tighter bounds spilled.
+template <typename In, int kLanes>
 constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
-  return !rope ? 4 : (sizeof(In) == 4 || mxfp4 ? 2 : 3);
+  return !rope ? 4 : (sizeof(In) == 4 || (mxfp4 && kLanes == 4) ? 2 : 3);
 }
 
 // A row of a launch (below 2^31) and its (outer, inner) split.

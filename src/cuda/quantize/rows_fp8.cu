@@ -14,7 +14,7 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In>(kRope, false))
+__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(kRope, false))
     fp8_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
