@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of the FP8 scoring kernels: CUDA-specific argument checks (what TMA needs), the
-// tensor maps, the work plan (from shapes only: no host synchronisation, graph-capturable) and
-// the launch; then the clean fill when asked.
+// Host side of the FP8 and MXFP4 scoring kernels: CUDA-specific argument checks (what TMA needs),
+// the tensor maps (tensor_maps.h), the work plan (from shapes only: no host synchronisation,
+// graph-capturable) and the launch; then the clean fill when asked.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -16,66 +16,22 @@
 #include "cuda/sm90_scoring/format_sparse.cuh"
 #include "cuda/sm90_scoring/sparse_call.h"
 #include "cuda/sm90_scoring/store_epilogue.cuh"
+#include "cuda/sm90_scoring/tensor_maps.h"
 
 namespace flashindexer::cuda {
 namespace {
 
+using scoring::encode_mxfp4_packed_keys;
+using scoring::encode_mxfp4_paged_keys;
+using scoring::encode_mxfp4_queries;
+using scoring::encode_packed_keys;
+using scoring::encode_paged_keys;
+using scoring::encode_queries;
 using scoring::kHeadDim;
 using scoring::kTileKeys;
 using scoring::ScoreMaps;
 using scoring::ScoreParams;
 using scoring::ScoringCall;
-
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encode_tiled() {
-  static const EncodeTiled function = [] {
-    void* entry = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      entry = nullptr;
-    }
-    return reinterpret_cast<EncodeTiled>(entry);
-  }();
-  return function;
-}
-
-// A tiled map over `rank` dimensions (innermost first; strides in bytes for dims 1..rank-1).
-struct MapSpec {
-  const char* what;
-  CUtensorMapDataType type;
-  int rank;
-  const void* base;
-  cuuint64_t dims[4];
-  cuuint64_t strides[3];
-  cuuint32_t box[4];
-  bool swizzle128;
-};
-
-Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
-  const EncodeTiled encode_fn = encode_tiled();
-  if (encode_fn == nullptr) {
-    return Status::DeviceError(concat(op, ": the CUDA driver has no cuTensorMapEncodeTiled"));
-  }
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult result =
-      encode_fn(&map, spec.type, spec.rank, const_cast<void*>(spec.base), spec.dims, spec.strides,
-                spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                spec.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    return Status::DeviceError(
-        concat(op, ": cuTensorMapEncodeTiled failed for ", spec.what, " (CUresult ", result, ")"));
-  }
-  return Status::Ok();
-}
 
 bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
@@ -115,72 +71,6 @@ Status check_common(const char* op, const QuantizedTensor& q, const TensorView& 
                 "elements on CUDA (TMA); row stride is ",
                 weights.stride[0]);
   return check.status();
-}
-
-// Weights [T, H] f32, rows_per_group rows a copy (both query forms).
-Status encode_weights(ScoreMaps& maps, const char* op, const TensorView& weights, int64_t tokens,
-                      int heads, int rows_per_group) {
-  const auto h = static_cast<cuuint32_t>(heads);
-  const MapSpec w_spec{"weights",
-                       CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                       2,
-                       weights.data,
-                       {h, static_cast<cuuint64_t>(tokens), 1},
-                       {static_cast<cuuint64_t>(weights.stride[0] * 4), 0},
-                       {h, static_cast<cuuint32_t>(rows_per_group), 1},
-                       false};
-  return encode(maps.w, w_spec, op);
-}
-
-// Q [T, H, 128] with token stride `token_stride` bytes; weights [T, H] f32. With lane-owned rows
-// (kLaneOwnedRows) the Q map copies four rows per box in the order (byte, head % 2, row, head / 2)
-// that the kernel's TileColumn reads; otherwise (byte, head, row), rows_per_group rows per box.
-Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
-                      int64_t token_stride, int heads, const TensorView& weights,
-                      int rows_per_group, bool lane_owned_rows) {
-  const auto head_stride = static_cast<cuuint64_t>(q.stride[q.rank - 2]);
-  const auto row_stride = static_cast<cuuint64_t>(token_stride);
-  const auto rows = static_cast<cuuint64_t>(tokens);
-  const auto h = static_cast<cuuint32_t>(heads);
-  const MapSpec q_spec = lane_owned_rows
-                             ? MapSpec{"q",
-                                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                       4,
-                                       q.data,
-                                       {kHeadDim, 2, rows, h / 2},
-                                       {head_stride, row_stride, 2 * head_stride},
-                                       {kHeadDim, 2, 4, h / 2},
-                                       true}
-                             : MapSpec{"q",
-                                       CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                       3,
-                                       q.data,
-                                       {kHeadDim, h, rows},
-                                       {head_stride, row_stride},
-                                       {kHeadDim, h, static_cast<cuuint32_t>(rows_per_group)},
-                                       true};
-  if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
-  return encode_weights(maps, op, weights, tokens, heads, rows_per_group);
-}
-
-// MXFP4 Q [T, H, 64] packed, `box_rows` rows a copy, unswizzled into the staging buffer (producer
-// warp 1 converts it into the FP8 tile's layout); weights as encode_queries.
-Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
-                            int64_t token_stride, int heads, const TensorView& weights,
-                            int rows_per_group, int box_rows) {
-  const auto h = static_cast<cuuint32_t>(heads);
-  const auto rows = static_cast<cuuint64_t>(tokens);
-  const MapSpec q_spec{
-      "q.values",
-      CU_TENSOR_MAP_DATA_TYPE_UINT8,
-      3,
-      q.data,
-      {kHeadDim / 2, h, rows},
-      {static_cast<cuuint64_t>(q.stride[q.rank - 2]), static_cast<cuuint64_t>(token_stride)},
-      {kHeadDim / 2, h, static_cast<cuuint32_t>(box_rows)},
-      false};
-  if (Status status = encode(maps.q, q_spec, op); !status.ok()) return status;
-  return encode_weights(maps, op, weights, tokens, heads, rows_per_group);
 }
 
 void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int64_t token_stride,
@@ -255,107 +145,6 @@ void check_paged_source(ArgCheck& check, const QuantizedTensor& q, const PagedKC
   check.require(batch <= 1 || q.values.stride[0] == next_n * q.values.stride[1],
                 "q must have its batch and next_n dimensions contiguous with each other on CUDA "
                 "(q.stride[0] == next_n * q.stride[1])");
-}
-
-// The key and scale maps over packed keys [N, 128] + [N], `rows` keys and `scale_rows` scales a
-// copy.
-Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows,
-                          int scale_rows) {
-  const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
-  const MapSpec key_spec{"keys.values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         2,
-                         keys.values.data,
-                         {kHeadDim, num_keys, 1},
-                         {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
-                         true};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"keys.scales",
-                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                           1,
-                           keys.scales.data,
-                           {num_keys, 1, 1},
-                           {0, 0},
-                           {static_cast<cuuint32_t>(scale_rows), 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
-}
-
-// MXFP4 packed keys [N, 64] + [N, 4] (a scale word per key): 64 of each a copy, into a raw slot.
-Status encode_mxfp4_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys) {
-  const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
-  const MapSpec key_spec{"keys.values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         2,
-                         keys.values.data,
-                         {kHeadDim / 2, num_keys, 1},
-                         {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                         {kHeadDim / 2, kTileKeys, 1},
-                         false};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"keys.scales",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                           1,
-                           keys.scales.data,
-                           {num_keys, 1, 1},
-                           {0, 0},
-                           {kTileKeys, 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
-}
-
-// MXFP4 pages: page_size x 64 bytes of values, then a scale word per key, from the page's start;
-// pages cache.page_stride_bytes apart (V4's FP8-sized pages use only their first page_size x 68).
-Status encode_mxfp4_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache,
-                               int rows) {
-  const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
-  const auto pages = static_cast<cuuint64_t>(cache.num_pages);
-  const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-  const MapSpec key_spec{"cache values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         3,
-                         cache.data,
-                         {kHeadDim / 2, page_size, pages},
-                         {kHeadDim / 2, page_stride},
-                         {kHeadDim / 2, static_cast<cuuint32_t>(rows), 1},
-                         false};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"cache scales",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                           2,
-                           static_cast<const uint8_t*>(cache.data) + page_size * (kHeadDim / 2),
-                           {page_size, pages, 1},
-                           {page_stride, 0},
-                           {static_cast<cuuint32_t>(rows), 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
-}
-
-// The key and scale maps over the cache's pages (keys, then their fp32 scales, in each page),
-// `rows` keys of one page a copy.
-Status encode_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache, int rows) {
-  const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
-  const auto pages = static_cast<cuuint64_t>(cache.num_pages);
-  const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-  const MapSpec key_spec{"cache values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         3,
-                         cache.data,
-                         {kHeadDim, page_size, pages},
-                         {kHeadDim, page_stride},
-                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
-                         true};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"cache scales",
-                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                           2,
-                           static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
-                           {page_size, pages, 1},
-                           {page_stride, 0},
-                           {static_cast<cuuint32_t>(rows), 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
 }
 
 }  // namespace
