@@ -21,8 +21,6 @@
 namespace flashindexer::cuda {
 namespace {
 
-using scoring::encode_mxfp4_packed_keys;
-using scoring::encode_mxfp4_paged_keys;
 using scoring::encode_mxfp4_queries;
 using scoring::encode_packed_keys;
 using scoring::encode_paged_keys;
@@ -240,9 +238,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
         !status.ok()) {
       return status;
     }
-    if (Status status = mxfp4 ? encode_mxfp4_packed_keys(maps, op, keys)
-                              : encode_packed_keys(maps, op, keys, kTileKeys, kTileKeys);
-        !status.ok()) {
+    if (Status status = encode_packed_keys(maps, op, keys, kTileKeys, kTileKeys); !status.ok()) {
       return status;
     }
   } else {
@@ -333,9 +329,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
       return status;
     }
     const int rows_per_copy = std::min(kTileKeys, cache.page_size);
-    if (Status status = mxfp4 ? encode_mxfp4_paged_keys(maps, op, cache, rows_per_copy)
-                              : encode_paged_keys(maps, op, cache, rows_per_copy);
-        !status.ok()) {
+    if (Status status = encode_paged_keys(maps, op, cache, rows_per_copy); !status.ok()) {
       return status;
     }
   } else {

@@ -61,6 +61,20 @@ Status encode(CUtensorMap& map, const MapSpec& spec, const char* op) {
   return Status::Ok();
 }
 
+// Keys of either format: FP8 rows of 128 e4m3 bytes (128-byte swizzle, the wgmma's layout) and a
+// fp32 scale a key; MXFP4 rows of 64 packed bytes copied as they are into a raw slot (the
+// converting warps write the swizzled e4m3 tile) and a scale word a key.
+struct KeyRows {
+  cuuint64_t bytes;
+  bool swizzle128;
+  CUtensorMapDataType scale_type;
+};
+
+KeyRows key_rows(bool mxfp4) {
+  return mxfp4 ? KeyRows{kHeadDim / 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT32}
+               : KeyRows{kHeadDim, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT32};
+}
+
 }  // namespace
 
 Status encode_weights(ScoreMaps& maps, const char* op, const TensorView& weights, int64_t tokens,
@@ -125,18 +139,19 @@ Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q
 
 Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows,
                           int scale_rows) {
+  const KeyRows row = key_rows(keys.values.dtype == DType::kE2M1x2);
   const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
   const MapSpec key_spec{"keys.values",
                          CU_TENSOR_MAP_DATA_TYPE_UINT8,
                          2,
                          keys.values.data,
-                         {kHeadDim, num_keys, 1},
+                         {row.bytes, num_keys, 1},
                          {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
-                         true};
+                         {static_cast<cuuint32_t>(row.bytes), static_cast<cuuint32_t>(rows), 1},
+                         row.swizzle128};
   if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
   const MapSpec scale_spec{"keys.scales",
-                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           row.scale_type,
                            1,
                            keys.scales.data,
                            {num_keys, 1, 1},
@@ -146,54 +161,8 @@ Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor
   return encode(maps.scales, scale_spec, op);
 }
 
-Status encode_mxfp4_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys) {
-  const auto num_keys = static_cast<cuuint64_t>(keys.values.shape[0]);
-  const MapSpec key_spec{"keys.values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         2,
-                         keys.values.data,
-                         {kHeadDim / 2, num_keys, 1},
-                         {static_cast<cuuint64_t>(keys.values.stride[0]), 0},
-                         {kHeadDim / 2, kTileKeys, 1},
-                         false};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"keys.scales",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                           1,
-                           keys.scales.data,
-                           {num_keys, 1, 1},
-                           {0, 0},
-                           {kTileKeys, 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
-}
-
-Status encode_mxfp4_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache,
-                               int rows) {
-  const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
-  const auto pages = static_cast<cuuint64_t>(cache.num_pages);
-  const auto page_size = static_cast<cuuint64_t>(cache.page_size);
-  const MapSpec key_spec{"cache values",
-                         CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                         3,
-                         cache.data,
-                         {kHeadDim / 2, page_size, pages},
-                         {kHeadDim / 2, page_stride},
-                         {kHeadDim / 2, static_cast<cuuint32_t>(rows), 1},
-                         false};
-  if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
-  const MapSpec scale_spec{"cache scales",
-                           CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                           2,
-                           static_cast<const uint8_t*>(cache.data) + page_size * (kHeadDim / 2),
-                           {page_size, pages, 1},
-                           {page_stride, 0},
-                           {static_cast<cuuint32_t>(rows), 1, 1},
-                           false};
-  return encode(maps.scales, scale_spec, op);
-}
-
 Status encode_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache, int rows) {
+  const KeyRows row = key_rows(cache.format == KFormat::kMXFP4);
   const auto page_stride = static_cast<cuuint64_t>(cache.page_stride_bytes);
   const auto pages = static_cast<cuuint64_t>(cache.num_pages);
   const auto page_size = static_cast<cuuint64_t>(cache.page_size);
@@ -201,15 +170,15 @@ Status encode_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cac
                          CU_TENSOR_MAP_DATA_TYPE_UINT8,
                          3,
                          cache.data,
-                         {kHeadDim, page_size, pages},
-                         {kHeadDim, page_stride},
-                         {kHeadDim, static_cast<cuuint32_t>(rows), 1},
-                         true};
+                         {row.bytes, page_size, pages},
+                         {row.bytes, page_stride},
+                         {static_cast<cuuint32_t>(row.bytes), static_cast<cuuint32_t>(rows), 1},
+                         row.swizzle128};
   if (Status status = encode(maps.keys, key_spec, op); !status.ok()) return status;
   const MapSpec scale_spec{"cache scales",
-                           CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           row.scale_type,
                            2,
-                           static_cast<const uint8_t*>(cache.data) + page_size * kHeadDim,
+                           static_cast<const uint8_t*>(cache.data) + page_size * row.bytes,
                            {page_size, pages, 1},
                            {page_stride, 0},
                            {static_cast<cuuint32_t>(rows), 1, 1},

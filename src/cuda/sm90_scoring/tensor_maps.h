@@ -29,15 +29,13 @@ Status encode_queries(ScoreMaps& maps, const char* op, const TensorView& q, int6
 Status encode_mxfp4_queries(ScoreMaps& maps, const char* op, const TensorView& q, int64_t tokens,
                             int64_t token_stride, int heads, const TensorView& weights,
                             int rows_per_group, int box_rows);
-// FP8 packed keys [N, 128] + [N]: `rows` keys and `scale_rows` scales a copy.
+// Packed keys of either format, FP8 [N, 128] + [N] f32 or MXFP4 [N, 64] + [N, 4] (a scale word a
+// key), from keys.values' dtype: `rows` keys and `scale_rows` scales a copy.
 Status encode_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys, int rows,
                           int scale_rows);
-// MXFP4 packed keys [N, 64] + [N, 4] (a scale word per key): a tile of each a copy.
-Status encode_mxfp4_packed_keys(ScoreMaps& maps, const char* op, const QuantizedTensor& keys);
-// MXFP4 pages (values, then a scale word per key, from the page's start; pages
-// cache.page_stride_bytes apart), `rows` keys of one page a copy.
-Status encode_mxfp4_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache, int rows);
-// FP8 pages (keys, then their fp32 scales), `rows` keys of one page a copy.
+// Pages of either format (cache.format): the keys' values, then their scales (fp32 or a word a
+// key), from the page's start, pages cache.page_stride_bytes apart (V4's FP8-sized MXFP4 pages use
+// only their first page_size x 68 bytes); `rows` keys of one page a copy.
 Status encode_paged_keys(ScoreMaps& maps, const char* op, const PagedKCache& cache, int rows);
 
 }  // namespace flashindexer::cuda::scoring
