@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The integer halves of the quantizers, on the float bits, shared by the CUDA kernels and the
 // host tests that check them against src/core/formats.cpp over every float: E2M1 encoding (sm_90
-// has no E2M1 conversion instruction; two forms), the UE8M0 exponent of a positive float and bf16
-// rounding.
+// has no E2M1 conversion instruction; two forms) and the UE8M0 exponent of a positive float.
 // Each gives exactly the bits of the CPU backend's function named beside it.
 #pragma once
 
@@ -105,12 +104,6 @@ FI_HOST_DEVICE uint32_t ue8m0_byte(uint32_t bits) {
   int e = ceil_log2(bits);
   e = e < -127 ? -127 : (e > 127 ? 127 : e);
   return static_cast<uint32_t>(e + 127);
-}
-
-// float_to_bf16: nearest even; a NaN keeps its upper bits and is made quiet.
-FI_HOST_DEVICE uint32_t bf16_bits(uint32_t bits) {
-  if ((bits & kAbsMask) > kInfBits) return (bits >> 16) | 0x40u;
-  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
 }
 
 }  // namespace flashindexer::codes

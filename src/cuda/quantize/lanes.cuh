@@ -312,8 +312,8 @@ __device__ __forceinline__ uint32_t word_of(__nv_bfloat162 pair) {
 // the codes in the low nibbles of the word's halves. For values with bf16's 8 bits (bf16 input),
 // where the kernels' f32 form (codes::e2m1_code_of, about 14 instructions a value) bounded the
 // MXFP4 quantizers by their instructions: the scaling is exact in bf16 (a power of two; bf16 has
-// f32's exponents), and each step below works on both halves of a word at once (about 9 a value).
-// Per half, with a = |y| and NaN taken as 0 (max keeps the non-NaN operand):
+// f32's exponents), and each step below works on both halves of a word at once (about 10 a value in
+// the SASS). Per half, with a = |y| and NaN taken as 0 (max keeps the non-NaN operand):
 //   below 1, the grid's step is 1/2: round(2 min(a, 1)) is 64 + min(a, 1) rounded to bf16's step
 //   1/2 there, less 64;
 //   from 1 up, it is bf16 rounded to one mantissa bit: b = bits of min(max(a, 1), 6) rounded to
@@ -489,12 +489,10 @@ __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& r
 }
 
 // Two rotated values rounded to bf16 (nearest even) by one conversion. Only a NaN's payload can
-// differ from codes::bf16_bits (the instruction writes one NaN), and the quantizers encode every
-// NaN alike (e4m3x4, codes::e2m1_code_of).
+// differ from the CPU's float_to_bf16 (the instruction writes one NaN), and the quantizers encode
+// every NaN alike (e4m3x4, codes::e2m1_code_of, e2m1_pair).
 __device__ __forceinline__ void bf16_round_pair(float& a, float& b) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(a, b);
-  uint32_t bits;
-  memcpy(&bits, &pair, sizeof bits);
+  const uint32_t bits = word_of(__floats2bfloat162_rn(a, b));
   a = __uint_as_float(bits << 16);
   b = __uint_as_float(bits & 0xFFFF0000u);
 }
