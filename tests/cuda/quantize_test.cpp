@@ -283,6 +283,59 @@ TEST(QuantizeCuda, Mxfp4MatchesTheCpuByteForByte) {
   }
 }
 
+// Every bf16 value under every scale: the bf16 kernels encode two values at a time in bf16
+// (lanes.cuh, e2m1_pair), whose every step is checked here against the CPU's f32 encoding. Each
+// block of 32 holds one anchor, 6 x 2^e or -7 x 2^e (a scale byte's edge, and just past it) for
+// every binade e of the floats, beside 31 values of a sweep of all 65536 bf16 patterns (NaN and
+// infinities among them, which may set the block's amax themselves), so every value meets every
+// scale byte a block holding it can have.
+TEST(QuantizeCuda, Mxfp4FromBf16MatchesTheCpuOnEveryValueUnderEveryScale) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kHeadDim = 128;
+  constexpr int kBlock = 32;
+  std::vector<uint16_t> anchors;
+  for (int e = -133; e <= 127; ++e) {
+    for (float mantissa : {6.0f, -7.0f}) {
+      anchors.push_back(float_to_bf16(std::ldexp(mantissa, e - 2)));
+    }
+  }
+  constexpr int64_t kSweep = 65536;
+  constexpr int64_t kPerBlock = kBlock - 1;
+  const int64_t blocks_per_anchor = (kSweep + kPerBlock - 1) / kPerBlock;
+  const int64_t blocks = static_cast<int64_t>(anchors.size()) * blocks_per_anchor;
+  const int64_t rows = (blocks + kHeadDim / kBlock - 1) / (kHeadDim / kBlock);
+  HostTensor input(DType::kBF16, {rows, kHeadDim});
+  uint16_t* x = input.data<uint16_t>();
+  int64_t block = 0;
+  for (uint16_t a : anchors) {
+    for (int64_t first = 0; first < kSweep; first += kPerBlock, ++block) {
+      // The anchor's place moves with the block, so it meets every lane of the block's four.
+      uint16_t* b = x + block * kBlock;
+      const int at = static_cast<int>(block % kBlock);
+      for (int i = 0, v = 0; i < kBlock; ++i) {
+        b[i] = i == at ? a : static_cast<uint16_t>((first + v++) % kSweep);
+      }
+    }
+  }
+  for (; block < rows * (kHeadDim / kBlock); ++block) {
+    for (int i = 0; i < kBlock; ++i) x[block * kBlock + i] = 0;
+  }
+  HostTensor want_values = poisoned(DType::kE2M1x2, {rows, kHeadDim / 2}, 0);
+  HostTensor want_scales = poisoned(DType::kUE8M0, {rows, kHeadDim / kBlock}, 0);
+  FI_ASSERT_OK(quantize_mxfp4(want_values.view(), want_scales.view(), input.view()));
+  const DeviceTensor device_input = to_device(input);
+  HostTensor got_values = poisoned(DType::kE2M1x2, {rows, kHeadDim / 2}, 0);
+  HostTensor got_scales = poisoned(DType::kUE8M0, {rows, kHeadDim / kBlock}, 0);
+  DeviceTensor device_values = to_device(got_values);
+  DeviceTensor device_scales = to_device(got_scales);
+  FI_ASSERT_OK(quantize_mxfp4(device_values.view, device_scales.view, device_input.view));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(got_values, device_values);
+  to_host(got_scales, device_scales);
+  ASSERT_TRUE(SameBytes(got_scales, want_scales));
+  ASSERT_TRUE(SameBytes(got_values, want_values));
+}
+
 TEST(QuantizeCuda, Mxfp4DequantizeMatchesTheCpuOnEveryCodeAndScaleByte) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
