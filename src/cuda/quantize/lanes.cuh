@@ -114,12 +114,10 @@ __device__ __forceinline__ float group_max(float value, unsigned mask) {
   return value;
 }
 
-// fmaxf keeps the non-NaN operand, as std::max(amax, |x|) keeps amax when |x| is NaN.
-__device__ __forceinline__ float lane_amax(const float (&x)[kLaneValues]) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kLaneValues; ++k) amax = fmaxf(amax, fabsf(x[k]));
-  return amax;
+// The two bf16 values of a word (element 0 in the low half) as floats.
+__device__ __forceinline__ void bf16_word_floats(uint32_t word, float* out) {
+  out[0] = __uint_as_float(word << 16);
+  out[1] = __uint_as_float(word & 0xFFFF0000u);
 }
 
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
@@ -151,15 +149,27 @@ __device__ __forceinline__ void load_lane(float (&x)[kLaneValues], const In* row
       const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p));
       const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        v[2 * w] = __uint_as_float(words[w] << 16);
-        v[2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
-      }
+      for (int w = 0; w < 4; ++w) bf16_word_floats(words[w], v + 2 * w);
     } else {
 #pragma unroll
       for (int k = 0; k < kChunkValues; ++k) v[k] = load_float(p + k);
     }
   }
+}
+
+// The amax of slot `slot`'s chunk, and of the lane's sixteen values. fmaxf keeps the non-NaN
+// operand, as std::max(amax, |x|) keeps amax when |x| is NaN.
+__device__ __forceinline__ float chunk_amax(const float (&x)[kLaneValues], int slot) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kChunkValues; ++k) amax = fmaxf(amax, fabsf(x[slot * kChunkValues + k]));
+  return amax;
+}
+__device__ __forceinline__ float lane_amax(const float (&x)[kLaneValues]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kLaneValues; ++k) amax = fmaxf(amax, fabsf(x[k]));
+  return amax;
 }
 
 // Four e4m3 codes, the first in the low byte. The instruction rounds to nearest even and
@@ -198,27 +208,21 @@ __device__ __forceinline__ Fp8Scale fp8_scale_of(float amax, float floor) {
   return {pow2(exponent), pow2_reciprocal(exponent)};
 }
 
-// The scales of a group's kRows rows (1 or 2). Two rows: each computed once, by lane u of the
-// pair of lanes 2i, 2i + 1 for row u, and shuffled to the group, so the division and the
-// exponent's bit work are per row, not per lane.
-template <int kLanes, int kRows>
-__device__ __forceinline__ void fp8_group_scales(Fp8Scale (&out)[kRows],
-                                                 const float (&x)[kRows][kLaneValues], float floor,
+// The scales of a group's two rows: each computed once, by lane u of the pair of lanes 2i,
+// 2i + 1 for row u, and shuffled to the group, so the division and the exponent's bit work are
+// per row, not per lane.
+template <int kLanes>
+__device__ __forceinline__ void fp8_group_scales(Fp8Scale (&out)[2],
+                                                 const float (&x)[2][kLaneValues], float floor,
                                                  int lane, unsigned mask) {
-  static_assert(kRows == 1 || kRows == 2, "one row, or a pair split between two lanes");
-  static_assert(kRows <= kLanes, "a row's scale needs a lane");
-  float amax[kRows];
+  float amax[2];
 #pragma unroll
-  for (int u = 0; u < kRows; ++u) amax[u] = group_max<kLanes>(lane_amax(x[u]), mask);
-  if constexpr (kRows == 1) {
-    out[0] = fp8_scale_of(amax[0], floor);
-  } else {
-    const Fp8Scale scale = fp8_scale_of((lane & 1) != 0 ? amax[1] : amax[0], floor);
+  for (int u = 0; u < 2; ++u) amax[u] = group_max<kLanes>(lane_amax(x[u]), mask);
+  const Fp8Scale scale = fp8_scale_of((lane & 1) != 0 ? amax[1] : amax[0], floor);
 #pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      out[u].scale = __shfl_sync(mask, scale.scale, u, kLanes);
-      out[u].inverse = __shfl_sync(mask, scale.inverse, u, kLanes);
-    }
+  for (int u = 0; u < 2; ++u) {
+    out[u].scale = __shfl_sync(mask, scale.scale, u, kLanes);
+    out[u].inverse = __shfl_sync(mask, scale.inverse, u, kLanes);
   }
 }
 
@@ -241,58 +245,43 @@ __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
   return codes::ue8m0_byte(__float_as_uint(__fdiv_rn(fmaxf(block_amax, kSmallestAmax), kE2M1Max)));
 }
 
-// The amax of slot `slot`'s chunk; fmaxf keeps the non-NaN operand (lane_amax).
-__device__ __forceinline__ float chunk_amax(const float (&x)[kLaneValues], int slot) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kChunkValues; ++k) amax = fmaxf(amax, fabsf(x[slot * kChunkValues + k]));
-  return amax;
-}
-
-// The UE8M0 scale byte of the block of each slot of the group's kRows rows (1 or 2). The lanes of
-// a block all hold its amax after the shuffles; of its kRows * 2 (row, slot) bytes each lane
-// derives one (the division and the exponent's bit work once a lane, not once a byte) and the
-// lanes exchange them.
-template <int kLanes, int kRows>
-__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[kRows][2],
-                                                  const float (&x)[kRows][kLaneValues], int lane,
+// The UE8M0 scale byte of the block of each slot of the group's two rows. The lanes of a block
+// all hold its amax after the shuffles; of its four (row, slot) bytes each lane derives one (the
+// division and the exponent's bit work once a lane, not once a byte) and the lanes exchange them.
+template <int kLanes>
+__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[2][2],
+                                                  const float (&x)[2][kLaneValues], int lane,
                                                   unsigned mask) {
-  static_assert(kRows == 1 || kRows == 2, "one row, or a pair");
-  float amax[kRows][2];
+  float amax[2][2];
 #pragma unroll
-  for (int u = 0; u < kRows; ++u) {
+  for (int u = 0; u < 2; ++u) {
 #pragma unroll
     for (int s = 0; s < 2; ++s) amax[u][s] = chunk_amax(x[u], s);
   }
   if constexpr (kLanes >= 4) {
 #pragma unroll
-    for (int u = 0; u < kRows; ++u) {
+    for (int u = 0; u < 2; ++u) {
 #pragma unroll
       for (int s = 0; s < 2; ++s) amax[u][s] = group_max<4>(amax[u][s], mask);
     }
-    // Lane q of the block's four derives byte (row q / 2, slot q % 2) (with one row, q % 2).
+    // Lane q of the block's four derives byte (row q / 2, slot q % 2).
     const int q = lane & 3;
     float mine = (q & 1) != 0 ? amax[0][1] : amax[0][0];
-    if constexpr (kRows == 2) mine = q == 2 ? amax[1][0] : (q == 3 ? amax[1][1] : mine);
+    mine = q == 2 ? amax[1][0] : (q == 3 ? amax[1][1] : mine);
     const uint32_t byte = mxfp4_scale_byte(mine);
 #pragma unroll
-    for (int u = 0; u < kRows; ++u) {
+    for (int u = 0; u < 2; ++u) {
 #pragma unroll
       for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
     }
   } else {
     static_assert(kLanes == 2, "D = 32: one block a row");
-    float row_amax[kRows];
+    float row_amax[2];
 #pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      row_amax[u] = group_max<2>(fmaxf(amax[u][0], amax[u][1]), mask);
-    }
-    const uint32_t byte =
-        mxfp4_scale_byte(kRows == 2 && (lane & 1) != 0 ? row_amax[kRows - 1] : row_amax[0]);
+    for (int u = 0; u < 2; ++u) row_amax[u] = group_max<2>(fmaxf(amax[u][0], amax[u][1]), mask);
+    const uint32_t byte = mxfp4_scale_byte((lane & 1) != 0 ? row_amax[1] : row_amax[0]);
 #pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      bytes[u][0] = bytes[u][1] = __shfl_sync(mask, byte, u, 2);
-    }
+    for (int u = 0; u < 2; ++u) bytes[u][0] = bytes[u][1] = __shfl_sync(mask, byte, u, 2);
   }
 }
 
@@ -468,10 +457,7 @@ __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& r
       words[0] = q.x, words[1] = q.y;
     }
 #pragma unroll
-    for (int w = 0; w < kCount / 2; ++w) {
-      out[2 * w] = __uint_as_float(words[w] << 16);
-      out[2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
-    }
+    for (int w = 0; w < kCount / 2; ++w) bf16_word_floats(words[w], out + 2 * w);
   } else if (rope.table_vector) {
     const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(rope.table) + at);
 #pragma unroll
@@ -491,10 +477,8 @@ __device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& r
 // Two rotated values rounded to bf16 (nearest even) by one conversion. Only a NaN's payload can
 // differ from the CPU's float_to_bf16 (the instruction writes one NaN), and the quantizers encode
 // every NaN alike (e4m3x4, codes::e2m1_code_of, e2m1_pair).
-__device__ __forceinline__ void bf16_round_pair(float& a, float& b) {
-  const uint32_t bits = word_of(__floats2bfloat162_rn(a, b));
-  a = __uint_as_float(bits << 16);
-  b = __uint_as_float(bits & 0xFFFF0000u);
+__device__ __forceinline__ void bf16_round_pair(float* pair) {
+  bf16_word_floats(word_of(__floats2bfloat162_rn(pair[0], pair[1])), pair);
 }
 
 // r0 = x0 c - x1 s, r1 = x1 c + x0 s, each product and the sum rounded once (spec §2.2).
@@ -515,10 +499,10 @@ __device__ __forceinline__ void rotate_interleaved(float* v, const Rope& rope, i
   rope_entries(s, rope, position, kRopeDims / 2 + 4 * r);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    float r0 = rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]);
-    float r1 = rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i]);
-    bf16_round_pair(r0, r1);
-    v[2 * i] = r0, v[2 * i + 1] = r1;
+    float rotated[2] = {rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]),
+                        rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i])};
+    bf16_round_pair(rotated);
+    v[2 * i] = rotated[0], v[2 * i + 1] = rotated[1];
   }
 }
 
@@ -537,7 +521,7 @@ __device__ __forceinline__ void rotate_neox(float* v, const float* partner, cons
                    : rotated_second(partner[j], v[j], c[j], s[j]);
   }
 #pragma unroll
-  for (int j = 0; j < kChunkValues; j += 2) bf16_round_pair(out[j], out[j + 1]);
+  for (int j = 0; j < kChunkValues; j += 2) bf16_round_pair(out + j);
 #pragma unroll
   for (int j = 0; j < kChunkValues; ++j) v[j] = out[j];
 }

@@ -76,6 +76,7 @@ inline bool head_dim_supported(int64_t head_dim) {
 // (fp8_group_scales, mxfp4_block_bytes). The RoPE kernels too: a lane rotates eight values of a
 // row (lanes.cuh), so its partner chunk and cos/sin entries fit beside the two rows.
 constexpr int kRowsPerGroup = 2;
+static_assert(kRowsPerGroup == 2, "fp8_group_scales and mxfp4_block_bytes take a pair of rows");
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
 // bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input, or
 // MXFP4 codes at D = 64 (both slots rotate), up to 128 (2 blocks): tighter bounds spilled.
