@@ -2,7 +2,8 @@
 """DeepSeek-V4.1 two-level selection on the GPU at V4.1-Flash numbers (H 32, k 512, candidate
 blocks of cb 8 positions, C 2048 per row): the candidate source (select_candidate_blocks on the
 layer's logits, and the whole source layer: the indexer with its candidate output, its own top-k
-and the blocks in one call) and the dense-masked consumer (its selection on logits, candidate_topk_per_row,
+and the blocks in one call, by the dense and the fused path, beside the plain fused indexer of
+the same shape, whose time the fused source layer is held to) and the dense-masked consumer (its selection on logits, candidate_topk_per_row,
 and the whole consumer layer, indexer_prefill / indexer_decode with candidates: scoring, then
 the selection inside the blocks), against the same operations written in PyTorch:
 
@@ -112,10 +113,11 @@ def _measure_case(ctx, fi, case, table, ceilings):
                                out=out, workspace=indexer_workspace, candidates=candidates,
                                candidate_block_size=CB)
 
-        def source_layer(out, source):
+        def source_layer(out, source, path):
             fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, ks, ke, K,
                                out=out, workspace=indexer_workspace, candidate_source=source,
-                               candidate_source_block_size=CB)
+                               candidate_source_block_size=CB if source is not None else 0,
+                               path=path)
         pairs = inputs.visible_pairs()
         batch = 1
     else:
@@ -135,15 +137,16 @@ def _measure_case(ctx, fi, case, table, ceilings):
                               out=out, workspace=indexer_workspace, candidates=candidates,
                               candidate_block_size=CB)
 
-        def source_layer(out, source):
+        def source_layer(out, source, path):
             fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
                               out=out, workspace=indexer_workspace, candidate_source=source,
-                              candidate_source_block_size=CB)
+                              candidate_source_block_size=CB if source is not None else 0,
+                              path=path)
         pairs = int(inputs.lens.long().sum())
         batch = 10
     width = logits.shape[1]
-    indexer_workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8,
-                                    device="cuda")
+    indexer_workspace = torch.empty(fi.indexer_cuda_workspace_size(
+        K, candidate_source=C, candidate_source_block_size=CB), dtype=torch.uint8, device="cuda")
     select_workspace = torch.empty(fi.candidates.select_candidate_blocks_cuda_workspace_size(
         rows, width, C, CB), dtype=torch.uint8, device="cuda")
     consumer_workspace = torch.empty(fi.candidates.candidate_topk_per_row_cuda_workspace_size(
@@ -166,9 +169,16 @@ def _measure_case(ctx, fi, case, table, ceilings):
     select()
     consume()
     consumer_layer(layer_topk, blocks)
-    source_layer(source_topk, source_blocks)
-    torch.cuda.synchronize()
-    assert torch.equal(source_blocks, blocks), f"{case.name}: the source layer's blocks differ"
+    plain_topk = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    for path in ("dense", "fused"):
+        source_blocks.fill_(-7)
+        source_layer(source_topk, source_blocks, path)
+        source_layer(plain_topk, None, path)
+        torch.cuda.synchronize()
+        assert torch.equal(source_blocks, blocks), \
+            f"{case.name}: the {path} source layer's blocks differ"
+        assert torch.equal(source_topk, plain_topk), \
+            f"{case.name}: the {path} source layer's top-k differs from the plain indexer's"
     peer_blocks = torch_select(logits, ke, C, CB)
     peer_topk = torch_consumer(logits, ke, blocks, CB, K)
     sample = sorted({0, rows // 2, rows - 1})
@@ -191,7 +201,9 @@ def _measure_case(ctx, fi, case, table, ceilings):
     layer_ms = graph_ms(lambda: consumer_layer(layer_topk, blocks), batch, iters, warm)
     layer_peer_ms = graph_ms(lambda: (score(), torch_consumer(logits, ke, blocks, CB, K)), batch,
                              iters, warm)
-    source_ms = graph_ms(lambda: source_layer(source_topk, source_blocks), batch, iters, warm)
+    source_ms = {path: graph_ms(lambda: source_layer(source_topk, source_blocks, path), batch,
+                                iters, warm) for path in ("dense", "fused")}
+    plain_fused_ms = graph_ms(lambda: source_layer(plain_topk, None, "fused"), batch, iters, warm)
     source_peer_ms = graph_ms(
         lambda: (score(), torch_select(logits, ke, C, CB), torch.topk(logits, K, dim=1)), batch,
         iters, warm)
@@ -206,9 +218,14 @@ def _measure_case(ctx, fi, case, table, ceilings):
     table.add(Row(f"{case.name} consumer layer (scoring + selection in blocks)", layer_ms,
                   layer_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
                   ctx.command("candidates", case.name), None))
-    tflops = flop / source_ms / 1e9
-    table.add(Row(f"{case.name} source layer (indexer + candidate output)", source_ms,
-                  source_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
+    for path, ms in source_ms.items():
+        tflops = flop / ms / 1e9
+        table.add(Row(f"{case.name} source layer (indexer + candidate output), {path} path", ms,
+                      source_peer_ms, tflops, tflops / ceilings.fp8_tflops_sustained, None,
+                      ctx.command("candidates", case.name), None))
+    tflops = flop / plain_fused_ms / 1e9
+    table.add(Row(f"{case.name} plain fused indexer (no candidate output)", plain_fused_ms,
+                  None, tflops, tflops / ceilings.fp8_tflops_sustained, None,
                   ctx.command("candidates", case.name), None))
 
 

@@ -68,11 +68,15 @@ struct IndexerOptions {
   // also writes select_candidate_blocks(logits, bounds, C, cb) of its dense logits, bit for bit,
   // with the call's own row bounds (prefill: ks / ke, logits width keys.shape[0]; decode: each of
   // the B * next_n rows sees [0, its decode length), row_repeat 1, width block_table.shape[1] *
-  // page_size), while `out` stays the unrestricted top-k. On CUDA such a call takes the dense path
-  // (kAuto picks it; kFused is refused, kUnsupported) and lays the block scores of each row batch
-  // in the workspace next to the logits slab (indexer_cuda_workspace_size(k, options) is the
-  // recommended size). A call that is both consumer and source (candidates and candidate_source
-  // defined) is refused (kUnsupported): V4.1 has no such layer.
+  // page_size), while `out` stays the unrestricted top-k. On CUDA both paths publish them with
+  // the same bits: the dense path from each row batch's logits slab, the fused path (block sizes
+  // that are multiples of 8; kFused with another is refused, kUnsupported) from its scan, which
+  // folds every score into its block's maximum without writing the logits. kAuto picks the path
+  // as for a call without the output (cuda_prefill_path; decode: the dense path), and the dense
+  // one for a block size the fused path does not take. The block scores of each row batch live in
+  // the workspace (indexer_cuda_workspace_size(k, options) is the recommended size). A call that is
+  // both consumer and source (candidates and candidate_source defined) is refused (kUnsupported):
+  // V4.1 has no such layer.
   CandidateOutput candidate_source = {};
 };
 
@@ -106,8 +110,8 @@ size_t indexer_cpu_workspace_size(int k, int threads = 0);
 // `num_keys` packed keys (keys.shape[0]; 0: unknown, taken as one request):
 // indexer_options.path unless it is kAuto; under kAuto the fused path when k is at most 2048 and
 // the rows are known to be long enough (min_row_keys at least a threshold measured per k, lower
-// in a chunk that packs several requests), else the dense path. indexer_decode's kAuto is always
-// kDense.
+// in a chunk that packs several requests), else the dense path; with a candidate output whose
+// block size is not a multiple of 8, the dense path. indexer_decode's kAuto is always kDense.
 IndexerPath cuda_prefill_path(int k, const IndexerOptions& indexer_options, int64_t num_keys = 0);
 // Deprecated, kept for one release: the same query on RunOptions::indexer_path / min_row_keys.
 IndexerPath cuda_prefill_path(int k, const RunOptions& options, int64_t num_keys = 0);

@@ -278,11 +278,15 @@ def indexer_cpu_workspace_size(k, threads=0):
     return int(_C.indexer_cpu_workspace_size(k, threads))
 
 
-def indexer_cuda_workspace_size(k, device=-1):
+def indexer_cuda_workspace_size(k, device=-1, *, candidate_source=0,
+                                candidate_source_block_size=0):
     """Recommended bytes of workspace for indexer_prefill / indexer_decode on CUDA `device` (-1:
     the current one): the top-k scratch plus a 256 MiB logits slab that the rows run through in
-    batches. Independent of rows and keys; 0 when the build has no CUDA."""
-    return int(_C.indexer_cuda_workspace_size(k, device))
+    batches. Independent of rows and keys; 0 when the build has no CUDA. candidate_source (C, an
+    int) and candidate_source_block_size (cb): the size for a source layer's call, whose block
+    scores take another 1/cb of the slab beside it."""
+    return int(_C.indexer_cuda_workspace_size(k, device, int(candidate_source),
+                                              int(candidate_source_block_size)))
 
 
 # The default CUDA workspace of the indexer ops, kept per (framework, device, stream, k): it is

@@ -400,12 +400,21 @@ NB_MODULE(_C, m) {
         nb::arg("threads") = 0);
   m.def(
       "indexer_cuda_workspace_size",
-      [](int k, int device) {
+      [](int k, int device, int64_t candidate_source, int candidate_source_block_size) {
+        // A source layer's size depends on C and cb only: a shape-only view carries C.
+        fi::IndexerOptions options;
+        if (candidate_source > 0) {
+          options.candidate_source = fi::CandidateOutput{
+              fi::TensorView::contiguous(nullptr, fi::DType::kI32, {1, candidate_source},
+                                         fi::Device::kCUDA),
+              candidate_source_block_size};
+        }
         size_t bytes = 0;
-        ArgumentList::run_on(device, [&] { bytes = fi::indexer_cuda_workspace_size(k); });
+        ArgumentList::run_on(device, [&] { bytes = fi::indexer_cuda_workspace_size(k, options); });
         return bytes;
       },
-      nb::arg("k"), nb::arg("device") = -1);
+      nb::arg("k"), nb::arg("device") = -1, nb::arg("candidate_source") = 0,
+      nb::arg("candidate_source_block_size") = 0);
   m.def(
       "page_bytes",
       [](const std::string& format, int page_size, int head_dim) {

@@ -94,6 +94,10 @@ void check_outputs(ArgCheck& check, const IndexerOptions& indexer_options, int64
   }
 }
 
+// Whether the fused path can publish these candidate blocks: its scan folds scores into blocks
+// by aligned groups of 8 keys (sm90_fused/block_max.cuh).
+bool fused_publishes_blocks(const CandidateOutput& source) { return source.block_size % 8 == 0; }
+
 // Combinations no path serves, refused before any work: kUnsupported naming the options.
 Status check_output_combinations(const char* op, const IndexerOptions& indexer_options,
                                  Device device) {
@@ -113,11 +117,13 @@ Status check_output_combinations(const char* op, const IndexerOptions& indexer_o
                "not supported (that selection ranks masked scores, not the logits); use the "
                "exact consumer (vllm_compatible = false)"));
   }
-  if (source && device == Device::kCUDA && indexer_options.path == IndexerPath::kFused) {
+  if (source && device == Device::kCUDA && indexer_options.path == IndexerPath::kFused &&
+      !fused_publishes_blocks(indexer_options.candidate_source)) {
     return Status::Unsupported(
         concat(op,
-               ": the fused path does not publish candidate blocks "
-               "(indexer_options.candidate_source); pass IndexerPath::kAuto or kDense"));
+               ": the fused path publishes candidate blocks of a multiple of 8 positions; got "
+               "indexer_options.candidate_source.block_size=",
+               indexer_options.candidate_source.block_size, "; pass IndexerPath::kAuto or kDense"));
   }
   return Status::Ok();
 }
@@ -193,8 +199,11 @@ size_t indexer_cpu_workspace_size(int k, int threads) {
 
 IndexerPath cuda_prefill_path(int k, const IndexerOptions& indexer_options, int64_t num_keys) {
   if (indexer_options.path != IndexerPath::kAuto) return indexer_options.path;
-  // The fused path publishes no candidate blocks.
-  if (indexer_options.candidate_source.defined()) return IndexerPath::kDense;
+  // The fused path publishes blocks of a multiple of 8 positions only.
+  if (indexer_options.candidate_source.defined() &&
+      !fused_publishes_blocks(indexer_options.candidate_source)) {
+    return IndexerPath::kDense;
+  }
   return heuristics::prefill_takes_fused(k, indexer_options.min_row_keys, num_keys)
              ? IndexerPath::kFused
              : IndexerPath::kDense;

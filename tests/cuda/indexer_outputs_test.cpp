@@ -2,8 +2,9 @@
 // The CUDA indexer's optional outputs (indexer.h): on the dense path, the fused path (gated rows,
 // forced candidate overflow into its fallback) and the dense consumer, the selected scores are
 // the bits the GPU's mqa_logits / paged_mqa_logits write at the selected columns (the fused
-// path's documented -0 / NaN corner aside), and a source layer's candidate blocks are
-// select_candidate_blocks over the GPU's logits, while the top-k stays the plain call's. Outputs
+// path's documented -0 / NaN corner aside), and a source layer's candidate blocks, on the dense
+// and the fused path, are select_candidate_blocks over the GPU's logits, while the top-k stays
+// the plain call's. Outputs
 // are poisoned before each run; a second run gives the same bits.
 #include "support/indexer_outputs.h"
 
@@ -95,13 +96,14 @@ Outputs prefill_with_outputs(const DevicePrefill& device, int64_t rows, int k, b
   DeviceOutputs d(rows, k, with_scores, num_blocks);
   const IndexerOptions o = d.options(path, block_size);
   const Status status =
-      capacity > 0 ? flashindexer::cuda::fused_indexer_prefill(
-                         d.device_out.view, device.q.view(), device.keys.view(),
-                         device.weights.view, device.ks.view, device.ke.view, k, sorted,
-                         with_workspace(workspace), FusedConfig{capacity}, o.scores)
-                   : indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
-                                     device.weights.view, device.ks.view, device.ke.view, k,
-                                     TopKOptions{sorted}, o, with_workspace(workspace));
+      capacity > 0
+          ? flashindexer::cuda::fused_indexer_prefill(
+                d.device_out.view, device.q.view(), device.keys.view(), device.weights.view,
+                device.ks.view, device.ke.view, k, sorted, with_workspace(workspace),
+                FusedConfig{capacity}, o.scores, o.candidate_source)
+          : indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
+                            device.weights.view, device.ks.view, device.ke.view, k,
+                            TopKOptions{sorted}, o, with_workspace(workspace));
   EXPECT_TRUE(status.ok()) << status_text(status);
   return d.fetch();
 }
@@ -290,6 +292,17 @@ DeviceBuffer source_workspace(int k, int num_blocks, int block_size, int64_t bat
   return poisoned_device_buffer(bytes);
 }
 
+// A workspace in which the fused path's own entry, with `capacity` candidate slots, runs
+// batch_rows rows a batch with a candidate output.
+DeviceBuffer fused_source_workspace(int k, int num_blocks, int block_size, int64_t batch_rows,
+                                    int64_t width, int capacity) {
+  const int64_t blocks = (width + block_size - 1) / block_size;
+  return poisoned_device_buffer(
+      flashindexer::cuda::fused_indexer_workspace_size(batch_rows, width, std::max(k, num_blocks),
+                                                       FusedConfig{capacity}) +
+      batch_rows * ((blocks + 63) / 64 * 256 + 4) + 4 * 1024);
+}
+
 TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLogits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -298,8 +311,9 @@ TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLo
     int num_blocks;
     int block_size;
   };
-  for (const Shape& s : {Shape{512, 2048, 8}, Shape{64, 16, 8}, Shape{2048, 4096, 16},
-                         Shape{128, 300, 5}, Shape{4096, 64, 1}}) {
+  for (const Shape& s :
+       {Shape{512, 2048, 8}, Shape{64, 16, 8}, Shape{2048, 4096, 16}, Shape{256, 512, 32},
+        Shape{128, 100, 24}, Shape{128, 300, 5}, Shape{4096, 64, 1}}) {
     const int heads = rng.bernoulli(0.5) ? 64 : 32;
     const int64_t rows = rng.uniform_int(10, 50);
     const int64_t keys = rng.uniform_int(2000, 30000);
@@ -320,19 +334,39 @@ TEST(IndexerCandidateSourceCuda, PrefillPublishesSelectCandidateBlocksOfTheGpuLo
     FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
                               RowRanges::prefill(p.ks.view(), p.ke.view()), s.k,
                               TopKOptions{true}));
-    for (int64_t batch_rows : {int64_t{0}, int64_t{3}}) {
-      for (bool with_scores : {false, true}) {
+    // kAuto with long rows: the fused path for block sizes of a multiple of 8, else the dense.
+    // The fused path's own entry with few candidate slots sends rows to its fallback.
+    struct Run {
+      IndexerPath path;
+      int capacity;
+    };
+    std::vector<Run> runs = {{IndexerPath::kDense, 0}, {IndexerPath::kAuto, 0}};
+    if (s.block_size % 8 == 0) runs.push_back({IndexerPath::kFused, s.k <= 64 ? 300 : 1000});
+    for (const Run& run : runs) {
+      for (int64_t batch_rows : {int64_t{0}, int64_t{3}}) {
+        const bool with_scores = batch_rows > 0;
         SCOPED_TRACE(::testing::Message()
-                     << "batch rows " << batch_rows << (with_scores ? " with scores" : ""));
+                     << path_name(run.path) << " capacity " << run.capacity << " batch rows "
+                     << batch_rows << (with_scores ? " with scores" : ""));
         const DeviceBuffer workspace =
-            source_workspace(s.k, s.num_blocks, s.block_size, batch_rows, keys);
-        // kAuto with long rows would take the fused path; a candidate output takes the dense.
+            run.capacity > 0 ||
+                    (run.path != IndexerPath::kDense && batch_rows > 0 && s.block_size % 8 == 0)
+                ? fused_source_workspace(s.k, s.num_blocks, s.block_size,
+                                         batch_rows > 0 ? batch_rows : rows, keys, run.capacity)
+                : source_workspace(s.k, s.num_blocks, s.block_size, batch_rows, keys);
         DeviceOutputs d(rows, s.k, with_scores, s.num_blocks);
-        IndexerOptions o = d.options(IndexerPath::kAuto, s.block_size);
+        IndexerOptions o = d.options(run.path, s.block_size);
         o.min_row_keys = 1 << 20;
-        FI_ASSERT_OK(indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
-                                     device.weights.view, device.ks.view, device.ke.view, s.k,
-                                     TopKOptions{true}, o, with_workspace(workspace)));
+        const Status status =
+            run.capacity > 0
+                ? flashindexer::cuda::fused_indexer_prefill(
+                      d.device_out.view, device.q.view(), device.keys.view(), device.weights.view,
+                      device.ks.view, device.ke.view, s.k, true, with_workspace(workspace),
+                      FusedConfig{run.capacity}, o.scores, o.candidate_source)
+                : indexer_prefill(d.device_out.view, device.q.view(), device.keys.view(),
+                                  device.weights.view, device.ks.view, device.ke.view, s.k,
+                                  TopKOptions{true}, o, with_workspace(workspace));
+        FI_ASSERT_OK(status);
         Outputs got = d.fetch();
         EXPECT_TRUE(SameTopK(got.out, expected, s.k, true));
         EXPECT_TRUE(SameBlocks(got.blocks, expected_blocks, s.num_blocks));
@@ -362,21 +396,33 @@ TEST(IndexerCandidateSourceCuda, DecodePublishesSelectCandidateBlocksForNextN1To
       const int64_t width = p.block_table.size(1) * config.page_size;
       const HostTensor logits = gpu_logits(device, p.rows(), width);
       const HostTensor ends = decode_row_ends(p.ends);
-      HostTensor expected_blocks = poisoned_topk_output(p.rows(), num_blocks);
-      FI_ASSERT_OK(select_candidate_blocks(expected_blocks.view(), logits.view(),
-                                           CandidateRows::decode(ends.view()), num_blocks, 8));
       HostTensor expected = poisoned_topk_output(p.rows(), k);
       FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
                                 RowRanges::decode(p.context_lens.view(), next_n), k,
                                 TopKOptions{false}));
-      for (int64_t batch_rows : {int64_t{0}, int64_t{next_n}}) {
-        const DeviceBuffer workspace = source_workspace(k, num_blocks, 8, batch_rows, width);
-        Outputs got = decode_with_outputs(device, p.rows(), k, false, workspace,
-                                          IndexerPath::kDense, true, num_blocks, 8);
-        EXPECT_TRUE(SameTopK(got.out, expected, k, false));
-        EXPECT_TRUE(SameBlocks(got.blocks, expected_blocks, num_blocks));
-        EXPECT_TRUE(ScoresAreTheLogitsBits(got.scores, got.out, logits, k,
-                                           [](int64_t) { return int64_t{0}; }));
+      // Block size 8 (the fused scan stores floats) and 16 (it folds keys atomically).
+      for (int block_size : {8, 16}) {
+        HostTensor expected_blocks = poisoned_topk_output(p.rows(), num_blocks);
+        FI_ASSERT_OK(select_candidate_blocks(expected_blocks.view(), logits.view(),
+                                             CandidateRows::decode(ends.view()), num_blocks,
+                                             block_size));
+        for (IndexerPath path : kPaths) {
+          for (int64_t batch_rows : {int64_t{0}, int64_t{next_n}}) {
+            SCOPED_TRACE(::testing::Message() << path_name(path) << " cb " << block_size
+                                              << " batch rows " << batch_rows);
+            const DeviceBuffer workspace =
+                path == IndexerPath::kFused && batch_rows > 0
+                    ? fused_source_workspace(k, num_blocks, block_size, batch_rows, width, 0)
+                    : source_workspace(k, num_blocks, block_size, batch_rows, width);
+            Outputs got = decode_with_outputs(device, p.rows(), k, false, workspace, path, true,
+                                              num_blocks, block_size);
+            EXPECT_TRUE(SameTopK(got.out, expected, k, false));
+            EXPECT_TRUE(SameBlocks(got.blocks, expected_blocks, num_blocks));
+            EXPECT_TRUE(ScoresAreTheLogitsBits(
+                got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
+                path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
+          }
+        }
       }
     }
   }
@@ -395,10 +441,10 @@ TEST(IndexerOutputsCuda, GraphReplayGivesTheDirectCallsBits) {
   const int k = 512;
   for (IndexerPath path : kPaths) {
     SCOPED_TRACE(path_name(path));
-    // The fused path serves scores only; the dense one both outputs.
-    const int num_blocks = path == IndexerPath::kDense ? 2048 : 0;
-    const DeviceBuffer workspace = num_blocks > 0 ? source_workspace(k, num_blocks, 8, 4, width)
-                                                  : path_workspace(path, k, 4, width);
+    const int num_blocks = 2048;
+    const DeviceBuffer workspace = path == IndexerPath::kFused
+                                       ? fused_source_workspace(k, num_blocks, 8, 4, width, 0)
+                                       : source_workspace(k, num_blocks, 8, 4, width);
     Outputs direct =
         decode_with_outputs(device, p.rows(), k, false, workspace, path, true, num_blocks, 8);
     DeviceOutputs d(p.rows(), k, true, num_blocks);
@@ -419,7 +465,7 @@ TEST(IndexerOutputsCuda, GraphReplayGivesTheDirectCallsBits) {
 
 // ----------------------------------------------------------------------------- refusals
 
-TEST(IndexerOutputsCuda, FusedPathRefusesACandidateOutputNamingIt) {
+TEST(IndexerOutputsCuda, FusedPathRefusesABlockSizeItCannotPublishNamingIt) {
   SKIP_ON_A_GPU_WITHOUT_THE_KERNELS();
   FI_SEEDED_RNG(rng);
   PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, 8, 256, 32, 128);
@@ -427,13 +473,14 @@ TEST(IndexerOutputsCuda, FusedPathRefusesACandidateOutputNamingIt) {
   HostTensor blocks(DType::kI32, {8, 4});
   IndexerOptions o;
   o.path = IndexerPath::kFused;
-  o.candidate_source = CandidateOutput{labelled_cuda(blocks.view()), 8};
+  o.candidate_source = CandidateOutput{labelled_cuda(blocks.view()), 12};
   const Status status =
       indexer_prefill(labelled_cuda(out.view()), labelled_cuda(p.q.view()),
                       labelled_cuda(p.keys.view()), labelled_cuda(p.weights.view()),
                       labelled_cuda(p.ks.view()), labelled_cuda(p.ke.view()), 16, TopKOptions{}, o);
   EXPECT_TRUE(
-      IsRejected(status, StatusCode::kUnsupported, {"fused", "indexer_options.candidate_source"}));
+      IsRejected(status, StatusCode::kUnsupported,
+                 {"fused", "indexer_options.candidate_source.block_size=12", "multiple of 8"}));
 }
 
 TEST(IndexerOutputsCuda, RejectsAWorkspaceTooSmallForTheBlockScores) {

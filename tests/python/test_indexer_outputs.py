@@ -160,10 +160,21 @@ def test_torch_outputs_on_cuda_equal_the_cpu_logits_bits(rng, cuda_torch):
         np.testing.assert_array_equal(top, fi.topk_per_row(logits, 512, ks=ks, ke=ke, sorted=True))
         np.testing.assert_array_equal(result.scores.cpu().numpy().view(np.uint32),
                                       _selected(logits, top, ks))
+    blocks = fi.select_candidate_blocks(logits, 2048, 8, ks=ks, ke=ke)
     source = fit.indexer_prefill(d_q, d_keys, dev[1], dev[2], dev[3], 512, candidate_source=2048,
                                  candidate_source_block_size=8)
-    np.testing.assert_array_equal(source.candidate_blocks.cpu().numpy(),
-                                  fi.select_candidate_blocks(logits, 2048, 8, ks=ks, ke=ke))
+    np.testing.assert_array_equal(source.candidate_blocks.cpu().numpy(), blocks)
+    # The fused path publishes the same blocks from its scan, with a workspace sized for them.
+    workspace = torch.empty(fi.indexer_cuda_workspace_size(512, candidate_source=2048,
+                                                           candidate_source_block_size=8),
+                            dtype=torch.uint8, device="cuda")
+    assert workspace.numel() > fi.indexer_cuda_workspace_size(512)
+    fused = fi.indexer_prefill(d_q, d_keys, dev[1], dev[2], dev[3], 512, sorted=True, path="fused",
+                               workspace=workspace, candidate_source=2048,
+                               candidate_source_block_size=8)
+    np.testing.assert_array_equal(fused.candidate_blocks.cpu().numpy(), blocks)
+    np.testing.assert_array_equal(fused.topk.cpu().numpy(),
+                                  fi.topk_per_row(logits, 512, ks=ks, ke=ke, sorted=True))
 
 
 def test_consumer_step_rows_built_once_serve_every_layer_on_cuda(rng, cuda_torch):

@@ -111,6 +111,13 @@ Status select_blocks(const char* op, int32_t* out, int64_t out_stride, const Log
                                                     scratch.row_blocks, logits.data, logits.stride,
                                                     width, bounds, block_size);
   if (Status status = launch_status(op); !status.ok()) return status;
+  return select_top_blocks(op, out, out_stride, count, blocks, num_blocks, scratch);
+}
+
+Status select_top_blocks(const char* op, int32_t* out, int64_t out_stride, int64_t count,
+                         int64_t blocks, int num_blocks, const BlockSelectScratch& scratch) {
+  if (count == 0) return Status::Ok();
+  auto stream = static_cast<cudaStream_t>(scratch.topk_run.cuda_stream);
   const TensorView score_view =
       TensorView::contiguous(scratch.scores, DType::kF32, {count, std::max<int64_t>(blocks, 1)},
                              Device::kCUDA)

@@ -33,5 +33,11 @@ BlockSelectScratch carve_block_select(void* base, int64_t rows, int64_t width, i
 Status select_blocks(const char* op, int32_t* out, int64_t out_stride, const LogitsRows& logits,
                      const BoundRows& bounds, int num_blocks, int block_size,
                      const BlockSelectScratch& scratch);
+// Its second half, from block scores already in scratch (rows `count`, `blocks` wide: the
+// widest row's block count, row lengths in scratch.row_blocks): the top-C, best first, then -1
+// for the -inf blocks. The fused source (sm90_fused/block_scores.h) computes the scores in its
+// scan.
+Status select_top_blocks(const char* op, int32_t* out, int64_t out_stride, int64_t count,
+                         int64_t blocks, int num_blocks, const BlockSelectScratch& scratch);
 
 }  // namespace flashindexer::cuda::candidates

@@ -28,13 +28,6 @@ bool use_fused(IndexerPath path, const QuantizedTensor& q) {
   return path == IndexerPath::kFused && q.values.dtype != DType::kE2M1x2;
 }
 
-Status fused_refuses_candidate_output(const char* op) {
-  return Status::Unsupported(
-      concat(op,
-             ": the fused path does not publish candidate blocks "
-             "(indexer_options.candidate_source); pass IndexerPath::kAuto or kDense"));
-}
-
 }  // namespace
 
 size_t indexer_workspace_size(int k) {
@@ -58,10 +51,8 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
                        bool sorted, IndexerPath path, const IndexerOutputs& outputs,
                        const RunOptions& options) {
   if (use_fused(path, q)) {
-    if (outputs.candidate_source.defined())
-      return fused_refuses_candidate_output("indexer_prefill");
     return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options, {},
-                                 outputs.scores);
+                                 outputs.scores, outputs.candidate_source);
   }
   return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, outputs, options);
 }
@@ -71,9 +62,8 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const TensorView& block_table, int k, bool sorted, IndexerPath path,
                       const IndexerOutputs& outputs, const RunOptions& options) {
   if (use_fused(path, q)) {
-    if (outputs.candidate_source.defined()) return fused_refuses_candidate_output("indexer_decode");
     return fused_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
-                                options, {}, outputs.scores);
+                                options, {}, outputs.scores, outputs.candidate_source);
   }
   return dense_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted, outputs,
                               options);

@@ -14,6 +14,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/rank_key.cuh"
 #include "cuda/common/warp_scan.cuh"
+#include "cuda/sm90_fused/block_max.cuh"
 #include "cuda/sm90_fused/emit_params.h"
 #include "cuda/sm90_scoring/config.h"
 #include "cuda/sm90_scoring/consumer.cuh"
@@ -349,6 +350,9 @@ __device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParam
       if (lo < hi) gate = __ldg(e.gate + row0 + row);
     }
     const RowGate row_gate(gate);
+    // A source layer's blocks: whether every row of the item has its groups as blocks.
+    const bool groups = e.block_max == nullptr || all_rows_in_groups(e, lo, hi);
+    float* block_entries = e.block_max + (row0 + row) * e.block_pitch;
     uint32_t row_entries = 0;  // this row's entries in the queue (on every lane of the row)
     auto flush = [&] {
       const uint32_t mine =
@@ -384,7 +388,14 @@ __device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParam
       // Most steps lie inside the lane's row range, on a gated row: the compare alone decides
       // (rows that take every key, and the steps at range ends, test each key's range too).
       const int32_t tile_key0 = tile * kTileKeys;
-      const bool inside = !row_gate.take_all && tile_key0 >= lo && tile_key0 + kTileKeys <= hi;
+      const bool in_range = tile_key0 >= lo && tile_key0 + kTileKeys <= hi;
+      const bool inside = !row_gate.take_all && in_range;
+      float group_max[kVectors];
+      float group_second_max[kVectors];
+      if (e.block_max != nullptr) {
+        emitter_group_maxima<kLanesPerRow>(e, lo, hi, key0, values, in_range, groups, group_max,
+                                           group_second_max);
+      }
       uint32_t taken = 0;
       if (inside) {
 #pragma unroll
@@ -422,6 +433,10 @@ __device__ __forceinline__ void emit_scores(const TileFilter& f, const EmitParam
       // TMA); it keeps to the rule that check_sass.py holds every arrival to.
       ptx::fence_proxy_async_shared();
       ptx::mbarrier_arrive(&barriers[EmitRegion<L>::kScoreEmpty + slot]);
+      if (e.block_max != nullptr) {
+        fold_emitter_groups<kLanesPerRow>(e, block_entries, lo, hi, key0, group_max,
+                                          group_second_max, in_range, groups, lane);
+      }
     }
     __syncwarp();
     if (queue.size > 0) flush();
@@ -537,8 +552,12 @@ struct EmitEpilogue {
 #pragma unroll
             for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
               const int32_t key = key0 + 8 * R::key_half(r, lane);
-              queue_candidate(queue, q, row_gate, lo[i], hi[i], key,
-                              owned[u][i][r] * half_scale[u][r], lane);
+              const float score = owned[u][i][r] * half_scale[u][r];
+              queue_candidate(queue, q, row_gate, lo[i], hi[i], key, score, lane);
+              if (e.block_max != nullptr) {
+                fold_consumer_score(e, row0 + q, lo[i], hi[i], key, score,
+                                    e.block_size == kGroupKeys, lane);
+              }
             }
           }
         }

@@ -22,7 +22,10 @@
 //     and the top-k leaves the other answers alone).
 // With a scores output (IndexerOptions::scores), a kernel between 4 and 5 writes the complete
 // rows' selected scores from their candidates (candidate_scores.h), and each fallback batch's
-// rows get theirs gathered from its logits (indexer/selected_scores.h).
+// rows get theirs gathered from its logits (indexer/selected_scores.h). A source layer's
+// candidate output (IndexerOptions::candidate_source): the scan also folds every score into its
+// candidate block's maximum (block_max.cuh), then after 3 a kernel adds the sampled tiles and
+// makes the block scores (block_scores.h), and the top-C of select_candidate_blocks follows.
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
 // All decisions on the host come from shapes: no host sync, graph-capturable.
@@ -33,10 +36,12 @@
 
 #include "core/checks.h"
 #include "core/heuristics.h"
+#include "cuda/candidates/select.h"
 #include "cuda/common/check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
+#include "cuda/sm90_fused/block_scores.h"
 #include "cuda/sm90_fused/candidate_scores.h"
 #include "cuda/sm90_fused/emit_epilogue.cuh"
 #include "cuda/sm90_fused/fused_indexer.h"
@@ -174,26 +179,62 @@ Status run_fallback(const char* op, const Form& form, const FusedShape& shape, c
   return Status::Ok();
 }
 
+// A source layer's candidate blocks of rows [first, first + count): the block scores from the
+// scan's entries and the sample (block_scores.h), then their top-C.
+Status publish_blocks(const char* op, const FusedShape& shape, const fused::RowArrays& arrays,
+                      const ScoringCall& call, const CandidateOutput& source, const Slab& slab,
+                      int64_t first, int64_t count, bool paged) {
+  fused::BlockScoresParams params;
+  params.ranges = call.params;
+  params.entries = arrays.block_entries;
+  params.pitch = shape.block_pitch;
+  params.block_size = shape.block_size;
+  params.row_blocks = arrays.row_blocks;
+  if (shape.gated) {
+    params.sample = arrays.sample;
+    params.sample_stride = shape.sample_stride;
+    params.tile_shift = shape.tile_shift;
+  }
+  auto* stream = static_cast<cudaStream_t>(slab.topk_run.cuda_stream);
+  if (Status status = to_status(fused::launch_block_scores(params, count, paged, stream), op,
+                                "block scores kernel launch");
+      !status.ok()) {
+    return status;
+  }
+  candidates::BlockSelectScratch scratch;
+  scratch.scores = arrays.block_entries;
+  scratch.pitch = shape.block_pitch;
+  scratch.row_blocks = arrays.row_blocks;
+  scratch.topk_run = slab.topk_run;
+  const TensorView blocks = leading_rows(source.blocks, first, count);
+  return candidates::select_top_blocks(op, blocks.ptr<int32_t>(), blocks.stride[0], count,
+                                       (shape.width + shape.block_size - 1) / shape.block_size,
+                                       static_cast<int>(source.blocks.shape[1]), scratch);
+}
+
 template <typename Form>
 Status run_fused(const char* op, const Form& form, const TensorView& out, const TensorView& scores,
-                 int64_t rows, int64_t width, int64_t row_unit, int k, bool sorted,
-                 const RunOptions& options, const FusedConfig& config) {
+                 const CandidateOutput& source, int64_t rows, int64_t width, int64_t row_unit,
+                 int k, bool sorted, const RunOptions& options, const FusedConfig& config) {
   if (width > fused::kMaxEmitKeys) {
     return Status::InvalidArgument(concat(
         op, ": the fused path (RunOptions.indexer_path) takes rows of at most 2^29 keys; got ",
         width, " keys per row (the dense path takes any)"));
   }
-  const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
+  FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
+  if (source.defined()) shape.publish_blocks(source.block_size);
   Slab slab;
   // The kept arrays of as many rows as the region holds with their candidates and samples (no
   // more than all rows need); the rest is the logits slab, which the batch's candidates and
   // sample share with its fallback.
   auto keep = [&](size_t region) {
     const auto fit =
-        static_cast<int64_t>(region / (shape.overlay_row_bytes() + FusedShape::kKeptRowBytes));
-    return FusedShape::kept_bytes(std::min(fit, rows));
+        static_cast<int64_t>(region / (shape.overlay_row_bytes() + shape.kept_row_bytes()));
+    return shape.kept_bytes(std::min(fit, rows));
   };
-  if (Status status = carve_slab(op, options, width, k, row_unit, FusedShape::kept_bytes(row_unit),
+  // The top-k scratch serves the select's fallback and a source layer's top-C of its blocks.
+  const int topk_k = source.defined() ? std::max(k, static_cast<int>(source.blocks.shape[1])) : k;
+  if (Status status = carve_slab(op, options, width, topk_k, row_unit, shape.kept_bytes(row_unit),
                                  shape.overlay_bytes(row_unit), keep, &slab);
       !status.ok()) {
     return status;
@@ -242,6 +283,23 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
     emit.candidates = arrays.candidates;
     emit.candidate_counts = arrays.counts;
     emit.candidate_capacity = shape.capacity;
+    if (shape.block_size > 0) {
+      emit.block_max = arrays.block_entries;
+      emit.block_pitch = shape.block_pitch;
+      emit.block_size = shape.block_size;
+      // The atomic entries start at 0 (nothing folded); a decode row at block size 8 has its
+      // groups as blocks (it starts at key 0) and stores floats only.
+      if (!Form::kPaged || shape.block_size != fused::kGroupKeys) {
+        if (Status status = to_status(
+                cudaMemsetAsync(arrays.block_entries, 0,
+                                static_cast<size_t>(count) * shape.block_pitch * sizeof(float),
+                                stream),
+                op, "block entries reset");
+            !status.ok()) {
+          return status;
+        }
+      }
+    }
     if (shape.gated) {  // the gate has emitted the sampled tiles' keys
       scan.params.filter.tile_stride = shape.tile_stride;
       scan.params.filter.tile_shift = shape.tile_shift;
@@ -251,6 +309,13 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
                                   op, "scoring kernel launch");
         !status.ok()) {
       return status;
+    }
+    if (shape.block_size > 0) {
+      if (Status status =
+              publish_blocks(op, shape, arrays, call, source, slab, first, count, Form::kPaged);
+          !status.ok()) {
+        return status;
+      }
     }
     // The candidates sit in their slots in the order the scan's atomics were served; the
     // select writes unsorted answers in ascending index order, like every top-k path.
@@ -304,7 +369,7 @@ size_t fused_indexer_workspace_size(int64_t batch_rows, int64_t width, int k,
   const FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
   const size_t logits = static_cast<size_t>(batch_rows * slab_pitch(width)) * sizeof(float);
   return topk_per_row_workspace_bound(k) + 3 * kSlabAlignment +
-         align_slab(FusedShape::kept_bytes(batch_rows)) +
+         align_slab(shape.kept_bytes(batch_rows)) +
          align_slab(std::max(shape.overlay_bytes(batch_rows), logits));
 }
 
@@ -312,20 +377,20 @@ Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
                              const RunOptions& options, const FusedConfig& config,
-                             const TensorView& scores) {
+                             const TensorView& scores, const CandidateOutput& source) {
   const PrefillForm form{q, keys, weights, ks, ke};
-  return run_fused("indexer_prefill", form, out, scores, q.values.shape[0], keys.values.shape[0], 1,
-                   k, sorted, options, config);
+  return run_fused("indexer_prefill", form, out, scores, source, q.values.shape[0],
+                   keys.values.shape[0], 1, k, sorted, options, config);
 }
 
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
                             bool sorted, const RunOptions& options, const FusedConfig& config,
-                            const TensorView& scores) {
+                            const TensorView& scores, const CandidateOutput& source) {
   const int next_n = static_cast<int>(q.values.shape[1]);
   const DecodeForm form{q, cache, weights, context_lens, block_table, next_n};
-  return run_fused("indexer_decode", form, out, scores, q.values.shape[0] * next_n,
+  return run_fused("indexer_decode", form, out, scores, source, q.values.shape[0] * next_n,
                    block_table.shape[1] * cache.page_size, next_n, k, sorted, options, config);
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flashindexer/candidates.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
 #include "flashindexer/status.h"
@@ -21,17 +22,20 @@ struct FusedConfig {
 
 // indexer_prefill / indexer_decode by the fused path: top-k without writing the [rows, keys]
 // logits, bit for bit topk_per_row(mqa_logits(...)). Same workspace as the dense path. scores
-// (optional, [rows, >= k] f32): the selected keys' scores (IndexerOptions::scores).
+// (optional, [rows, >= k] f32): the selected keys' scores (IndexerOptions::scores). source
+// (optional, a block size that is a multiple of 8): a source layer's candidate blocks
+// (IndexerOptions::candidate_source), select_candidate_blocks of the logits the scan never
+// writes, bit for bit.
 Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const QuantizedTensor& keys, const TensorView& weights,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
                              const RunOptions& options, const FusedConfig& config = {},
-                             const TensorView& scores = {});
+                             const TensorView& scores = {}, const CandidateOutput& source = {});
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                             const PagedKCache& cache, const TensorView& weights,
                             const TensorView& context_lens, const TensorView& block_table, int k,
                             bool sorted, const RunOptions& options, const FusedConfig& config = {},
-                            const TensorView& scores = {});
+                            const TensorView& scores = {}, const CandidateOutput& source = {});
 
 // A workspace in which the fused path runs at least `batch_rows` rows per batch (and its
 // fallback as many), for rows of `width` keys.

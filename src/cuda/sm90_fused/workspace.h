@@ -41,20 +41,33 @@ struct FusedShape {
     tile_stride = int32_t{1} << tile_shift;
     sample_stride = gated ? (tiles + tile_stride - 1) / tile_stride * kTileKeys : 0;
   }
+  // A source layer's candidate blocks of block_size keys (0: none): each row's block entries,
+  // block_pitch floats, and its block count.
+  int block_size = 0;
+  int64_t block_pitch = 0;
+  void publish_blocks(int block_size_) {
+    block_size = block_size_;
+    block_pitch = (width + block_size - 1) / block_size;
+    block_pitch = (block_pitch + 63) / 64 * 64;  // rows 256 bytes apart
+  }
   // The per-row arrays: the candidates and the sample, which are dead once the select has run
   // and so lie over the fallback's logits, and four small ones (counts, gate, fallback ranges)
-  // kept apart with the count of fallback rows, since the fallback reads them. Each array is
-  // rounded up to 256 bytes.
+  // kept apart with the count of fallback rows, since the fallback reads them, and a source
+  // layer's block entries and counts, which outlive the select. Each array is rounded up to 256
+  // bytes.
   static constexpr size_t kKeptRowBytes = 4 * sizeof(int32_t);
+  size_t kept_row_bytes() const {
+    return kKeptRowBytes + (block_size > 0 ? static_cast<size_t>(block_pitch + 1) * 4 : 0);
+  }
+  size_t kept_bytes(int64_t rows) const {
+    return static_cast<size_t>(rows) * kept_row_bytes() + (block_size > 0 ? 7 : 5) * 256;
+  }
   size_t overlay_row_bytes() const {
     return static_cast<size_t>(capacity) * sizeof(uint64_t) +
            static_cast<size_t>(sample_stride) * sizeof(float);
   }
   size_t overlay_bytes(int64_t rows) const {
     return static_cast<size_t>(rows) * overlay_row_bytes() + 2 * 256;
-  }
-  static size_t kept_bytes(int64_t rows) {
-    return static_cast<size_t>(rows) * kKeptRowBytes + 5 * 256;
   }
 };
 
@@ -69,6 +82,8 @@ struct RowArrays {
   int32_t* fallback_lo = nullptr;
   int32_t* fallback_hi = nullptr;
   int32_t* fallback_rows = nullptr;  // [1]
+  float* block_entries = nullptr;    // [rows, block_pitch] (a source layer)
+  int32_t* row_blocks = nullptr;     // [rows]
 };
 
 // Batches of equal rows (but the last), as few as the slab allows: each batch pays the tails of
@@ -77,7 +92,7 @@ inline RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t r
                             int64_t row_unit) {
   RowArrays a;
   const auto most = static_cast<int64_t>(std::min(
-                        (slab.kept_bytes - FusedShape::kept_bytes(0)) / FusedShape::kKeptRowBytes,
+                        (slab.kept_bytes - shape.kept_bytes(0)) / shape.kept_row_bytes(),
                         (slab.logits_bytes - shape.overlay_bytes(0)) / shape.overlay_row_bytes())) /
                     row_unit * row_unit;
   const int64_t batches = std::max<int64_t>((rows + most - 1) / most, 1);
@@ -100,6 +115,10 @@ inline RowArrays carve_rows(const Slab& slab, const FusedShape& shape, int64_t r
   a.fallback_lo = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
   a.fallback_hi = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
   a.fallback_rows = reinterpret_cast<int32_t*>(kept(sizeof(int32_t)));
+  if (shape.block_size > 0) {
+    a.block_entries = reinterpret_cast<float*>(kept(n * shape.block_pitch * sizeof(float)));
+    a.row_blocks = reinterpret_cast<int32_t*>(kept(n * sizeof(int32_t)));
+  }
   return a;
 }
 
