@@ -61,14 +61,37 @@ __global__ void __launch_bounds__(kScoreThreads)
 }
 
 // out[t, i] = -1 where the selected block scores -inf (the top-k already wrote -1 past the row's
-// blocks).
+// blocks). The top-C is sorted best first, so those slots are a suffix: one lane per row finds
+// where it starts by bisection (11 reads at C = 2048, where reading every selected block's score
+// took 0.13 ms of a 4096-row source layer on an H200), and its warp clears it.
+constexpr int kFinishRowsPerCta = kFinishThreads / 32;
+
 __global__ void __launch_bounds__(kFinishThreads)
     drop_empty_blocks_kernel(int32_t* out, int64_t out_stride, const float* scores,
-                             int64_t score_pitch, int num_blocks) {
-  const int64_t t = blockIdx.x;
-  for (int i = threadIdx.x; i < num_blocks; i += kFinishThreads) {
-    const int32_t id = out[t * out_stride + i];
-    if (id >= 0 && scores[t * score_pitch + id] == -INFINITY) out[t * out_stride + i] = -1;
+                             int64_t score_pitch, int num_blocks, int64_t rows) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kFinishRowsPerCta + threadIdx.x / 32;
+  if (t >= rows) return;
+  int32_t* row_out = out + t * out_stride;
+  const float* row_scores = scores + t * score_pitch;
+  auto empty = [&](int i) {
+    const int32_t id = row_out[i];
+    return id < 0 || row_scores[id] == -INFINITY;
+  };
+  int first = 0;  // the first empty slot: slots [first, num_blocks) are empty
+  if (threadIdx.x % 32 == 0) {
+    int end = num_blocks;
+    while (first < end) {
+      const int mid = first + (end - first) / 2;
+      if (empty(mid)) {
+        end = mid;
+      } else {
+        first = mid + 1;
+      }
+    }
+  }
+  first = __shfl_sync(0xffffffffu, first, 0);
+  for (int i = first + static_cast<int>(threadIdx.x % 32); i < num_blocks; i += 32) {
+    if (row_out[i] >= 0) row_out[i] = -1;
   }
 }
 
@@ -132,8 +155,10 @@ Status select_top_blocks(const char* op, int32_t* out, int64_t out_stride, int64
       !status.ok()) {
     return status;
   }
-  drop_empty_blocks_kernel<<<static_cast<unsigned>(count), kFinishThreads, 0, stream>>>(
-      out, out_stride, scratch.scores, scratch.pitch, num_blocks);
+  drop_empty_blocks_kernel<<<static_cast<unsigned>((count + kFinishRowsPerCta - 1) /
+                                                   kFinishRowsPerCta),
+                             kFinishThreads, 0, stream>>>(out, out_stride, scratch.scores,
+                                                          scratch.pitch, num_blocks, count);
   return launch_status(op);
 }
 
