@@ -312,10 +312,16 @@ TEST(IndexerOutputs, RejectBadArgumentsNamingThem) {
   o.path = IndexerPath::kFused;
   o.candidate_source = CandidateOutput{blocks.view(), 8};
   FI_EXPECT_OK(run(o));
-  // The CUDA path query: kAuto with a candidate output is the dense path.
+  // The CUDA path query: kAuto with a candidate output picks as without it (long rows: the
+  // fused path) for block sizes of a multiple of 8, and the dense path for any other.
   IndexerOptions source;
   source.candidate_source = CandidateOutput{blocks.view(), 8};
   source.min_row_keys = 1 << 20;
+  EXPECT_EQ(cuda_prefill_path(512, source, 1 << 20), IndexerPath::kFused);
+  source.min_row_keys = 0;
+  EXPECT_EQ(cuda_prefill_path(512, source, 1 << 20), IndexerPath::kDense);
+  source.min_row_keys = 1 << 20;
+  source.candidate_source.block_size = 12;
   EXPECT_EQ(cuda_prefill_path(512, source, 1 << 20), IndexerPath::kDense);
 }
 
