@@ -9,9 +9,9 @@
 //    block once;
 //  * any other row (block size a larger multiple of 8, or an unaligned ks) folds the group's one
 //    or two parts (a group meets at most two blocks) into its blocks' block_key by atomicMax.
-// block_scores.cu reads both forms back, folds in the sampled tiles the scan skipped, and turns
-// the entries into select_candidate_blocks' block scores. The maximum keeps NaN (max.NaN), and
-// a NaN block scores +inf there as in candidates.h, so the key of a NaN part is that of +inf.
+// block_scores_kernel.cu reads both forms back, folds in the sampled tiles the scan skipped, and
+// turns the entries into select_candidate_blocks' block scores. The maximum keeps NaN (max.NaN),
+// and a NaN block scores +inf there as in candidates.h, so the key of a NaN part is that of +inf.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,10 +30,14 @@ __device__ __forceinline__ float max_keeping_nan(float a, float b) {
   return m;
 }
 
+// A maximum as its block's score: NaN ranks with +inf (candidates.h).
+__device__ __forceinline__ float nan_as_inf(float m) { return m != m ? INFINITY : m; }
+
 // The atomic form's entry for a part whose maximum is m: larger for a larger block score, NaN
-// as +inf; 0 (nothing folded) lies below every such key, even that of -inf.
+// as +inf; 0 (nothing folded) lies below every such key, even that of -inf. key_threshold reads
+// it back (number_key's inverse on numbers, -inf for 0).
 __device__ __forceinline__ uint32_t block_key(float m) {
-  return number_key(m != m ? 0x7f800000u : __float_as_uint(m));
+  return number_key(__float_as_uint(nan_as_inf(m)));
 }
 
 // Whether row [lo, hi) of a scan with block size block_size has its blocks stored as floats.
@@ -64,7 +68,7 @@ __device__ __forceinline__ void fold_group_parts(const EmitParams& e, float* ent
 __device__ __forceinline__ void store_group(float* entries, int32_t lo, int32_t hi, int32_t group,
                                             float m, bool visible) {
   if (visible || (group < hi && group + kGroupKeys > lo)) {
-    entries[static_cast<uint32_t>(group - lo) / kGroupKeys] = m != m ? INFINITY : m;
+    entries[static_cast<uint32_t>(group - lo) / kGroupKeys] = nan_as_inf(m);
   }
 }
 
@@ -166,7 +170,7 @@ __device__ __forceinline__ void fold_emitter_groups(const EmitParams& e, float* 
     for (int v = 0; v < kVectors; ++v) {
       const int32_t group = first_group + kGroupStride * v;
       if (in_range || (group < hi && group + kGroupKeys > lo)) {
-        at[v * kGroupStride / kGroupKeys] = ma[v] != ma[v] ? INFINITY : ma[v];
+        at[v * kGroupStride / kGroupKeys] = nan_as_inf(ma[v]);
       }
     }
     return;

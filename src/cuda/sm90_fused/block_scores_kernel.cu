@@ -27,12 +27,6 @@ constexpr int kThreads = 256;
 // its blocks in strides of this many CTAs.
 constexpr int64_t kMaxCtasPerRow = 8;
 
-// The maximum number_key's inverse gives back; key 0 (nothing folded) is -inf.
-__device__ __forceinline__ float max_of_key(uint32_t key) {
-  if (key == 0) return -INFINITY;
-  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
 // A row laid out in groups: the scan stored its blocks' scores; only the sampled tiles' groups
 // (1 tile in 32 or more), the newest block (pinned) and the count are left. Thread `index` of
 // the row takes sampled group index % 8 of the row's sampled tile index / 8.
@@ -49,7 +43,7 @@ __device__ __forceinline__ void finish_group_row(const BlockScoresParams& s, flo
   for (int j = 0; j < kGroupKeys; ++j) {
     if (group + j >= lo && group + j < hi) m = max_keeping_nan(m, scores[j]);
   }
-  entries[block] = m != m ? INFINITY : m;
+  entries[block] = nan_as_inf(m);
 }
 
 // Any other row: every block from its atomic key, with the sampled tiles' keys folded in.
@@ -61,7 +55,8 @@ __device__ __forceinline__ void finish_atomic_block(const BlockScoresParams& s, 
   if (b < blocks - 1) {
     const int32_t first = lo + b * cb;
     const int32_t last = min(first + cb, hi);
-    float m = max_of_key(reinterpret_cast<const uint32_t*>(entries)[b]);
+    // The scanned keys' maximum (block_key's inverse; -inf where nothing was folded).
+    float m = key_threshold(reinterpret_cast<const uint32_t*>(entries)[b]);
     if (sample != nullptr) {
       const int32_t sampled = (int32_t{1} << s.tile_shift) - 1;  // tile t sampled: t & this == 0
       for (int32_t tile = first / kTileKeys; tile * kTileKeys < last; ++tile) {
@@ -74,7 +69,7 @@ __device__ __forceinline__ void finish_atomic_block(const BlockScoresParams& s, 
         }
       }
     }
-    score = m != m ? INFINITY : m;
+    score = nan_as_inf(m);
   }
   entries[b] = score;
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/candidates/workspace.h"
 #include "cuda/indexer/slab.h"
 #include "cuda/sm90_fused/gate.h"
 #include "cuda/sm90_scoring/config.h"
@@ -47,8 +48,7 @@ struct FusedShape {
   int64_t block_pitch = 0;
   void publish_blocks(int block_size_) {
     block_size = block_size_;
-    block_pitch = (width + block_size - 1) / block_size;
-    block_pitch = (block_pitch + 63) / 64 * 64;  // rows 256 bytes apart
+    block_pitch = candidates::pitch_floats((width + block_size - 1) / block_size);
   }
   // The per-row arrays: the candidates and the sample, which are dead once the select has run
   // and so lie over the fallback's logits, and four small ones (counts, gate, fallback ranges)
