@@ -174,6 +174,9 @@ __device__ __forceinline__ void wgmma_wait_group() {
 __device__ __forceinline__ void fence_operand(float& value) {
   asm volatile("" : "+f"(value)::"memory");
 }
+__device__ __forceinline__ void fence_operand(uint32_t& value) {
+  asm volatile("" : "+r"(value)::"memory");
+}
 
 // Shared-memory matrix descriptor for a K-major tile whose rows are 128 bytes, written by TMA
 // with the 128-byte swizzle: 8-row groups 1024 bytes apart (stride byte offset), leading byte

@@ -52,6 +52,14 @@ static_assert(128 * kConvertingProducerRegisters + 256 * kConvertingConsumerRegi
                   kThreads * kLaunchRegisters,
               "converting register split exceeds the CTA's registers");
 
+// Register keys (format_mxfp4_registers.cuh): the paged loader with the Q conversion in warp 0
+// spilled 8 bytes at 56; the consumers, with 16 A registers a tile, fit 216.
+constexpr int kRegisterKeysProducerRegisters = 64;
+constexpr int kRegisterKeysConsumerRegisters = 216;
+static_assert(128 * kRegisterKeysProducerRegisters + 256 * kRegisterKeysConsumerRegisters <=
+                  kThreads * kLaunchRegisters,
+              "register-keys split exceeds the CTA's registers");
+
 // Shared memory: as many key stages as fit next to the two Q buffers (more bytes in flight is
 // what decode, bound by reading the cache, needs most); layout.cuh lays them out.
 constexpr int kSharedBudget = 220 * 1024;

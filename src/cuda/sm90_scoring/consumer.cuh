@@ -272,6 +272,17 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
   }
 }
 
+// A register-keys format's per-tile A operand (format_mxfp4_registers.cuh); nothing for the
+// formats whose wgmma reads the key stage itself.
+template <typename Format, bool = Format::kRegisterKeys>
+struct KeyOperand {
+  struct type {};
+};
+template <typename Format>
+struct KeyOperand<Format, true> {
+  using type = typename Format::Operand;
+};
+
 // One consumer warpgroup (`consumer`, 0 or 1): takes its steps of every work item, issues their
 // wgmma, turns the accumulators into scores and hands them to the epilogue, a policy type with
 // these hooks (StoreEpilogue is the simplest):
@@ -285,10 +296,11 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kTiles][kParts][
 //    row i, key row r;
 //  * end_item(row0), finish(): after each item, and after the last.
 // L: the kernel's SharedLayout (layout.cuh), with the epilogue's Traits and the keys' format.
-template <int kHeads, int kN, bool kPaged, typename Epilogue, typename L>
+// FormatArgs: a converting format's parameters (KernelParams' third member), else unused.
+template <int kHeads, int kN, bool kPaged, typename Epilogue, typename L, typename FormatArgs = int>
 __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& f,
                                         const typename Epilogue::Params& e, uint8_t* smem,
-                                        int consumer) {
+                                        int consumer, const FormatArgs& format_args = {}) {
   using T = typename L::Traits;
   using Format = typename L::Format;
   constexpr int kTilesPerStep = T::kTilesPerStep;
@@ -360,6 +372,27 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
       my_tiles += tiles;
+      // Register keys: every tile's A operand and scales out of its stage (a missing second
+      // tile's from the first one's, dropped like its sums), then the stages are free: the wgmma
+      // reads only registers and the Q tile.
+      typename KeyOperand<Format>::type operands[kTilesPerStep];
+      if constexpr (Format::kRegisterKeys) {
+        const auto* tables =
+            reinterpret_cast<const uint2*>(smem + L::kRawEntries + Format::kTablesOffset);
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          const uint32_t stage = u < tiles ? stages[u] : stages[0];
+          Format::load_operand(operands[u], smem + L::kKeys + stage * L::kTileBytes,
+                               smem + L::kScales + stage * L::kTileScaleBytes, tables, format_args,
+                               key_row, lane);
+        }
+        // (The stage's reads, by ld.shared, before its refill by TMA: see the release below.)
+        ptx::fence_proxy_async_shared();
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
+        }
+      }
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       ptx::wgmma_fence();
       // No branch around wgmma (ptxas would serialize them): a missing second tile re-reads the
@@ -374,7 +407,11 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
           const uint64_t q_desc = ptx::smem_descriptor_advance(q_desc0, part * kPartN * kHeadDim);
 #pragma unroll
           for (int k = 0; k < kHeadDim / Format::kStepK; ++k) {
-            Format::template mma<kPartN>(acc[u][part], key_desc, q_desc, k);
+            if constexpr (Format::kRegisterKeys) {
+              Format::template mma<kPartN>(acc[u][part], operands[u], q_desc, k);
+            } else {
+              Format::template mma<kPartN>(acc[u][part], key_desc, q_desc, k);
+            }
           }
           ptx::wgmma_commit_group();
         }
@@ -385,6 +422,10 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       sum_parts_while_mma_runs<kHeads, kN, kParts, 0>(acc[0], weights, sums[0]);
       ptx::wgmma_wait_group<0>();
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
+      if constexpr (Format::kRegisterKeys) {
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) Format::fence_operand(operands[u]);
+      }
       // relu was taken as x + |x| = 2 relu(x): the 1/2 is exact in the scale.
       float half_scale[kTilesPerStep][R::kKeyRowsPerLane];
 #pragma unroll
@@ -399,7 +440,12 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         const uint8_t* scales = smem + L::kScales + scale_stage * L::kTileScaleBytes;
 #pragma unroll
         for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
-          half_scale[u][r] = 0.5f * Format::scale(scales, key_row + 8 * R::key_half(r, lane));
+          if constexpr (Format::kRegisterKeys) {
+            const int half = R::key_half(r, lane);
+            half_scale[u][r] = 0.5f * (half == 0 ? operands[u].scale[0] : operands[u].scale[1]);
+          } else {
+            half_scale[u][r] = 0.5f * Format::scale(scales, key_row + 8 * R::key_half(r, lane));
+          }
         }
       }
       // Every thread arrives after its own reads of the stage (its wgmma and scales). The scales
@@ -407,10 +453,13 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
       // the arrival waits behind a proxy fence: without it the loads may still be in flight when
       // the producer reuses the stage (seen on the H200 as wrong scores in H32 prefill once the
       // consumer loop ran faster; decode issued its arrivals with the loads in flight too).
-      ptx::fence_proxy_async_shared();
+      // (Register keys released their stages before the wgmma.)
+      if constexpr (!Format::kRegisterKeys) {
+        ptx::fence_proxy_async_shared();
 #pragma unroll
-      for (int u = 0; u < kTilesPerStep; ++u) {
-        if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
+        }
       }
       // Every tile's sums first, without a branch between them, so that the compiler interleaves
       // the tiles' FFMA chains; a step's missing second tile is summed and never stored.

@@ -29,8 +29,12 @@ struct KeysE4M3 {
   // What the copies of one dense tile bring (the stage's full barrier expects it).
   static constexpr uint32_t kLoadBytes = kTileBytes + kTileScaleBytes;
   // TMA writes the stages the consumers read: no conversion, no raw ring, no parameters beyond
-  // ScoreParams (format_mxfp4.cuh converts).
+  // ScoreParams (format_mxfp4.cuh converts). kConverts: the producer's warps convert the Q tiles
+  // (and kConvertsKeys: the key tiles too); kRegisterKeys: the consumers convert each key tile
+  // into the wgmma's A registers (format_mxfp4_registers.cuh).
   static constexpr bool kConverts = false;
+  static constexpr bool kConvertsKeys = false;
+  static constexpr bool kRegisterKeys = false;
   using Params = void;
   static constexpr int kRawSlotBytes = 0;
   template <int kN>
@@ -40,9 +44,11 @@ struct KeysE4M3 {
   template <int kN>
   static constexpr int kRawBarriers = 0;
   __device__ __forceinline__ static void init_shared(uint8_t*) {}
-  // Arrivals that complete a stage's full barrier and q_full: the producer's lane 0, whose
-  // arrive comes with the copies' bytes. A converting format counts every lane that writes.
+  // Arrivals that complete a stage's full barrier (kFillArrivals) and q_full and a raw slot's
+  // empty barrier (kConverterArrivals): the producer's lane 0, whose arrive comes with the copies'
+  // bytes. A converting format counts every lane of the converting warp that writes.
   static constexpr int kFillArrivals = 1;
+  static constexpr int kConverterArrivals = 1;
 
   // Packed keys: the tile's 64 keys and their scales, from key `first_key`.
   __device__ __forceinline__ static void copy_packed(uint8_t* keys, float* scales,

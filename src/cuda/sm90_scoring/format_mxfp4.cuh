@@ -146,6 +146,24 @@ __device__ __forceinline__ void store_block(uint8_t* tile, int row, int b, const
       make_uint4(e2.x, e2.y, e3.x, e3.y);
 }
 
+// The same block in the k order of register keys (format_mxfp4_registers.cuh): its element
+// 8 j + 4 h + i (word j, half h of that word's e4m3 bytes) at k = 32 j + 16 h + 4 b + i, which is
+// byte 4 b of the row's 16-byte chunk 2 j + h. A dot product over all 128 k is the same sum in
+// any order of k that both operands share; this one puts a key's block b in lane b % 4 of the
+// wgmma's A fragment (the quad's columns 4 (lane % 4) + {0..3} and 16 + 4 (lane % 4) + {0..3} of
+// every k-step).
+__device__ __forceinline__ void store_block_permuted(uint8_t* tile, int row, int b,
+                                                     const uint4& block, uint2 table) {
+  const uint32_t words[4] = {block.x, block.y, block.z, block.w};
+  uint8_t* base = tile + row * kHeadDim + 4 * b;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint2 e = expand_word(words[j], table);
+    *reinterpret_cast<uint32_t*>(base + (((2 * j) ^ (row & 7)) * 16)) = e.x;
+    *reinterpret_cast<uint32_t*>(base + (((2 * j + 1) ^ (row & 7)) * 16)) = e.y;
+  }
+}
+
 // The sticky device flag (Mxfp4Params::out_of_span): a plain store, visible to the fix-up kernel,
 // which runs after this kernel has completed.
 __device__ __forceinline__ void note_out_of_span(const Mxfp4Params& fp) {
@@ -157,6 +175,7 @@ __device__ __forceinline__ void note_out_of_span(const Mxfp4Params& fp) {
 struct KeysMXFP4 : KeysE4M3 {
   using Params = Mxfp4Params;
   static constexpr bool kConverts = true;
+  static constexpr bool kConvertsKeys = true;
   // A raw slot: the tile's packed values, then its scale words (one per key).
   static constexpr int kRawValueBytes = kTileKeys * mxfp4::kPackedRowBytes;  // 4 KiB
   static constexpr int kRawScaleBytes = kTileKeys * 4;
@@ -188,6 +207,7 @@ struct KeysMXFP4 : KeysE4M3 {
   // lane's arrive releases its own writes and reads, which one lane's arrive after a __syncwarp
   // does not order for compute-sanitizer's racecheck (106 hazards reported that way).
   static constexpr int kFillArrivals = 32;
+  static constexpr int kConverterArrivals = 32;
 
   // Packed keys: the tile's 64 packed rows and their scale words into a raw slot.
   __device__ __forceinline__ static void copy_packed(uint8_t* raw, float* raw_scales,
@@ -278,8 +298,8 @@ struct KeysMXFP4 : KeysE4M3 {
   // A converting warp (ring 0's), once the staged Q rows have landed: the tile's `vectors` (row,
   // head) vectors into the Q tile, each one's power of two (or the flag) into its weight. The
   // scales are read from global memory (rows past the call's are zero: their values are TMA's zero
-  // fill).
-  template <int kHeads, int kN>
+  // fill). kPermutedK: in the k order of register keys (store_block_permuted).
+  template <int kHeads, int kN, bool kPermutedK = false>
   __device__ __forceinline__ static void convert_query(uint8_t* q_tile, float* weights,
                                                        const uint8_t* staging, const uint2* tables,
                                                        const Mxfp4Params& fp, int64_t row0,
@@ -296,8 +316,12 @@ struct KeysMXFP4 : KeysE4M3 {
       const uint4 block =
           *reinterpret_cast<const uint4*>(staging + v * mxfp4::kPackedRowBytes + b * 16);
       const mxfp4::BlockShift shift(block, scale << (8 * b), b);
-      mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block,
-                         mxfp4::table_for(tables, shift.shift));
+      const uint2 table = mxfp4::table_for(tables, shift.shift);
+      if constexpr (kPermutedK) {
+        mxfp4::store_block_permuted(q_tile, q_tile_row<kHeads, kN>(q, h), b, block, table);
+      } else {
+        mxfp4::store_block(q_tile, q_tile_row<kHeads, kN>(q, h), b, block, table);
+      }
       if (b == 0) {
         weights[v] *= shift.remaining_scale(mxfp4::kQueryScaleBias);
         if (shift.flagged) mxfp4::note_out_of_span(fp);

@@ -40,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/launch.h"
 #include "cuda/common/ptx.cuh"
@@ -48,6 +49,7 @@
 #include "cuda/sm90_scoring/consumer.cuh"
 #include "cuda/sm90_scoring/format_e4m3.cuh"
 #include "cuda/sm90_scoring/format_mxfp4.cuh"
+#include "cuda/sm90_scoring/format_mxfp4_registers.cuh"
 #include "cuda/sm90_scoring/layout.cuh"
 #include "cuda/sm90_scoring/params.h"
 #include "cuda/sm90_scoring/producer.cuh"
@@ -100,10 +102,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   constexpr bool kWideProducer = kPaged || T::kSideWarps > 0;
-  constexpr int kProducerShare =
-      Format::kConverts ? kConvertingProducerRegisters : kProducerRegisters<kWideProducer>;
-  constexpr int kConsumerShare =
-      Format::kConverts ? kConvertingConsumerRegisters : kConsumerRegisters<kWideProducer>;
+  constexpr int kProducerShare = Format::kRegisterKeys ? kRegisterKeysProducerRegisters
+                                 : Format::kConverts   ? kConvertingProducerRegisters
+                                                       : kProducerRegisters<kWideProducer>;
+  constexpr int kConsumerShare = Format::kRegisterKeys ? kRegisterKeysConsumerRegisters
+                                 : Format::kConverts   ? kConvertingConsumerRegisters
+                                                       : kConsumerRegisters<kWideProducer>;
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -114,8 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // q_empty: every consumer thread, and every side warp's lane.
     constexpr int kItemReaders = 128 * kConsumerGroups + 32 * T::kSideWarps;
     for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(&barriers[2 * L::kStages + b], Format::kFillArrivals);  // q_full
-      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);       // q_empty
+      ptx::mbarrier_init(&barriers[2 * L::kStages + b], Format::kConverterArrivals);  // q_full
+      ptx::mbarrier_init(&barriers[2 * L::kStages + 2 + b], kItemReaders);            // q_empty
     }
     Epilogue::template init_barriers<L>(barriers);
     // A converting format's raw slots: full (the loading lane with its copies' bytes), then
@@ -123,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // completed by the converting lanes' arrivals, without bytes (producer.cuh, convert_ring).
     for (int b = 0; b < L::kRawBarrierCount; ++b) {
       ptx::mbarrier_init(&barriers[L::kRawBarriers + b],
-                         b < L::kRawBarrierCount / 2 ? 1 : Format::kFillArrivals);
+                         b < L::kRawBarrierCount / 2 ? 1 : Format::kConverterArrivals);
     }
     Format::init_shared(smem + L::kRawEntries);
     ptx::fence_barrier_init();
@@ -156,7 +160,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_increase<kConsumerShare>();
-    consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem, warpgroup - 1);
+    if constexpr (Format::kRegisterKeys) {
+      consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem, warpgroup - 1,
+                                               args.format);
+    } else {
+      consume<kHeads, kN, kPaged, Epilogue, L>(params, params.filter, epilogue, smem,
+                                               warpgroup - 1);
+    }
   }
 }
 
@@ -188,11 +198,17 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
       maps, KernelParams<typename Epilogue::Params>{params, epilogue}, grid, stream);
 }
 
-// The MXFP4 instantiations (format_mxfp4.cuh), storing epilogue only (call.h).
+// The MXFP4 instantiations, storing epilogue only (call.h). Decode tiles of up to 192 columns
+// convert their keys in the consumers, into the wgmma's A registers (format_mxfp4_registers.cuh);
+// the 256-column tiles (prefill, decode next_n 4 at H = 64) keep the producer's converters
+// (format_mxfp4.cuh): their accumulators and weights leave no room for 16 more registers.
+template <int kN, bool kPaged>
+using Mxfp4Format =
+    std::conditional_t<kPaged && kN <= kMaxRegisterKeyColumns, KeysMXFP4Registers, KeysMXFP4>;
 template <int kHeads, int kN, bool kPaged>
 cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                const Mxfp4Params& format, int grid, cudaStream_t stream) {
-  return launch_instance<kHeads, kN, kPaged, StoreEpilogue, KeysMXFP4>(
+  return launch_instance<kHeads, kN, kPaged, StoreEpilogue, Mxfp4Format<kN, kPaged>>(
       maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
 }
 

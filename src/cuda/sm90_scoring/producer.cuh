@@ -240,7 +240,7 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
     }
     // The e4m3 writes (generic proxy) before the consumers' wgmma (async proxy) reads them, and
     // the raw reads before the slot's next TMA write; every lane arrives for its own
-    // (Format::kFillArrivals).
+    // (Format::kFillArrivals, kConverterArrivals).
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(query ? &q_full[buffer] : &full[stage]);
     ptx::mbarrier_arrive(raw.slot_empty(ring, slot));
@@ -251,12 +251,15 @@ __device__ __forceinline__ void convert_ring(const ScoreParams& p, const FormatA
 // buffer's staging area with the weights, through a slot of ring 0, whose converter turns them
 // into the Q tile, folds each vector's power of two into its weight and publishes the item on
 // q_full. The staging area of a buffer is free once its Q buffer is: an item's conversion
-// precedes its consumption.
-template <int kHeads, int kN, typename L>
+// precedes its consumption. A format whose consumers convert the keys (kRegisterKeys) has no
+// converting warps: warp 0 waits for its own copies (raw barrier 0) and converts the Q tile
+// itself, once per work item (a decode CTA has one or two), while warps 1-3 go on loading keys.
+template <int kHeads, int kN, typename L, typename FormatArgs>
 __device__ __forceinline__ void publish_converted_item(
-    RawLoader<L>& ring, ItemInfo* items, uint64_t* q_empty, uint32_t item_count,
-    const CUtensorMap* q_map, const CUtensorMap* w_map, uint8_t* smem, int32_t row0, int rows,
-    int32_t tile_begin, int32_t tile_end, int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
+    const ScoreParams& p, const FormatArgs& format_args, RawLoader<L>& ring, ItemInfo* items,
+    uint64_t* q_full, uint64_t* q_empty, uint32_t item_count, const CUtensorMap* q_map,
+    const CUtensorMap* w_map, uint8_t* smem, int32_t row0, int rows, int32_t tile_begin,
+    int32_t tile_end, int32_t lo, int32_t hi, uint32_t q_bytes, int lane) {
   using Format = typename L::Format;
   const int buffer = item_count & 1;
   ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
@@ -276,15 +279,32 @@ __device__ __forceinline__ void publish_converted_item(
     info.tile_begin = tile_begin;
     info.tile_end = tile_end;
   }
-  const uint32_t entry = RawEntry::kQuery | (buffer != 0 ? RawEntry::kQueryBuffer : 0u);
-  ring.push(0, entry, lane, [&](uint8_t*, float*, uint64_t* slot_full) {
+  uint8_t* staging = smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>;
+  auto copy_q = [&](uint64_t* landed) {
     if (lane == 0) {
-      ptx::mbarrier_arrive_expect_tx(slot_full, q_bytes);
-      ptx::tma_load_3d(smem + L::kQStaging + buffer * Format::template kQStagingBytes<kN>, q_map,
-                       slot_full, 0, 0, row0);
-      ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, slot_full, 0, row0);
+      ptx::mbarrier_arrive_expect_tx(landed, q_bytes);
+      ptx::tma_load_3d(staging, q_map, landed, 0, 0, row0);
+      ptx::tma_load_2d(smem + L::kWeights + buffer * kN * 4, w_map, landed, 0, row0);
     }
-  });
+  };
+  if constexpr (Format::kConvertsKeys) {
+    const uint32_t entry = RawEntry::kQuery | (buffer != 0 ? RawEntry::kQueryBuffer : 0u);
+    ring.push(0, entry, lane, [&](uint8_t*, float*, uint64_t* slot_full) { copy_q(slot_full); });
+  } else {
+    uint64_t* landed = reinterpret_cast<uint64_t*>(smem + L::kBarriers) + L::kRawBarriers;
+    copy_q(landed);
+    ptx::mbarrier_wait(landed, item_count & 1);
+    const auto* tables =
+        reinterpret_cast<const uint2*>(smem + L::kRawEntries + Format::kTablesOffset);
+    const int q_rows = kLaneOwnedRows<kHeads, kN> ? kN / kHeads : p.rows_per_group;
+    Format::template convert_query<kHeads, kN>(
+        smem + L::kQ + buffer * L::kQBytes,
+        reinterpret_cast<float*>(smem + L::kWeights + buffer * kN * 4), staging, tables,
+        format_args, row0, p.rows, q_rows * kHeads, lane);
+    // As convert_ring's: the e4m3 writes before the wgmma reads them, every lane's own.
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(&q_full[buffer]);
+  }
 }
 
 // lanes: lane `at` of the segment holds row row0 + at (if at < rows) and its range [lo, hi), and
@@ -334,9 +354,10 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
 
   TileLoader<kPaged, T::kReadOnce, Format> loader{p, key_map, scale_map};
   // A converting format: warp 0 loads every tile into the raw rings, warps 1-3 convert them
-  // (convert_ring).
+  // (convert_ring). One whose consumers convert the keys (kRegisterKeys) has the four warps load
+  // the key tiles into the stages, as FP8's loaders do, and warp 0 convert the Q tiles.
   static_assert(!Format::kConverts || T::kSideWarps == 0, "converters are the producer warps");
-  if constexpr (Format::kConverts) {
+  if constexpr (Format::kConvertsKeys) {
     if (warp > 0) {
       convert_ring<kHeads, kN, L>(p, format_args, smem, warp - 1);
       return;
@@ -363,7 +384,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // With an epilogue's side warps (producer warps 1-3; one tile per step), warp 0 alone loads
   // both consumers' tiles in step order.
   // (A converting format's warp 0 is a single loader too.)
-  constexpr bool kOneLoader = T::kSideWarps > 0 || Format::kConverts;
+  constexpr bool kOneLoader = T::kSideWarps > 0 || Format::kConvertsKeys;
   const int consumer = warp / 2;  // (a single loader: both)
   uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
@@ -373,7 +394,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     if (kOneLoader || static_cast<int>(at & 1) == warp % 2) {
       const uint32_t stage = c * L::kHalfStages + at % L::kHalfStages;
       const uint32_t empty_parity = ((at / L::kHalfStages) & 1) ^ 1;
-      if constexpr (Format::kConverts) {
+      if constexpr (Format::kConvertsKeys) {
         ring.push_tile(stage, empty_parity, lane,
                        [&](uint8_t* raw, float* raw_scales, uint64_t* raw_full) {
                          loader.load(group, tile, raw, raw_scales, raw_full, lane);
@@ -403,9 +424,9 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
 
     if constexpr (Format::kConverts) {
       if (warp == 0) {
-        publish_converted_item<kHeads, kN, L>(ring, items, q_empty, item_count, q_map, w_map, smem,
-                                              static_cast<int32_t>(row0), rows, tile_begin,
-                                              tile_end, lo, hi, q_bytes, lane);
+        publish_converted_item<kHeads, kN, L>(
+            p, format_args, ring, items, q_full, q_empty, item_count, q_map, w_map, smem,
+            static_cast<int32_t>(row0), rows, tile_begin, tile_end, lo, hi, q_bytes, lane);
       }
     } else if (warp == 0) {
       publish_item<kHeads, kN, L>(items, q_full, q_empty, item_count, q_map, w_map, smem,
@@ -417,7 +438,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
     // single loader visits all).
     const int32_t tiles = TileWalk::count(f, tile_begin, tile_end);
     const uint32_t steps = (tiles + kTilesPerStep - 1) / kTilesPerStep;
-    if constexpr (Format::kConverts) {
+    if constexpr (Format::kConvertsKeys) {
       // Both consumers' tiles in step order, kTilesPerStep a step (fewer at the item's end).
       int32_t tile = walk_begin;
       for (uint32_t s = 0; s < steps; ++s) {
@@ -531,12 +552,12 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
       }
     }
   }
-  if constexpr (Format::kConverts) ring.finish(lane);
+  if constexpr (Format::kConvertsKeys) ring.finish(lane);
   if (warp == 0) {
     const int buffer = item_count & 1;
     ptx::mbarrier_wait(&q_empty[buffer], ((item_count >> 1) & 1) ^ 1);
     if (lane == 0) items[buffer].row0 = -1;
-    if (lane < Format::kFillArrivals) ptx::mbarrier_arrive(&q_full[buffer]);
+    if (lane < Format::kConverterArrivals) ptx::mbarrier_arrive(&q_full[buffer]);
   }
 }
 
