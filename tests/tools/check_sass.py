@@ -20,6 +20,11 @@
     (FENCE.VIEW.ASYNC.S) between them. ptxas does not hold the arrival for the load, and without
     the fence TMA refilled stages under loads still in flight (wrong H32 prefill scores on the
     H200; docs/history/). Straight-line order, regions reset at EXIT and USETMAXREG.
+  * Scoring kernels with A from registers (format_mxfp4_registers.cuh): no instruction writes a
+    register that an issued QGMMA reads as A before the next WARPGROUP.DEPBAR (its wait). ptxas
+    does not keep those registers for the wgmma: a build that converted the next step's keys
+    while the current step's wgmma ran had it reuse them, and gave schedule-dependent logits on
+    the H200 (docs/history/mxfp4-scoring.md). Straight-line order.
 
 usage: check_sass.py BUILD_DIR [CUOBJDUMP]
 """
@@ -92,6 +97,34 @@ def arrivals_after_unfenced_loads(lines):
     return bad
 
 
+def register_a_overwrites(lines):
+    """Writes to a register that an in-flight QGMMA (A from registers: `QGMMA... Rd, Ra, gdesc`)
+    reads as A (Ra .. Ra + 3), before the WARPGROUP.DEPBAR that waits for it."""
+    bad = 0
+    in_flight = set()
+    for line in lines:
+        text = re.sub(r"/\*[^*]*\*/", "", line).strip()
+        qgmma = re.match(r"(?:@!?U?P\w+\s+)?QGMMA\S*\s+R\d+,\s+R(\d+),", text)
+        if qgmma:
+            in_flight |= set(range(int(qgmma.group(1)), int(qgmma.group(1)) + 4))
+            continue
+        if "WARPGROUP.DEPBAR" in text or re.search(r"\bEXIT\b", text):
+            in_flight = set()
+            continue
+        write = re.match(r"(?:@!?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+R(\d+)\b", text)
+        if not in_flight or not write:
+            continue
+        opcode = write.group(1)
+        if opcode.startswith(("ST", "RED", "ATOM", "BRA", "BAR", "SYNCS", "WARPSYNC")) or \
+                "SETP" in opcode:
+            continue  # no register destination (or a predicate one)
+        first = int(write.group(2))
+        width = 4 if ".128" in opcode else 2 if ".64" in opcode else 1
+        if in_flight & set(range(first, first + width)):
+            bad += 1
+    return bad
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -139,6 +172,10 @@ def main():
             if count(lines, "QGMMA(?:\\.\\w+)*") == 0:
                 failures.append(f"{name}: no QGMMA")
             failures += local_store_failures(name, lines)
+            overwrites = register_a_overwrites(lines)
+            if overwrites:
+                failures.append(f"{name}: {overwrites} writes to the A registers of a QGMMA in "
+                                "flight")
             unfenced = arrivals_after_unfenced_loads(lines)
             if unfenced:
                 failures.append(f"{name}: {unfenced} barrier arrivals after shared loads without "
