@@ -46,8 +46,8 @@ struct KeysMXFP4Registers : KeysMXFP4 {
   static constexpr uint32_t kLoadBytes = kTileBytes + kTileScaleBytes;
   static constexpr bool kConvertsKeys = false;
   static constexpr bool kRegisterKeys = true;
-  // The stage's full barrier is the loader's (one arrive with the bytes); q_full and the Q slot
-  // are the converting warp's, every lane of it (KeysMXFP4::kConverterArrivals).
+  // The stage's full barrier is the loader's (one arrive with the bytes); q_full is producer
+  // warp 0's, every lane of it, once it has converted the Q tile (KeysMXFP4::kConverterArrivals).
   static constexpr int kFillArrivals = 1;
   // No raw rings: the key tiles go straight into the stages, and the Q tiles into the staging
   // buffers, where producer warp 0 converts them once its copies have landed on raw barrier 0
@@ -121,7 +121,10 @@ struct KeysMXFP4Registers : KeysMXFP4 {
     ptx::WgmmaE4M3RegisterA<kPartN>::mma(acc, op.a[k],
                                          ptx::smem_descriptor_advance(q_desc, kStepK * k), k > 0);
   }
-  // Keeps the A registers live (unchanged) until the tile's wgmma has completed.
+  // After the tile's wgmma_wait_group: keeps the compiler from reusing the A registers before it.
+  // This reaches NVVM only (an empty asm is no instruction for ptxas), so nothing may write
+  // registers between the wgmma and its wait: tests/tools/check_sass.py fails a kernel whose
+  // SASS writes an in-flight QGMMA's A registers.
   __device__ __forceinline__ static void fence_operand(Operand& op) {
 #pragma unroll
     for (int j = 0; j < kHeadDim / kStepK; ++j) {

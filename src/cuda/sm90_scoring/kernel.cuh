@@ -25,7 +25,8 @@
 // The pieces are policies: the schedule (schedule.cuh: work items, the tile walk that TileFilter
 // narrows for the fused indexer's sampling, the item channel), the keys' format (Format:
 // format_e4m3.cuh; format_sparse.cuh gathers blocks; format_mxfp4.cuh converts MXFP4 in the
-// producer warpgroup: warp 0 loads raw tiles, warps 1-3 write the e4m3 stages), and the Epilogue
+// producer warpgroup: warp 0 loads raw tiles, warps 1-3 write the e4m3 stages;
+// format_mxfp4_registers.cuh, for decode, in the consumers' A registers), and the Epilogue
 // (the hooks consume() calls; its Traits say what it needs of the pipeline). The fused indexer's
 // emitting epilogue (sm90_fused/emit_epilogue.cuh) tests the very scores this kernel would store
 // against each row's gate and queues the candidates; in its prefill form producer warps 1-3 are its
