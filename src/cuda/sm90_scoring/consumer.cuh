@@ -372,6 +372,18 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
       my_tiles += tiles;
+      // Every thread arrives after its own reads of the stage. Those are ld.shared (generic
+      // proxy) and the stage is refilled by TMA (async proxy), so the arrival waits behind a
+      // proxy fence: without it the loads may still be in flight when the producer reuses the
+      // stage (seen on the H200 as wrong scores in H32 prefill once the consumer loop ran faster;
+      // decode issued its arrivals with the loads in flight too).
+      auto release_stages = [&] {
+        ptx::fence_proxy_async_shared();
+#pragma unroll
+        for (int u = 0; u < kTilesPerStep; ++u) {
+          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
+        }
+      };
       // Register keys: every tile's A operand and scales out of its stage (a missing second
       // tile's from the first one's, dropped like its sums), then the stages are free: the wgmma
       // reads only registers and the Q tile.
@@ -386,12 +398,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
                                smem + L::kScales + stage * L::kTileScaleBytes, tables, format_args,
                                key_row, lane);
         }
-        // (The stage's reads, by ld.shared, before its refill by TMA: see the release below.)
-        ptx::fence_proxy_async_shared();
-#pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
-        }
+        release_stages();
       }
       fence_accumulators<kTilesPerStep, kParts, kPartN>(acc);
       ptx::wgmma_fence();
@@ -448,19 +455,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
           }
         }
       }
-      // Every thread arrives after its own reads of the stage (its wgmma and scales). The scales
-      // are read by ld.shared (generic proxy) and the stage is refilled by TMA (async proxy), so
-      // the arrival waits behind a proxy fence: without it the loads may still be in flight when
-      // the producer reuses the stage (seen on the H200 as wrong scores in H32 prefill once the
-      // consumer loop ran faster; decode issued its arrivals with the loads in flight too).
-      // (Register keys released their stages before the wgmma.)
-      if constexpr (!Format::kRegisterKeys) {
-        ptx::fence_proxy_async_shared();
-#pragma unroll
-        for (int u = 0; u < kTilesPerStep; ++u) {
-          if (u < tiles) ptx::mbarrier_arrive(&empty[stages[u]]);
-        }
-      }
+      // The stage's reads are its wgmma and scales here (register keys released it before the
+      // wgmma).
+      if constexpr (!Format::kRegisterKeys) release_stages();
       // Every tile's sums first, without a branch between them, so that the compiler interleaves
       // the tiles' FFMA chains; a step's missing second tile is summed and never stored.
       OwnedSums<kHeads, kN, T::kOneScorePerLane> owned[kTilesPerStep];

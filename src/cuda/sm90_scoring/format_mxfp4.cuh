@@ -94,6 +94,23 @@ __device__ __forceinline__ uint2 expand_word(uint32_t packed, uint2 table) {
   return {x, y};
 }
 
+// Whether a block of 32 packed values holds a non-zero one (the sign bits do not count: -0 is 0).
+__device__ __forceinline__ bool nonzero_block(const uint4& block) {
+  return ((block.x | block.y | block.z | block.w) & 0x77777777u) != 0;
+}
+
+// For four consecutive lanes holding a vector's four blocks: whether any of them is a non-zero
+// block shifted below the span (the whole warp calls it).
+__device__ __forceinline__ bool quad_out_of_span(bool nonzero, int shift) {
+  const uint32_t out = __ballot_sync(0xffffffffu, nonzero && shift < kMinShift);
+  return ((out >> (threadIdx.x % 32 & ~3u)) & 0xFu) != 0;
+}
+
+// A vector's remaining power of two, 2^(ref - bias), or the flag when it is out of span.
+__device__ __forceinline__ float remaining_scale(int ref, bool flagged, int bias) {
+  return flagged ? __uint_as_float(kFlagBits) : power_of_two(ref - bias);
+}
+
 // One block's part of its vector's conversion, for four consecutive lanes (lane % 4 = block b)
 // holding the vector's four blocks: the vector's reference exponent over its non-zero blocks (0
 // when all are zero), this block's shift, and whether a non-zero block is out of span.
@@ -104,18 +121,16 @@ struct BlockShift {
 
   __device__ __forceinline__ BlockShift(const uint4& block, uint32_t scale_word, int b) {
     const int scale = static_cast<int>((scale_word >> (8 * b)) & 0xFFu);
-    const bool nonzero = ((block.x | block.y | block.z | block.w) & 0x77777777u) != 0;
+    const bool nonzero = nonzero_block(block);
     int top = nonzero ? scale : -1;
     top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
     top = max(top, __shfl_xor_sync(0xffffffffu, top, 2));
     ref = max(top, 0);
     shift = scale - ref + kMaxShift;
-    const uint32_t out = __ballot_sync(0xffffffffu, nonzero && shift < kMinShift);
-    flagged = ((out >> (threadIdx.x % 32 & ~3u)) & 0xFu) != 0;
+    flagged = quad_out_of_span(nonzero, shift);
   }
-  // The vector's remaining power of two, 2^(ref - bias), or the flag.
   __device__ __forceinline__ float remaining_scale(int bias) const {
-    return flagged ? __uint_as_float(kFlagBits) : power_of_two(ref - bias);
+    return mxfp4::remaining_scale(ref, flagged, bias);
   }
 };
 
@@ -261,7 +276,7 @@ struct KeysMXFP4 : KeysE4M3 {
         const uint32_t b = first ^ static_cast<uint32_t>(j);
         blocks[j] = *reinterpret_cast<const uint4*>(row + b * 16);
         scales[j] = static_cast<int>((word >> (8 * b)) & 0xFFu);
-        nonzero[j] = ((blocks[j].x | blocks[j].y | blocks[j].z | blocks[j].w) & 0x77777777u) != 0;
+        nonzero[j] = mxfp4::nonzero_block(blocks[j]);
         top = max(top, nonzero[j] ? scales[j] : -1);
       }
       const int ref = max(top, 0);
@@ -273,8 +288,7 @@ struct KeysMXFP4 : KeysE4M3 {
         mxfp4::store_block(tile, key, static_cast<int>(first ^ static_cast<uint32_t>(j)), blocks[j],
                            mxfp4::table_for(tables, shift));
       }
-      tile_scales[key] = flagged ? __uint_as_float(mxfp4::kFlagBits)
-                                 : mxfp4::power_of_two(ref - mxfp4::kKeyScaleBias);
+      tile_scales[key] = mxfp4::remaining_scale(ref, flagged, mxfp4::kKeyScaleBias);
       if (flagged) mxfp4::note_out_of_span(fp);
     }
   }

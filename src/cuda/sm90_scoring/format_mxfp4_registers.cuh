@@ -96,10 +96,7 @@ struct KeysMXFP4Registers : KeysMXFP4 {
       const int ref = static_cast<int>(
           max(max(word & 0xFFu, (word >> 8) & 0xFFu), max((word >> 16) & 0xFFu, word >> 24)));
       const int shift = static_cast<int>((word >> (8 * b)) & 0xFFu) - ref + mxfp4::kMaxShift;
-      const uint4& block = blocks[r];
-      const bool nonzero = ((block.x | block.y | block.z | block.w) & 0x77777777u) != 0;
-      const uint32_t out = __ballot_sync(0xffffffffu, nonzero && shift < mxfp4::kMinShift);
-      const bool flagged = ((out >> (lane & ~3)) & 0xFu) != 0;
+      const bool flagged = mxfp4::quad_out_of_span(mxfp4::nonzero_block(blocks[r]), shift);
       const uint2 table = mxfp4::table_for(tables, shift);
       const uint32_t packed[4] = {blocks[r].x, blocks[r].y, blocks[r].z, blocks[r].w};
 #pragma unroll
@@ -108,8 +105,7 @@ struct KeysMXFP4Registers : KeysMXFP4 {
         op.a[j][r] = e.x;      // row key_row + 8 r, columns 4 c + {0..3}
         op.a[j][2 + r] = e.y;  // columns 16 + 4 c + {0..3}
       }
-      op.scale[r] = flagged ? __uint_as_float(mxfp4::kFlagBits)
-                            : mxfp4::power_of_two(ref - mxfp4::kKeyScaleBias);
+      op.scale[r] = mxfp4::remaining_scale(ref, flagged, mxfp4::kKeyScaleBias);
       if (flagged && b == 0) mxfp4::note_out_of_span(fp);
     }
   }
