@@ -27,6 +27,7 @@ from .. import cases
 from ..inputs import DecodeInputs, PrefillInputs
 from ..report import Row, Table
 from ..timing import graph_ms
+from .mxfp4 import KEY_BYTES, PAGE, mxfp4_cache, random_mxfp4
 
 TITLE = "GPU V4.1 two-level selection (candidate source + dense-masked consumer)"
 HEADS, K, CB, C = 32, 512, 8, 2048
@@ -229,17 +230,22 @@ def _measure_case(ctx, fi, case, table, ceilings):
                   ctx.command("candidates", case.name), None))
 
 
-def _measure_consumer(ctx, fi, case, table, ceilings):
+def _measure_consumer(ctx, fi, case, table, ceilings, fmt="fp8"):
     """One consumer layer both ways: the dense-masked path (all the context scored into the
     workspace's logits slab, then the selection inside the blocks) and the sparse path (only the
-    candidate blocks' keys scored); the same answer, checked bit for bit."""
+    candidate blocks' keys scored); the same answer, checked bit for bit. fmt: the operands'
+    format, "fp8" or "mxfp4" (random E2M1 codes and scales, q and the cache or workspace)."""
+    mxfp4 = fmt == "mxfp4"
+    key_bytes = KEY_BYTES if mxfp4 else 132
     if case.form == "prefill":
         inputs = PrefillInputs(HEADS, case.rows, case.keys, "suffix")
         visible = (inputs.ke - inputs.ks).long()
         width = case.keys
+        q = random_mxfp4((case.rows, HEADS)) if mxfp4 else inputs.q
+        keys = random_mxfp4((case.keys,)) if mxfp4 else (inputs.keys, inputs.kscale)
 
         def layer(out, path, step_rows=None):
-            fi.indexer_prefill(inputs.q, (inputs.keys, inputs.kscale), inputs.weights, inputs.ks,
+            fi.indexer_prefill(q, keys, inputs.weights, inputs.ks,
                                inputs.ke, K, out=out, workspace=workspace, candidates=blocks,
                                candidate_block_size=CB, path=path, candidate_rows=step_rows)
 
@@ -249,12 +255,17 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
         batch = 1
     else:
         inputs = DecodeInputs(HEADS, case.rows, case.keys)
-        cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+        if mxfp4:
+            cache = fi.PagedKCache(mxfp4_cache(inputs, inputs.page_bytes)[0], PAGE, 128, "mxfp4")
+            q = random_mxfp4((case.rows, 1, HEADS))
+        else:
+            cache = fi.PagedKCache(inputs.cache, inputs.page, 128, "fp8")
+            q = inputs.q
         visible = inputs.lens2d.reshape(-1).long()
         width = inputs.width
 
         def layer(out, path, step_rows=None):
-            fi.indexer_decode(inputs.q, cache, inputs.weights, inputs.lens, inputs.table, K,
+            fi.indexer_decode(q, cache, inputs.weights, inputs.lens, inputs.table, K,
                               out=out, workspace=workspace, candidates=blocks,
                               candidate_block_size=CB, path=path, candidate_rows=step_rows)
 
@@ -278,19 +289,20 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
     layer(dense_out, "dense")
     layer(sparse_out, "sparse")
     torch.cuda.synchronize()
-    assert torch.equal(dense_out, sparse_out), f"{case.name}: the sparse consumer differs"
+    assert torch.equal(dense_out, sparse_out), f"{case.name} {fmt}: the sparse consumer differs"
     iters, warm = ctx.iters(10), ctx.warm_ms
     dense_ms = graph_ms(lambda: layer(dense_out, "dense"), batch, iters, warm)
     sparse_ms = graph_ms(lambda: layer(sparse_out, "sparse"), batch, iters, warm)
-    # Bytes of the candidate blocks' keys the sparse path reads (132 per FP8 key).
+    # Bytes of the candidate blocks' keys the sparse path reads (132 per FP8 key, 68 per MXFP4).
     candidate_keys = int(torch.minimum(visible, torch.full_like(visible, C * CB)).sum())
-    gbs = candidate_keys * 132 / sparse_ms / 1e6
-    table.add(Row(f"{case.name} consumer layer, sparse", sparse_ms, dense_ms, gbs,
+    gbs = candidate_keys * key_bytes / sparse_ms / 1e6
+    label = f"{case.name}{' MXFP4' if mxfp4 else ''}"
+    table.add(Row(f"{label} consumer layer, sparse", sparse_ms, dense_ms, gbs,
                   gbs / ceilings.copy_gbs_sustained, None,
                   ctx.command("candidates", case.name), None))
     # The step's sparse rows built once (every consumer layer of a step then reads them): the
     # layer without its own rows build, and the build alone (at the targets' shapes).
-    if case.keys < 131072:
+    if case.keys < 131072 or mxfp4:
         return
     step_rows = torch.empty(fi.sparse_consumer_rows_size(rows, C, CB), dtype=torch.uint8,
                             device="cuda")
@@ -301,7 +313,7 @@ def _measure_consumer(ctx, fi, case, table, ceilings):
     assert torch.equal(shared_out, dense_out), f"{case.name}: the shared-rows consumer differs"
     shared_ms = graph_ms(lambda: layer(shared_out, "sparse", step_rows), batch, iters, warm)
     build_ms = graph_ms(lambda: build_rows(step_rows), batch, iters, warm)
-    shared_gbs = candidate_keys * 132 / shared_ms / 1e6
+    shared_gbs = candidate_keys * key_bytes / shared_ms / 1e6
     table.add(Row(f"{case.name} consumer layer, sparse, the step's rows prebuilt", shared_ms,
                   dense_ms, shared_gbs, shared_gbs / ceilings.copy_gbs_sustained, None,
                   ctx.command("candidates", case.name), None))
@@ -334,13 +346,17 @@ def run(ctx):
                      notes=f"H {HEADS}, k {K}, cb {CB}, C {C}. The dense-masked path scores "
                            "every visible key into the workspace's logits slab and selects "
                            "inside the blocks; the sparse path scores only the candidate "
-                           "blocks' keys. Same answer, checked bit for bit. Rate: the "
-                           "candidate keys' bytes (132 per key, min(C cb, visible) a row) / "
-                           "time.")
+                           "blocks' keys. Same answer, checked bit for bit. FP8 rows, and "
+                           "MXFP4 rows (random E2M1 codes and scales) at the targets' shapes. "
+                           "Rate: the candidate keys' bytes (132 per FP8 key, 68 per MXFP4 "
+                           "key, min(C cb, visible) a row) / time.")
     ctx.start(consumer)
     for case in _consumer_cases(ctx.preset):
         if not cases.selected(ctx.only, case.name):
             continue
         _measure_consumer(ctx, fi, case, consumer, ceilings)
         torch.cuda.empty_cache()
+        if case.keys >= 131072 or ctx.preset != "full":
+            _measure_consumer(ctx, fi, case, consumer, ceilings, "mxfp4")
+            torch.cuda.empty_cache()
     return [table, consumer]

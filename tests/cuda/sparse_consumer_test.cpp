@@ -7,7 +7,8 @@
 // with unaligned ks, decode with next_n 1..4 in both length forms and every page size, cb 8, 16
 // and 32 (ratio 1 and 2), duplicate, negative and out-of-range candidates, rows shorter than a
 // block, candidate sets holding fewer than k positions, runs of identical keys (ties), small
-// workspaces (many batches), poisoned outputs, repeats identical.
+// workspaces (many batches), poisoned outputs, repeats identical; FP8 and MXFP4 (with
+// out-of-span vectors, which both paths recompute in the fix-up).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "indexer_cases.h"
+#include "mxfp4_cases.h"
 
 namespace fitest {
 namespace {
@@ -47,11 +49,15 @@ HostTensor random_candidates(Rng& rng, int64_t rows, int num_blocks, int64_t row
 void repeat_key(Operand& keys, int64_t from, int64_t first, int64_t count) {
   const int64_t n = keys.values.size(0);
   const int64_t row_bytes = keys.values.size(1);
+  const size_t scale_bytes = keys.scales.byte_size() / static_cast<size_t>(n);  // FP8 4, MXFP4 4
   for (int64_t r = first; r < std::min(first + count, n); ++r) {
     std::memcpy(&keys.values.at<uint8_t>({r, 0}), &keys.values.at<uint8_t>({from, 0}), row_bytes);
-    keys.scales.data<float>()[r] = keys.scales.data<float>()[from];
+    std::memcpy(keys.scales.bytes() + r * scale_bytes, keys.scales.bytes() + from * scale_bytes,
+                scale_bytes);
   }
 }
+
+constexpr KFormat kFormats[] = {KFormat::kFP8, KFormat::kMXFP4};
 
 // Bytes of a workspace holding the top-k scratch and about `rows` rows of the sparse path's
 // arrays and sparse logits (C x cb columns a row).
@@ -64,45 +70,52 @@ size_t small_sparse_workspace(int k, int num_blocks, int block_size, int64_t row
 TEST(SparseConsumerCuda, PrefillEqualsTheDenseConsumerBitForBit) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  for (int heads : {32, 64}) {
-    for (int block_size : {8, 16, 32}) {
-      const int64_t rows = rng.uniform_int(20, 130);
-      const int64_t keys = rng.uniform_int(300, 20000);
-      const int k = static_cast<int>(rng.pick(std::vector<int64_t>{1, 64, 512, 2048}));
-      const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 64, 2048}));
-      SCOPED_TRACE(::testing::Message() << "H=" << heads << " cb=" << block_size << " rows=" << rows
-                                        << " keys=" << keys << " k=" << k << " C=" << num_blocks);
-      PrefillProblem p = make_prefill_problem(rng, KFormat::kFP8, rows, keys, heads, 128);
-      repeat_key(p.keys, 0, keys / 3, 700);
-      const DevicePrefill device(p);
-      HostTensor cand =
-          random_candidates(rng, rows, num_blocks, (keys + block_size - 1) / block_size);
-      DeviceTensor device_cand = to_device(cand);
-      for (bool sorted : {false, true}) {
-        auto run = [&](IndexerPath path, size_t workspace_bytes) {
-          IndexerOptions indexer_options;
-          indexer_options.path = path;
-          indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
-          const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
-          HostTensor out = poisoned_topk_output(rows, k, k + 4);
-          DeviceTensor device_out = to_device(out);
-          const Status status =
-              indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
-                              device.weights.view, device.ks.view, device.ke.view, k,
-                              TopKOptions{sorted}, indexer_options, with_workspace(workspace));
-          EXPECT_TRUE(status.ok()) << status_text(status);
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          to_host(out, device_out);
-          return out;
-        };
-        const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
-        const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
-        EXPECT_TRUE(SameTopK(sparse, dense, k, true)) << (sorted ? "sorted" : "unsorted");
-        EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
-        // Many small batches, and a repeat: the same bits.
-        const HostTensor batched =
-            run(IndexerPath::kSparse, small_sparse_workspace(k, num_blocks, block_size, 7));
-        EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
+  for (KFormat format : kFormats) {
+    for (int heads : {32, 64}) {
+      for (int block_size : {8, 16, 32}) {
+        const int64_t rows = rng.uniform_int(20, 130);
+        const int64_t keys = rng.uniform_int(300, 20000);
+        const int k = static_cast<int>(rng.pick(std::vector<int64_t>{1, 64, 512, 2048}));
+        const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 64, 2048}));
+        SCOPED_TRACE(::testing::Message()
+                     << kformat_name(format) << " H=" << heads << " cb=" << block_size
+                     << " rows=" << rows << " keys=" << keys << " k=" << k << " C=" << num_blocks);
+        PrefillProblem p = make_prefill_problem(rng, format, rows, keys, heads, 128);
+        repeat_key(p.keys, 0, keys / 3, 700);
+        if (format == KFormat::kMXFP4) {  // out-of-span vectors: the fix-up in both paths
+          spread_scales(p.keys, keys, 1, 7);
+          spread_scales(p.q, rows * heads, 3, 11);
+        }
+        const DevicePrefill device(p);
+        HostTensor cand =
+            random_candidates(rng, rows, num_blocks, (keys + block_size - 1) / block_size);
+        DeviceTensor device_cand = to_device(cand);
+        for (bool sorted : {false, true}) {
+          auto run = [&](IndexerPath path, size_t workspace_bytes) {
+            IndexerOptions indexer_options;
+            indexer_options.path = path;
+            indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
+            const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
+            HostTensor out = poisoned_topk_output(rows, k, k + 4);
+            DeviceTensor device_out = to_device(out);
+            const Status status =
+                indexer_prefill(device_out.view, device.q.view(), device.keys.view(),
+                                device.weights.view, device.ks.view, device.ke.view, k,
+                                TopKOptions{sorted}, indexer_options, with_workspace(workspace));
+            EXPECT_TRUE(status.ok()) << status_text(status);
+            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            to_host(out, device_out);
+            return out;
+          };
+          const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
+          const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
+          EXPECT_TRUE(SameTopK(sparse, dense, k, true)) << (sorted ? "sorted" : "unsorted");
+          EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
+          // Many small batches, and a repeat: the same bits.
+          const HostTensor batched =
+              run(IndexerPath::kSparse, small_sparse_workspace(k, num_blocks, block_size, 7));
+          EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
+        }
       }
     }
   }
@@ -113,60 +126,65 @@ TEST(SparseConsumerCuda, DecodeEqualsTheDenseConsumerBitForBit) {
   FI_SEEDED_RNG(rng);
   for (int next_n = 1; next_n <= 4; ++next_n) {
     for (bool two_dim : {false, true}) {
-      DecodeConfig config;
-      config.batch = static_cast<int>(rng.uniform_int(1, 40));
-      config.next_n = next_n;
-      config.heads = rng.bernoulli(0.5) ? 64 : 32;
-      config.two_dim_lens = two_dim;
-      config.page_size = static_cast<int>(rng.pick(std::vector<int64_t>{32, 64, 128}));
-      config.max_len = rng.uniform_int(5, 30000);
-      const int block_size = static_cast<int>(rng.pick(std::vector<int64_t>{8, 16, 32}));
-      const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{8, 256, 2048}));
-      const int k = static_cast<int>(rng.pick(std::vector<int64_t>{16, 512, 2048}));
-      SCOPED_TRACE(describe(config) + " cb=" + std::to_string(block_size) +
-                   " C=" + std::to_string(num_blocks) + " k=" + std::to_string(k));
-      DecodeProblem p = make_decode_problem(rng, config);
-      const DevicePaged device(p);
-      const int64_t rows = p.rows();
-      const int64_t width = p.block_table.size(1) * config.page_size;
-      HostTensor cand =
-          random_candidates(rng, rows, num_blocks, (width + block_size - 1) / block_size);
-      DeviceTensor device_cand = to_device(cand);
-      auto run = [&](IndexerPath path, size_t workspace_bytes, Status* status_out = nullptr) {
-        IndexerOptions indexer_options;
-        indexer_options.path = path;
-        indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
-        const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
-        HostTensor out = poisoned_topk_output(rows, k, k + 3);
-        DeviceTensor device_out = to_device(out);
-        const Status status =
-            indexer_decode(device_out.view, device.q.view(), device.cache.cache,
-                           device.weights.view, device.context_lens.view, device.block_table.view,
-                           k, TopKOptions{true}, indexer_options, with_workspace(workspace));
-        if (status_out != nullptr) {
-          *status_out = status;
-        } else {
-          EXPECT_TRUE(status.ok()) << status_text(status);
+      for (KFormat format : kFormats) {
+        DecodeConfig config;
+        config.format = format;
+        config.batch = static_cast<int>(rng.uniform_int(1, 40));
+        config.next_n = next_n;
+        config.heads = rng.bernoulli(0.5) ? 64 : 32;
+        config.two_dim_lens = two_dim;
+        config.page_size = static_cast<int>(rng.pick(std::vector<int64_t>{32, 64, 128}));
+        config.max_len = rng.uniform_int(5, 30000);
+        const int block_size = static_cast<int>(rng.pick(std::vector<int64_t>{8, 16, 32}));
+        const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{8, 256, 2048}));
+        const int k = static_cast<int>(rng.pick(std::vector<int64_t>{16, 512, 2048}));
+        SCOPED_TRACE(describe(config) + " cb=" + std::to_string(block_size) +
+                     " C=" + std::to_string(num_blocks) + " k=" + std::to_string(k));
+        DecodeProblem p = make_decode_problem(rng, config);
+        if (format == KFormat::kMXFP4) spread_decode(p, config.heads);
+        const DevicePaged device(p);
+        const int64_t rows = p.rows();
+        const int64_t width = p.block_table.size(1) * config.page_size;
+        HostTensor cand =
+            random_candidates(rng, rows, num_blocks, (width + block_size - 1) / block_size);
+        DeviceTensor device_cand = to_device(cand);
+        auto run = [&](IndexerPath path, size_t workspace_bytes, Status* status_out = nullptr) {
+          IndexerOptions indexer_options;
+          indexer_options.path = path;
+          indexer_options.candidates = CandidateInput{device_cand.view, block_size, false};
+          const DeviceBuffer workspace = poisoned_device_buffer(workspace_bytes);
+          HostTensor out = poisoned_topk_output(rows, k, k + 3);
+          DeviceTensor device_out = to_device(out);
+          const Status status =
+              indexer_decode(device_out.view, device.q.view(), device.cache.cache,
+                             device.weights.view, device.context_lens.view, device.block_table.view,
+                             k, TopKOptions{true}, indexer_options, with_workspace(workspace));
+          if (status_out != nullptr) {
+            *status_out = status;
+          } else {
+            EXPECT_TRUE(status.ok()) << status_text(status);
+          }
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          to_host(out, device_out);
+          return out;
+        };
+        const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
+        for (int repeat = 0; repeat < 3; ++repeat) {
+          const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
+          EXPECT_TRUE(SameTopK(sparse, dense, k, true));
+          EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
         }
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        to_host(out, device_out);
-        return out;
-      };
-      const HostTensor dense = run(IndexerPath::kDense, indexer_cuda_workspace_size(k));
-      for (int repeat = 0; repeat < 3; ++repeat) {
-        const HostTensor sparse = run(IndexerPath::kSparse, indexer_cuda_workspace_size(k));
-        EXPECT_TRUE(SameTopK(sparse, dense, k, true));
-        EXPECT_EQ(std::memcmp(sparse.bytes(), dense.bytes(), dense.byte_size()), 0);
-      }
-      // A workspace sized for the candidates alone: the sparse path runs (in batches of a
-      // request); the dense path, which needs a logits row of the whole context, does not.
-      const size_t small = small_sparse_workspace(k, num_blocks, block_size, next_n);
-      const HostTensor batched = run(IndexerPath::kSparse, small);
-      EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
-      if (width > int64_t{num_blocks} * block_size * 4 && width > 16384) {
-        Status dense_status;
-        run(IndexerPath::kDense, small, &dense_status);
-        EXPECT_EQ(dense_status.code(), StatusCode::kWorkspaceTooSmall) << status_text(dense_status);
+        // A workspace sized for the candidates alone: the sparse path runs (in batches of a
+        // request); the dense path, which needs a logits row of the whole context, does not.
+        const size_t small = small_sparse_workspace(k, num_blocks, block_size, next_n);
+        const HostTensor batched = run(IndexerPath::kSparse, small);
+        EXPECT_EQ(std::memcmp(batched.bytes(), dense.bytes(), dense.byte_size()), 0);
+        if (width > int64_t{num_blocks} * block_size * 4 && width > 16384) {
+          Status dense_status;
+          run(IndexerPath::kDense, small, &dense_status);
+          EXPECT_EQ(dense_status.code(), StatusCode::kWorkspaceTooSmall)
+              << status_text(dense_status);
+        }
       }
     }
   }

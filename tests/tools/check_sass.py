@@ -196,8 +196,8 @@ def main():
         failures.append("no indexer kernel (the fused gate) found")
     if score_kernels == 0:
         failures.append("no score_kernel instantiation found")
-    if mxfp4_score_kernels != 9:
-        failures.append(f"{mxfp4_score_kernels} MXFP4 score_kernel instantiations (expected 9)")
+    if mxfp4_score_kernels != 19:
+        failures.append(f"{mxfp4_score_kernels} MXFP4 score_kernel instantiations (expected 19)")
     if mxfp4_fixup_kernels != 2:
         failures.append(f"{mxfp4_fixup_kernels} MXFP4 fix-up kernels (expected 2)")
     for failure in failures:

@@ -69,8 +69,7 @@ Status candidate_indexer_decode(const TensorView& out, const QuantizedTensor& q,
                                 IndexerPath path, const RunOptions& options,
                                 const TensorView& scores = {});
 
-// Whether a consumer call takes the sparse path: FP8 operands (the sparse keys are an FP8 format;
-// an MXFP4 call takes the dense path whatever is asked, the same answer), the exact selection (not
+// Whether a consumer call takes the sparse path (FP8 or MXFP4 operands): the exact selection (not
 // vLLM's dense mask), a candidate block size of 8, 16 or 32 (sparse blocks of 8 or 16 keys;
 // src/api refuses kSparse otherwise), and IndexerPath::kSparse asked for, or kAuto with a logits
 // width of at least auto_spans times the candidates' span (C x cb positions).

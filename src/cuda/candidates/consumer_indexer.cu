@@ -4,9 +4,9 @@
 // (cuda/indexer/dense_indexer.cu) with the consumer's selection in place of topk_per_row. Each
 // batch is mqa_logits (paged_mqa_logits) into a logits slab, then run_consumer over it, so the
 // result is candidate_topk_per_row of the CUDA logits by construction. The fused path's kernels
-// publish no logits a consumer could select from, so a consumer call always takes this path; so
-// does every MXFP4 call (the sparse keys are an FP8 format). Each batch passes its own rows of q's
-// values and scales (MXFP4's per-block scales; FP8 has none).
+// publish no logits a consumer could select from, so a consumer call not taking the sparse path
+// takes this one. Each batch passes its own rows of q's values and scales (MXFP4's per-block
+// scales; FP8 has none).
 //
 // Workspace (the caller's, as the dense indexer's): the top-k scratch bound for k, the consumer's
 // arrays for one batch, then the logits slab; the batch is as many rows as fit. Host code only.

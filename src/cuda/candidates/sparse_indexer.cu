@@ -155,7 +155,6 @@ Status score_and_select(const char* op, const SparseBatches& batches,
 bool sparse_consumer_takes(const CandidateInput& input, const QuantizedTensor& q, IndexerPath path,
                            int64_t width, int64_t auto_spans) {
   if (input.vllm_compatible || candidates::sparse_block_of(input.block_size) == 0) return false;
-  if (q.values.dtype == DType::kE2M1x2) return false;
   if (path == IndexerPath::kSparse) return true;
   const int64_t span = input.blocks.shape[1] * static_cast<int64_t>(input.block_size);
   return path == IndexerPath::kAuto && width >= auto_spans * span;
@@ -221,6 +220,7 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     }
     SparseScoring scoring;
     scoring.q = leading_rows(q.values, first, count);
+    if (q.scales.defined()) scoring.q_scales = leading_rows(q.scales, first, count);
     scoring.weights = leading_rows(weights, first, count);
     scoring.keys = &keys;
     if (Status status =
@@ -266,8 +266,10 @@ Status sparse_candidate_indexer_decode(const TensorView& out, const QuantizedTen
     }
     SparseScoring scoring;
     scoring.q = decode_query_rows(q.values, first, count);
+    if (q.scales.defined()) scoring.q_scales = decode_query_rows(q.scales, first, count);
     scoring.weights = leading_rows(weights, first * next_n, batch_rows);
     scoring.cache = &cache;
+    scoring.next_n = next_n;
     if (Status status = score_and_select(
             op, batches, arrays, scoring, batch_rows, leading_rows(out, first * next_n, batch_rows),
             leading_rows(scores, first * next_n, batch_rows), k, sorted);

@@ -128,8 +128,6 @@ Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                          const RunOptions& options) {
   const char* op = "sparse_mqa_logits";
   ArgCheck check(op);
-  check.require(q.values.dtype == DType::kE4M3,
-                "CUDA sparse scoring supports FP8 (e4m3) operands; MXFP4 runs on the CPU backend");
   check.require(keys.values.shape[0] < (int64_t{1} << 31), "keys must be fewer than 2^31");
   if (!check.ok()) return check.status();
   EntryParams p{};
@@ -138,6 +136,7 @@ Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
   p.num_keys = keys.values.shape[0];
   SparseScoring scoring;
   scoring.q = q.values;
+  scoring.q_scales = q.scales;
   scoring.weights = weights;
   scoring.keys = &keys;
   return score_sparse_rows(op, p, scoring, logits, sparse_indices, end, sparse_block, clean,
@@ -155,8 +154,10 @@ Status paged_sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& 
   p.source = candidates::paged_source(block_table, cache, static_cast<int>(q.values.shape[1]));
   SparseScoring scoring;
   scoring.q = decode_query_rows(q.values, 0, q.values.shape[0]);
+  if (q.scales.defined()) scoring.q_scales = decode_query_rows(q.scales, 0, q.values.shape[0]);
   scoring.weights = weights;
   scoring.cache = &cache;
+  scoring.next_n = static_cast<int>(q.values.shape[1]);
   return score_sparse_rows(op, p, scoring, logits, sparse_indices, end, sparse_block, clean,
                            options);
 }

@@ -31,6 +31,13 @@ template <int kHeads, int kN, bool kPaged>
 cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                const Mxfp4Params& format, int grid, cudaStream_t stream);
 
+// The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh), storing epilogue only: N = H,
+// blocks of kBlock keys from the packed workspace or the paged cache, converted in the consumers'
+// registers (kRegisterKeys, paged only) or by the producer's warps.
+template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
+cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
+                                      const Mxfp4Params& format, int grid, cudaStream_t stream);
+
 // Recomputes, exactly and from the raw bytes, every NaN logit in the visible ranges of a scored
 // MXFP4 call: those of out-of-span vectors (format_mxfp4.cuh).
 // `sms`: the device's SMs (the grid is a few CTAs each).

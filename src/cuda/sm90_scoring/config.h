@@ -52,6 +52,9 @@ static_assert(128 * kConvertingProducerRegisters + 256 * kConvertingConsumerRegi
                   kThreads * kLaunchRegisters,
               "converting register split exceeds the CTA's registers");
 
+// The widest Q tile whose consumers convert MXFP4 keys in registers (kernel.cuh, Mxfp4Format):
+// 256 columns' accumulators and weights leave no room for the A registers.
+constexpr int kMaxRegisterKeyColumns = 192;
 // Register keys (format_mxfp4_registers.cuh): the paged loader with the Q conversion in warp 0
 // spilled 8 bytes at 56; the consumers, with 16 A registers a tile, fit 216.
 constexpr int kRegisterKeysProducerRegisters = 64;

@@ -261,11 +261,21 @@ struct KeysMXFP4 : KeysE4M3 {
                                                       const uint8_t* raw, const uint2* tables,
                                                       const Mxfp4Params& fp, int lane) {
     const auto* words = reinterpret_cast<const uint32_t*>(raw + kRawValueBytes);
+    convert_tile_words(tile, tile_scales, raw, tables, fp, lane,
+                       [&](int key) { return words[key]; });
+  }
+  // convert_tile with key `key`'s scale word given by word_of(key) (the sparse form's slots,
+  // format_mxfp4_sparse.cuh).
+  template <typename WordOf>
+  __device__ __forceinline__ static void convert_tile_words(uint8_t* tile, float* tile_scales,
+                                                            const uint8_t* raw, const uint2* tables,
+                                                            const Mxfp4Params& fp, int lane,
+                                                            WordOf&& word_of) {
     constexpr uint32_t kSigma = 0x1320u;  // sigma(q) at bits 4q (nibbles 0, 2, 3, 1)
 #pragma unroll 1
     for (int key = lane; key < kTileKeys; key += 32) {
       const uint32_t first = (kSigma >> (4 * ((key >> 1) & 3))) & 3u;
-      const uint32_t word = words[key];
+      const uint32_t word = word_of(key);
       const uint8_t* row = raw + key * mxfp4::kPackedRowBytes;
       uint4 blocks[mxfp4::kBlocks];
       int scales[mxfp4::kBlocks];

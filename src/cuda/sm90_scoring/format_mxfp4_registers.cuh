@@ -36,9 +36,6 @@
 
 namespace flashindexer::cuda::scoring {
 
-// The widest Q tile whose consumers convert in registers (kernel.cuh, Mxfp4Format).
-constexpr int kMaxRegisterKeyColumns = 192;
-
 struct KeysMXFP4Registers : KeysMXFP4 {
   // A stage is what TMA brings: the tile's packed values, then one scale word per key.
   static constexpr int kTileBytes = kTileKeys * mxfp4::kPackedRowBytes;  // 4 KiB
@@ -79,8 +76,17 @@ struct KeysMXFP4Registers : KeysMXFP4 {
                                                       const uint8_t* tile_scales,
                                                       const uint2* tables, const Mxfp4Params& fp,
                                                       int key_row, int lane) {
-    const int b = lane % 4;
     const auto* words = reinterpret_cast<const uint32_t*>(tile_scales);
+    load_operand_words(op, tile, tables, fp, key_row, lane, [&](int row) { return words[row]; });
+  }
+  // load_operand with key row `row`'s scale word given by word_of(row) (the sparse form's slots,
+  // format_mxfp4_sparse.cuh).
+  template <typename WordOf>
+  __device__ __forceinline__ static void load_operand_words(Operand& op, const uint8_t* tile,
+                                                            const uint2* tables,
+                                                            const Mxfp4Params& fp, int key_row,
+                                                            int lane, WordOf&& word_of) {
+    const int b = lane % 4;
     // Both rows' loads first, so that their latencies overlap.
     uint4 blocks[2];
     uint32_t scale_words[2];
@@ -88,7 +94,7 @@ struct KeysMXFP4Registers : KeysMXFP4 {
     for (int r = 0; r < 2; ++r) {
       const int row = key_row + 8 * r;
       blocks[r] = *reinterpret_cast<const uint4*>(tile + row * mxfp4::kPackedRowBytes + 16 * b);
-      scale_words[r] = words[row];
+      scale_words[r] = word_of(row);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -51,6 +51,7 @@
 #include "cuda/sm90_scoring/format_e4m3.cuh"
 #include "cuda/sm90_scoring/format_mxfp4.cuh"
 #include "cuda/sm90_scoring/format_mxfp4_registers.cuh"
+#include "cuda/sm90_scoring/format_mxfp4_sparse.cuh"
 #include "cuda/sm90_scoring/layout.cuh"
 #include "cuda/sm90_scoring/params.h"
 #include "cuda/sm90_scoring/producer.cuh"
@@ -210,6 +211,20 @@ template <int kHeads, int kN, bool kPaged>
 cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                const Mxfp4Params& format, int grid, cudaStream_t stream) {
   return launch_instance<kHeads, kN, kPaged, StoreEpilogue, Mxfp4Format<kN, kPaged>>(
+      maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
+}
+
+// The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh): N = H, one query row per work item;
+// kRegisterKeys picks the register form (paged only), else the converting one.
+template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
+using SparseMxfp4Format = std::conditional_t<kRegisterKeys, SparseKeysMXFP4Registers<kBlock>,
+                                             SparseKeysMXFP4<kBlock, kPagedSource>>;
+template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
+cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
+                                      const Mxfp4Params& format, int grid, cudaStream_t stream) {
+  static_assert(kPagedSource || !kRegisterKeys, "the register form reads the paged cache");
+  return launch_instance<kHeads, kHeads, true, StoreEpilogue,
+                         SparseMxfp4Format<kHeads, kBlock, kPagedSource, kRegisterKeys>>(
       maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
 }
 

@@ -383,16 +383,41 @@ cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& par
                                      SparseKeysE4M3<16, false>>(maps, params, {}, grid, stream);
 }
 
+// The sparse MXFP4 instantiation: the form of the dense call the rows stand for
+// (format_mxfp4_sparse.cuh): the packed source is prefill's, converted by the producer; a
+// paged source converts in the registers unless its dense decode tile is over
+// kMaxRegisterKeyColumns wide (H = 64, next_n 4).
+template <int kHeads>
+cudaError_t launch_sparse_mxfp4_instance(const ScoreMaps& maps, const ScoreParams& params,
+                                         const scoring::Mxfp4Params& format, int block, bool paged,
+                                         bool registers, int grid, cudaStream_t stream) {
+  using scoring::launch_score_sparse_mxfp4;
+  if (!paged) {
+    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, false, false>(maps, params, format,
+                                                                           grid, stream)
+                      : launch_score_sparse_mxfp4<kHeads, 16, false, false>(maps, params, format,
+                                                                            grid, stream);
+  }
+  if (registers) {
+    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, true, true>(maps, params, format, grid,
+                                                                         stream)
+                      : launch_score_sparse_mxfp4<kHeads, 16, true, true>(maps, params, format,
+                                                                          grid, stream);
+  }
+  if constexpr (kHeads == 64) {
+    return block == 8
+               ? launch_score_sparse_mxfp4<64, 8, true, false>(maps, params, format, grid, stream)
+               : launch_score_sparse_mxfp4<64, 16, true, false>(maps, params, format, grid, stream);
+  }
+  return cudaErrorNotSupported;  // H = 32 decode tiles are all register ones
+}
+
 }  // namespace
 
 Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean,
                              void* stream_handle) {
-  const QuantizedTensor q{call.q, {}};
-  if (call.q.dtype != DType::kE4M3) {
-    return Status::Unsupported(concat(op,
-                                      ": sparse (candidate) scoring on CUDA supports FP8 "
-                                      "(e4m3) operands only"));
-  }
+  const bool mxfp4 = call.q.dtype == DType::kE2M1x2;
+  const QuantizedTensor q{call.q, call.q_scales};
   if (Status status = check_common(op, q, call.weights); !status.ok()) return status;
   const int64_t rows = call.q.shape[0];
   const int heads = static_cast<int>(call.q.shape[1]);
@@ -420,14 +445,17 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
   params.chunks = (key_span + params.chunk_keys - 1) / params.chunk_keys;
 
   ScoreMaps maps{};
-  if (Status status = encode_queries(maps, op, call.q, rows, call.q.stride[0], heads, call.weights,
-                                     1, /*lane_owned_rows=*/false);
+  if (Status status =
+          mxfp4 ? encode_mxfp4_queries(maps, op, call.q, rows, call.q.stride[0], heads,
+                                       call.weights, 1, 1)
+                : encode_queries(maps, op, call.q, rows, call.q.stride[0], heads, call.weights, 1,
+                                 /*lane_owned_rows=*/false);
       !status.ok()) {
     return status;
   }
   // The packed form's scale copies start on an aligned key before the block (format_sparse.cuh).
-  const int packed_scale_box = block == 8 ? scoring::SparseKeysE4M3<8, false>::kScaleBox
-                                          : scoring::SparseKeysE4M3<16, false>::kScaleBox;
+  const int packed_scale_box = block == 8 ? scoring::SparseBlocks<8, false, 1>::kScaleBox
+                                          : scoring::SparseBlocks<16, false, 1>::kScaleBox;
   if (Status status = call.cache != nullptr
                           ? encode_paged_keys(maps, op, *call.cache, block)
                           : encode_packed_keys(maps, op, *call.keys, block, packed_scale_box);
@@ -437,11 +465,49 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
   auto* stream = static_cast<cudaStream_t>(stream_handle);
   const int grid = static_cast<int>(std::min<int64_t>(params.groups * params.chunks, sms));
   const bool paged = call.cache != nullptr;
-  const cudaError_t launched =
-      heads == 64 ? launch_sparse_instance<64>(maps, params, block, paged, grid, stream)
-                  : launch_sparse_instance<32>(maps, params, block, paged, grid, stream);
-  if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
-    return status;
+  if (mxfp4) {
+    ScoringCall planned{maps, params, {}, sms, true};
+    if (Status status = plan_mxfp4_call(op, &planned, q, call.q.stride[0], call.q_scales.stride[0],
+                                        call.weights);
+        !status.ok()) {
+      return status;
+    }
+    scoring::Mxfp4Fixup& fixup = planned.fixup;
+    fixup.sparse_block = block;
+    if (paged) {
+      fixup.cache = static_cast<const uint8_t*>(call.cache->data);
+      fixup.page_stride = call.cache->page_stride_bytes;
+      fixup.cache_page_size = call.cache->page_size;
+    } else {
+      fixup.k_values = static_cast<const uint8_t*>(call.keys->values.data);
+      fixup.k_row_stride = call.keys->values.stride[0];
+      fixup.k_scales = static_cast<const uint8_t*>(call.keys->scales.data);
+      fixup.k_scale_row_stride = call.keys->scales.stride[0];
+    }
+    const bool registers =
+        paged_shape(heads, call.next_n).columns <= scoring::kMaxRegisterKeyColumns;
+    const cudaError_t launched =
+        heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block, paged,
+                                                       registers, grid, stream)
+                    : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block, paged,
+                                                       registers, grid, stream);
+    if (Status status = to_status(launched, op, "sparse MXFP4 scoring kernel launch");
+        !status.ok()) {
+      return status;
+    }
+    if (Status status =
+            to_status(scoring::launch_mxfp4_fixup(params, fixup, /*paged=*/true, sms, stream), op,
+                      "MXFP4 fix-up kernel launch");
+        !status.ok()) {
+      return status;
+    }
+  } else {
+    const cudaError_t launched =
+        heads == 64 ? launch_sparse_instance<64>(maps, params, block, paged, grid, stream)
+                    : launch_sparse_instance<32>(maps, params, block, paged, grid, stream);
+    if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
+      return status;
+    }
   }
   if (!clean) return Status::Ok();
   return to_status(scoring::launch_fill_invisible(params, /*paged=*/true, stream), op,
@@ -452,8 +518,12 @@ Status check_sparse_paged_source(const char* op, const QuantizedTensor& q,
                                  const PagedKCache& cache) {
   ArgCheck check(op);
   check_paged_source(check, q, cache);
-  check.require(cache.format == KFormat::kFP8,
-                "cache.format must be FP8 for sparse (candidate) scoring on CUDA");
+  if (is_mxfp4(q)) {
+    check.require(
+        q.values.shape[0] <= 1 || q.scales.stride[0] == q.values.shape[1] * q.scales.stride[1],
+        "q.scales must have its batch and next_n dimensions contiguous with each other "
+        "on CUDA (q.scales.stride[0] == next_n * q.scales.stride[1])");
+  }
   constexpr int64_t kMostPages = int64_t{1} << (31 - scoring::kSparseRowBits);
   check.require(cache.num_pages < kMostPages, "cache.num_pages must be below ", kMostPages,
                 " for sparse scoring on CUDA; got ", cache.num_pages);
@@ -462,7 +532,7 @@ Status check_sparse_paged_source(const char* op, const QuantizedTensor& q,
 
 TensorView decode_query_rows(const TensorView& q, int64_t first, int64_t count) {
   TensorView rows = q;
-  rows.data = static_cast<uint8_t*>(q.data) + first * q.stride[0];  // e4m3: one byte
+  rows.data = static_cast<uint8_t*>(q.data) + first * q.stride[0];  // one-byte elements
   rows.rank = 3;
   rows.shape[0] = count * q.shape[1];
   rows.shape[1] = q.shape[2];

@@ -54,6 +54,8 @@ struct SharedLayout {
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static_assert(kBytes <= kSharedBudget, "shared memory layout over budget");
   static_assert(kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(kScales % 128 == 0 && kTileScaleBytes % 128 == 0 || F::kSparseBlock == 0,
+                "a sparse format's scale slots are TMA destinations: 128-byte aligned");
 };
 
 }  // namespace flashindexer::cuda::scoring

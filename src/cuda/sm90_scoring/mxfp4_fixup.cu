@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/sm90_scoring/call.h"
+#include "cuda/sm90_scoring/format_sparse.cuh"
 #include "cuda/sm90_scoring/row_range.cuh"
 
 namespace flashindexer::cuda::scoring {
@@ -43,7 +44,19 @@ __device__ float exact_logit(const ScoreParams& p, const Mxfp4Fixup& f, int64_t 
                              int lane) {
   const uint8_t* key_values;
   const uint8_t* key_scales;
-  if constexpr (kPaged) {
+  if (f.sparse_block > 0) {
+    const int32_t entry = p.block_table[row * p.table_stride_b + (key >> p.page_shift)];
+    const int32_t offset = key & (f.sparse_block - 1);
+    if (f.cache != nullptr) {
+      const uint8_t* base = f.cache + (entry >> kSparseRowBits) * f.page_stride;
+      const int32_t slot = (entry & ((1 << kSparseRowBits) - 1)) + offset;
+      key_values = base + slot * kPackedRowBytes;
+      key_scales = base + static_cast<int64_t>(f.cache_page_size) * kPackedRowBytes + slot * 4;
+    } else {
+      key_values = f.k_values + (entry + offset) * f.k_row_stride;
+      key_scales = f.k_scales + (entry + offset) * f.k_scale_row_stride;
+    }
+  } else if constexpr (kPaged) {
     const int64_t request = row / p.rows_per_group;
     const int32_t page =
         p.block_table[request * p.table_stride_b + (key >> p.page_shift) * p.table_stride_p];

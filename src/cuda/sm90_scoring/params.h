@@ -103,6 +103,11 @@ struct Mxfp4Fixup {
   int64_t k_scale_row_stride = 0;
   const uint8_t* cache = nullptr;  // paged: page p at cache + p page_stride, values then scales
   int64_t page_stride = 0;
+  int cache_page_size = 0;  // keys a page (a sparse call's ScoreParams::page_size is its block)
+  // A sparse call (format_sparse.cuh): key j * sparse_block + o of row r is key o of the block
+  // entry ScoreParams::block_table[r * table_stride_b + j] names (a packed key row, or
+  // page << kSparseRowBits | row of `cache`). 0: a dense call.
+  int sparse_block = 0;
 };
 
 // The four TMA descriptors of one launch (see kernel.cuh for their shapes).
