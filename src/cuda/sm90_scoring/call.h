@@ -32,9 +32,9 @@ cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                const Mxfp4Params& format, int grid, cudaStream_t stream);
 
 // The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh), storing epilogue only: N = H,
-// blocks of kBlock keys from the packed workspace or the paged cache, converted in the consumers'
-// registers (kRegisterKeys, paged only) or by the producer's warps.
-template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
+// blocks of kBlock keys from the packed workspace or the paged cache, in the arithmetic of the
+// converting format (kConverterBits) or of the register format.
+template <int kHeads, int kBlock, bool kPagedSource, bool kConverterBits>
 cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                       const Mxfp4Params& format, int grid, cudaStream_t stream);
 

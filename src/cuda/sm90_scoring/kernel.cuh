@@ -214,17 +214,12 @@ cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
       maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
 }
 
-// The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh): N = H, one query row per work item;
-// kRegisterKeys picks the register form (paged only), else the converting one.
-template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
-using SparseMxfp4Format = std::conditional_t<kRegisterKeys, SparseKeysMXFP4Registers<kBlock>,
-                                             SparseKeysMXFP4<kBlock, kPagedSource>>;
-template <int kHeads, int kBlock, bool kPagedSource, bool kRegisterKeys>
+// The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh): N = H, one query row per work item.
+template <int kHeads, int kBlock, bool kPagedSource, bool kConverterBits>
 cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                       const Mxfp4Params& format, int grid, cudaStream_t stream) {
-  static_assert(kPagedSource || !kRegisterKeys, "the register form reads the paged cache");
   return launch_instance<kHeads, kHeads, true, StoreEpilogue,
-                         SparseMxfp4Format<kHeads, kBlock, kPagedSource, kRegisterKeys>>(
+                         SparseKeysMXFP4Registers<kBlock, kPagedSource, kConverterBits>>(
       maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
 }
 

@@ -383,33 +383,33 @@ cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& par
                                      SparseKeysE4M3<16, false>>(maps, params, {}, grid, stream);
 }
 
-// The sparse MXFP4 instantiation: the form of the dense call the rows stand for
-// (format_mxfp4_sparse.cuh): the packed source is prefill's, converted by the producer; a
-// paged source converts in the registers unless its dense decode tile is over
-// kMaxRegisterKeyColumns wide (H = 64, next_n 4).
+// The sparse MXFP4 instantiation in the arithmetic of the dense call the rows stand for
+// (format_mxfp4_sparse.cuh): the converting format's for the packed source (prefill's) and for a
+// paged source whose dense decode tile is over kMaxRegisterKeyColumns wide (H = 64, next_n 4);
+// the register format's for the other paged ones.
 template <int kHeads>
 cudaError_t launch_sparse_mxfp4_instance(const ScoreMaps& maps, const ScoreParams& params,
                                          const scoring::Mxfp4Params& format, int block, bool paged,
-                                         bool registers, int grid, cudaStream_t stream) {
+                                         bool converter_bits, int grid, cudaStream_t stream) {
   using scoring::launch_score_sparse_mxfp4;
   if (!paged) {
-    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, false, false>(maps, params, format,
-                                                                           grid, stream)
-                      : launch_score_sparse_mxfp4<kHeads, 16, false, false>(maps, params, format,
-                                                                            grid, stream);
+    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, false, true>(maps, params, format,
+                                                                          grid, stream)
+                      : launch_score_sparse_mxfp4<kHeads, 16, false, true>(maps, params, format,
+                                                                           grid, stream);
   }
-  if (registers) {
-    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, true, true>(maps, params, format, grid,
-                                                                         stream)
-                      : launch_score_sparse_mxfp4<kHeads, 16, true, true>(maps, params, format,
-                                                                          grid, stream);
+  if (!converter_bits) {
+    return block == 8 ? launch_score_sparse_mxfp4<kHeads, 8, true, false>(maps, params, format,
+                                                                          grid, stream)
+                      : launch_score_sparse_mxfp4<kHeads, 16, true, false>(maps, params, format,
+                                                                           grid, stream);
   }
   if constexpr (kHeads == 64) {
     return block == 8
-               ? launch_score_sparse_mxfp4<64, 8, true, false>(maps, params, format, grid, stream)
-               : launch_score_sparse_mxfp4<64, 16, true, false>(maps, params, format, grid, stream);
+               ? launch_score_sparse_mxfp4<64, 8, true, true>(maps, params, format, grid, stream)
+               : launch_score_sparse_mxfp4<64, 16, true, true>(maps, params, format, grid, stream);
   }
-  return cudaErrorNotSupported;  // H = 32 decode tiles are all register ones
+  return cudaErrorNotSupported;  // every H = 32 decode tile is a register one
 }
 
 }  // namespace
@@ -484,13 +484,13 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       fixup.k_scales = static_cast<const uint8_t*>(call.keys->scales.data);
       fixup.k_scale_row_stride = call.keys->scales.stride[0];
     }
-    const bool registers =
-        paged_shape(heads, call.next_n).columns <= scoring::kMaxRegisterKeyColumns;
+    const bool converter_bits =
+        !paged || paged_shape(heads, call.next_n).columns > scoring::kMaxRegisterKeyColumns;
     const cudaError_t launched =
         heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block, paged,
-                                                       registers, grid, stream)
+                                                       converter_bits, grid, stream)
                     : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block, paged,
-                                                       registers, grid, stream);
+                                                       converter_bits, grid, stream);
     if (Status status = to_status(launched, op, "sparse MXFP4 scoring kernel launch");
         !status.ok()) {
       return status;
