@@ -128,10 +128,10 @@ Status sparse_topk_remap(const TensorView& out, const TensorView& columns,
 // output row is t (q [M, H, D] or [B, next_n, H, D], weights [rows, H], as the dense ops).
 //   logits: [rows, >= S * SBK] f32 (out); sparse_indices: [rows, S] i32; end: [rows] i32 with
 //   0 <= end <= S * SBK; SBK (sparse_block) 8 or 16.
-// CPU (FP8 and MXFP4): every key a column below end names is checked to exist. CUDA (FP8, H 32
-// or 64, D 128): options.workspace must hold sparse_logits_cuda_workspace_size(rows, S) bytes
-// (16-byte aligned); the indices are not checked (that would need a host sync): a column whose
-// key does not exist holds an unspecified value, and nothing outside the operands is read.
+// CPU (FP8 and MXFP4): every key a column below end names is checked to exist. CUDA (FP8 and
+// MXFP4, H 32 or 64, D 128): options.workspace must hold sparse_logits_cuda_workspace_size(rows,
+// S) bytes (16-byte aligned); the indices are not checked (that would need a host sync): a column
+// whose key does not exist holds an unspecified value, and nothing outside the operands is read.
 // Asynchronous, graph-capturable.
 Status sparse_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                          const QuantizedTensor& keys, const TensorView& weights,

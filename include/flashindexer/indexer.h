@@ -48,9 +48,8 @@ struct IndexerOptions {
   // keys are scored, C x cb columns a row in the workspace, then the top-k over them and the
   // remap to positions. kAuto takes kSparse for the exact form with such a block size once the
   // logits width is at least 4 (prefill) or 2 (decode) times C x cb, where it was measured
-  // faster on an H200 (docs/benchmarks.md), else kDense. kFused is refused. MXFP4 operands take
-  // kDense whatever is asked (the sparse keys are FP8). Either way the workspace is the dense
-  // indexer's (a batch is the rows that fit).
+  // faster on an H200 (docs/benchmarks.md), else kDense. kFused is refused. FP8 and MXFP4 alike.
+  // Either way the workspace is the dense indexer's (a batch is the rows that fit).
   CandidateInput candidates = {};
   // Optional output, [rows, >= k] f32: scores[t, i] is the score of the key out[t, i] names, the
   // very bits the backend's logits op writes at that column (mqa_logits column ks[t] + out[t, i];

@@ -30,7 +30,8 @@ constexpr ScalePattern kPatterns[] = {
     {{-2, 0, 0, -1}, true, false},   {{4, 1, -9, 0}, false, true},
 };
 
-inline void apply_pattern(uint8_t* values, uint8_t* scales, int64_t i, const ScalePattern& pattern) {
+inline void apply_pattern(uint8_t* values, uint8_t* scales, int64_t i,
+                          const ScalePattern& pattern) {
   constexpr int kBlockBytes = kMxfp4BlockSize / 2;
   for (int b = 0; b < kMxfp4Blocks; ++b) {
     scales[i * kMxfp4Blocks + b] = static_cast<uint8_t>(127 + pattern.offsets[b]);
