@@ -78,23 +78,10 @@ __device__ __forceinline__ void load_operand_converter_order(KeysMXFP4Registers:
 // kConverterBits: in the converting format's arithmetic (the dense prefill and the 256-column
 // decode tiles), Q included; else KeysMXFP4Registers' (the other decode tiles).
 template <int kBlock, bool kPagedSource, bool kConverterBits>
-struct SparseKeysMXFP4Registers : KeysMXFP4Registers {
+struct SparseKeysMXFP4Registers
+    : SparseGathered<KeysMXFP4Registers, kBlock, kPagedSource, mxfp4::kPackedRowBytes> {
   using Blocks = SparseBlocks<kBlock, kPagedSource, mxfp4::kPackedRowBytes>;
-  static constexpr int kSparseBlock = kBlock;
-  static constexpr int kCopies = Blocks::kCopies;
-  static constexpr int kScaleBox = Blocks::kScaleBox;
-  static constexpr uint32_t kTileCopyBytes = Blocks::kCopyBytes;
-  static constexpr int kTileScaleBytes = Blocks::kScaleBytes;
-
-  __device__ __forceinline__ static void note_block(float* scales, int c, int32_t entry) {
-    Blocks::note_block(scales, c, entry);
-  }
-  __device__ __forceinline__ static void copy_block(uint8_t* keys, float* scales,
-                                                    const CUtensorMap* key_map,
-                                                    const CUtensorMap* scale_map, uint64_t* full,
-                                                    int c, int32_t entry) {
-    Blocks::copy_block(keys, scales, key_map, scale_map, full, c, entry);
-  }
+  using Operand = KeysMXFP4Registers::Operand;
   __device__ __forceinline__ static void load_operand(Operand& op, const uint8_t* tile,
                                                       const uint8_t* tile_scales,
                                                       const uint2* tables, const Mxfp4Params& fp,

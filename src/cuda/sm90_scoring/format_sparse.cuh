@@ -94,13 +94,15 @@ struct SparseBlocks {
   }
 };
 
-template <int kBlock, bool kPagedSource>
-struct SparseKeysE4M3 : KeysE4M3 {
-  using Blocks = SparseBlocks<kBlock, kPagedSource, kHeadDim>;
+// A format `Base` whose key tiles are gathered block by block: what every sparse format shares
+// (its stage's scale slots, the producer's notes and copies); the scale reads are the format's.
+template <typename Base, int kBlock, bool kPagedSource, int kRowBytes>
+struct SparseGathered : Base {
+  using Blocks = SparseBlocks<kBlock, kPagedSource, kRowBytes>;
   static constexpr int kSparseBlock = kBlock;
   static constexpr int kCopies = Blocks::kCopies;
-  static constexpr int kTileScaleBytes = Blocks::kScaleBytes;
   static constexpr int kScaleBox = Blocks::kScaleBox;
+  static constexpr int kTileScaleBytes = Blocks::kScaleBytes;
   static constexpr uint32_t kTileCopyBytes = Blocks::kCopyBytes;
   __device__ __forceinline__ static void note_block(float* scales, int c, int32_t entry) {
     Blocks::note_block(scales, c, entry);
@@ -111,6 +113,11 @@ struct SparseKeysE4M3 : KeysE4M3 {
                                                     int c, int32_t entry) {
     Blocks::copy_block(keys, scales, key_map, scale_map, full, c, entry);
   }
+};
+
+template <int kBlock, bool kPagedSource>
+struct SparseKeysE4M3 : SparseGathered<KeysE4M3, kBlock, kPagedSource, kHeadDim> {
+  using Blocks = SparseBlocks<kBlock, kPagedSource, kHeadDim>;
   __device__ __forceinline__ static float scale(const uint8_t* tile_scales, int key_row) {
     return __uint_as_float(Blocks::word(tile_scales, key_row));
   }
