@@ -259,8 +259,8 @@ HostTensor source_candidates(Rng& rng, const HostTensor& logits, const Candidate
   return cand;
 }
 
-// FP8 and MXFP4 operands; an MXFP4 call takes the dense path even when kSparse is asked (the
-// sparse keys are an FP8 format), and each batch reads its own rows' query scales.
+// FP8 and MXFP4 operands; the MXFP4 exact calls take the sparse path (kSparse), and each batch
+// reads its own rows' query scales.
 TEST(IndexerConsumerCuda, PrefillEqualsTheCpuConsumerOverTheGpuLogits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
