@@ -224,11 +224,29 @@ def _prefill_case(ctx, fi, case, prefill_table, later, ceilings):
     mxfp4_ms = graph_ms(scoring, 1, iters, warm)
     fp8_ms = graph_ms(lambda: fi.mqa_logits(fp8.q, (fp8.keys, fp8.kscale), fp8.weights, fp8.ks,
                                             fp8.ke, clean=False, out=logits), 1, iters, warm)
+    # With a workspace: the operands converted to e4m3 once, then the FP8 kernel; the same bits.
+    converted = torch.empty(fi.mqa_logits_cuda_workspace_size(case.rows, case.heads, case.keys),
+                            dtype=torch.uint8, device="cuda")
+    scoring()
+    reference = logits.clone()
+    fi.mqa_logits(q, keys, fp8.weights, fp8.ks, fp8.ke, clean=False, out=logits,
+                  workspace=converted)
+    torch.cuda.synchronize()
+    visible = torch.arange(case.keys, device="cuda")[None, :]
+    inside = (visible >= fp8.ks[:, None]) & (visible < fp8.ke[:, None])
+    assert torch.equal(logits.view(torch.int32)[inside], reference.view(torch.int32)[inside]), \
+        f"{name}: the workspace form's logits differ from the converting kernel's"
+    del reference, inside
+    converted_ms = graph_ms(lambda: fi.mqa_logits(q, keys, fp8.weights, fp8.ks, fp8.ke,
+                                                  clean=False, out=logits, workspace=converted),
+                            1, iters, warm)
     indexer_ms = graph_ms(lambda: fi.indexer_prefill(q, keys, fp8.weights, fp8.ks, fp8.ke, k,
                                                      out=out, workspace=workspace, path="fused"),
                           1, iters, warm)
     tflop = 2 * fp8.visible_pairs() * case.heads * DIM / 1e9
     for label, ms, peer in ((f"{name} scoring", mxfp4_ms, fp8_ms),
+                            (f"{name} scoring, with a workspace (converted once, FP8 kernel)",
+                             converted_ms, fp8_ms),
                             (f"{name} indexer k={k} (peer: MXFP4 scoring)", indexer_ms,
                              mxfp4_ms)):
         rate = tflop / ms

@@ -33,9 +33,17 @@ struct LogitsOptions {
 // Prefill scoring over the packed workspace. Row t sees keys ks[t] <= s < ke[t].
 // logits: [M, >= N] f32 (out; row stride >= N); q: [M, H, D]; keys: [N, D] (+ scales);
 // weights: [M, H] f32; ks, ke: [M] i32 with 0 <= ks <= ke <= N.
+// MXFP4 on CUDA tensors: with options.workspace (16-byte aligned, at least
+// mqa_logits_cuda_workspace_size(M, H, N) bytes) the call converts its keys and queries to e4m3
+// there once and scores them with the FP8 kernel, about as fast as an FP8 call; without one, the
+// kernel converts on chip (slower at prefill shapes). The logits have the same bits either way.
+// Other calls ignore the workspace.
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke,
                   const LogitsOptions& logits_options = {}, const RunOptions& options = {});
+// Bytes of the optional workspace of an MXFP4 mqa_logits call on CUDA tensors (M query rows, H
+// heads, N keys; 0 in a build without CUDA).
+size_t mqa_logits_cuda_workspace_size(int64_t rows, int heads, int64_t num_keys);
 
 // Decode scoring over the paged cache. Row r = b * next_n + j sees context positions
 // s < context_lens[b, j] (2-D form) or s < context_lens[b] - next_n + j + 1 (1-D form, spec

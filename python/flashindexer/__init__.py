@@ -65,6 +65,7 @@ from .ops import (
     indexer_prefill,
     insert_k_cache,
     mqa_logits,
+    mqa_logits_cuda_workspace_size,
     paged_mqa_logits,
     quantize_k_fp8,
     quantize_mxfp4,
@@ -83,7 +84,8 @@ __all__ = [
     "dequantize_mxfp4", "empty_k_cache", "gather_k_workspace",
     "indexer_cpu_workspace_size",
     "indexer_cuda_workspace_size", "indexer_decode",
-    "indexer_prefill", "insert_k_cache", "mqa_logits", "page_bytes", "paged_mqa_logits",
+    "indexer_prefill", "insert_k_cache", "mqa_logits", "mqa_logits_cuda_workspace_size",
+    "page_bytes", "paged_mqa_logits",
     "quantize_k_fp8", "quantize_mxfp4", "reference", "topk_per_row",
     "topk_per_row_cpu_workspace_size", "topk_per_row_cuda_workspace_size",
 ]

@@ -213,7 +213,8 @@ def gather_k_workspace(cache: PagedKCache, block_table, cu_seq_lens, *, num_keys
 # Scoring
 
 
-def mqa_logits(q, keys, weights, ks, ke, *, clean=True, out=None, stream=None, cpu_threads=0):
+def mqa_logits(q, keys, weights, ks, ke, *, clean=True, out=None, workspace=None, stream=None,
+               cpu_threads=0):
     """Prefill logits over the packed workspace:
 
         logit[t, s] = kscale[s] * sum_h W[t, h] * relu(q[t, h, :] . k[s, :]),  ks[t] <= s < ke[t]
@@ -225,6 +226,9 @@ def mqa_logits(q, keys, weights, ks, ke, *, clean=True, out=None, stream=None, c
     D in {64, 128}.
     Returns logits [M, N] float32 (out= may have a wider row stride); with ``clean`` every column
     outside a row's range is -inf, else left untouched.
+    workspace: optional, MXFP4 on CUDA: a uint8 tensor of at least
+    mqa_logits_cuda_workspace_size(M, H, N) bytes, where the operands are converted to e4m3 once
+    and scored by the FP8 kernel (faster at prefill shapes; the same bits). Ignored otherwise.
     """
     q, keys = _quantized("q", q), _quantized("keys", keys)
     if out is None:
@@ -232,8 +236,14 @@ def mqa_logits(q, keys, weights, ks, ke, *, clean=True, out=None, stream=None, c
         out = empty(weights, (rows, shape(keys.values, "mqa_logits: keys.values")[0]), "f32")
     _C.mqa_logits(raw(out), raw(q.values), raw(q.scales), raw(keys.values), raw(keys.scales),
                   raw(weights), raw(ks), raw(ke), clean, stream_handle(stream, [weights]),
-                  cpu_threads)
+                  raw(workspace), cpu_threads)
     return out
+
+
+def mqa_logits_cuda_workspace_size(rows, heads, num_keys):
+    """Bytes of mqa_logits' optional workspace for an MXFP4 call on CUDA tensors (rows x heads
+    queries, num_keys keys); 0 in a build without CUDA."""
+    return int(_C.mqa_logits_cuda_workspace_size(rows, heads, num_keys))
 
 
 def paged_mqa_logits(q, cache: PagedKCache, weights, context_lens, block_table, *, width=None,

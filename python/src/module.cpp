@@ -142,12 +142,12 @@ DecodeInputs decode_inputs(ArgumentList& args, nb::handle q_values, nb::handle q
 
 void mqa_logits(nb::handle logits, nb::handle q_values, nb::handle q_scales, nb::handle k_values,
                 nb::handle k_scales, nb::handle weights, nb::handle ks, nb::handle ke, bool clean,
-                uintptr_t stream, int cpu_threads) {
+                uintptr_t stream, nb::handle workspace, int cpu_threads) {
   ArgumentList args("mqa_logits");
   const PrefillInputs in =
       prefill_inputs(args, q_values, q_scales, k_values, k_scales, weights, ks, ke);
   const fi::TensorView logits_view = args.output("logits", logits);
-  const fi::RunOptions options = args.options(stream, nb::none(), cpu_threads);
+  const fi::RunOptions options = args.options(stream, workspace, cpu_threads);
   args.run([&] {
     return fi::mqa_logits(logits_view, in.q, in.keys, in.weights, in.ks, in.ke,
                           fi::LogitsOptions{.clean = clean}, options);
@@ -342,7 +342,13 @@ NB_MODULE(_C, m) {
         any("block_table"), any("cu_seq_lens"), stream, threads);
   m.def("mqa_logits", &mqa_logits, any("logits"), any("q_values"), any("q_scales"), any("k_values"),
         any("k_scales"), any("weights"), any("ks"), any("ke"), nb::arg("clean") = true, stream,
-        threads);
+        workspace, threads);
+  m.def(
+      "mqa_logits_cuda_workspace_size",
+      [](int64_t rows, int heads, int64_t num_keys) {
+        return fi::mqa_logits_cuda_workspace_size(rows, heads, num_keys);
+      },
+      nb::arg("rows"), nb::arg("heads"), nb::arg("num_keys"));
   m.def("paged_mqa_logits", &paged_mqa_logits, any("logits"), any("q_values"), any("q_scales"),
         any("cache"), any("weights"), any("context_lens"), any("block_table"),
         nb::arg("clean") = true, stream, threads);

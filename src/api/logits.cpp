@@ -22,10 +22,14 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   if (logits.device == Device::kCUDA) {
     if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
     return cuda::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean,
-                            options.cuda_stream);
+                            options.cuda_stream, options.workspace, options.workspace_bytes);
   }
   cpu::mqa_logits(logits, q, keys, weights, ks, ke, logits_options.clean, cpu_threads(options));
   return Status::Ok();
+}
+
+size_t mqa_logits_cuda_workspace_size(int64_t rows, int heads, int64_t num_keys) {
+  return cuda::mqa_logits_workspace_size(rows, heads, num_keys);
 }
 
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,

@@ -46,12 +46,14 @@ Status quantize_query_mxfp4(const TensorView& values, const TensorView& scales,
                             const TensorView& weights, const QueryQuantOptions& quant,
                             void* stream);
 
-// mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8, H 32 or 64,
-// D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
-// returns kUnsupported for MXFP4 or other head dims.
+// mqa_logits / paged_mqa_logits on CUDA tensors (see flashindexer/logits.h): FP8 and MXFP4, H 32
+// or 64, D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
+// returns kUnsupported for other head dims. An MXFP4 mqa_logits call given a workspace converts
+// its operands there and scores them with the FP8 kernel (mqa_logits_workspace_size bytes).
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
-                  void* stream);
+                  void* stream, void* workspace = nullptr, size_t workspace_bytes = 0);
+size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys);
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const PagedKCache& cache, const TensorView& weights,
                         const TensorView& context_lens, const TensorView& block_table, bool clean,

@@ -50,9 +50,11 @@ Status quantize_query_mxfp4(const TensorView&, const TensorView&, const TensorVi
 }
 
 Status mqa_logits(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
-                  const TensorView&, const TensorView&, const TensorView&, bool, void*) {
+                  const TensorView&, const TensorView&, const TensorView&, bool, void*, void*,
+                  size_t) {
   return not_on_cuda("mqa_logits");
 }
+size_t mqa_logits_workspace_size(int64_t, int, int64_t) { return 0; }
 
 Status paged_mqa_logits(const TensorView&, const QuantizedTensor&, const PagedKCache&,
                         const TensorView&, const TensorView&, const TensorView&, bool, void*) {

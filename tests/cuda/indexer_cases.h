@@ -53,13 +53,6 @@ inline const char* path_name(IndexerPath path) {
   return path == IndexerPath::kFused ? "fused" : path == IndexerPath::kDense ? "dense" : "auto";
 }
 
-inline RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
-  RunOptions options;
-  options.cuda_stream = stream;
-  options.workspace = workspace.get();
-  options.workspace_bytes = workspace.bytes();
-  return options;
-}
 
 // The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
 // must return exactly (set; order when sorted).

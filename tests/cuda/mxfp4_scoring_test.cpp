@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "logits_cases.h"
@@ -147,6 +148,47 @@ TEST(Mxfp4ScoringCuda, PrefillChunksMatchTheCpuBackend) {
       HostTensor got = run_on_gpu(device, rows, keys, keys, true);
       EXPECT_LT(calc_diff(got, expected, starts, ends), 5e-6);
       EXPECT_TRUE(FiniteInsideMinusInfOutside(got, starts, ends));
+    }
+  }
+}
+
+// With a workspace the call converts its operands there once and runs the FP8 kernel: the
+// converting kernel's bits, clean or not, with out-of-span vectors in both operands (the fix-up),
+// through a poisoned workspace, twice; a workspace too small is refused, naming its size query.
+TEST(Mxfp4ScoringCuda, PrefillWithAWorkspaceHasTheConvertingKernelsBits) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int heads : {32, 64}) {
+    for (bool clean : {true, false}) {
+      const int64_t rows = rng.uniform_int(1, 300);
+      const int64_t keys = rng.uniform_int(1, 9000);
+      SCOPED_TRACE(::testing::Message()
+                   << "H=" << heads << " rows=" << rows << " keys=" << keys << " clean=" << clean);
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
+      spread_scales(p.keys, keys, 1, 7);
+      spread_scales(p.q, rows * heads, 3, 11);
+      const DevicePrefill device(p);
+      const HostTensor expected = run_on_gpu(device, rows, keys, keys + 3, clean);
+      const size_t bytes = mqa_logits_cuda_workspace_size(rows, heads, keys);
+      const DeviceBuffer workspace = poisoned_device_buffer(bytes);
+      auto run = [&](const DeviceBuffer& buffer) {
+        HostTensor got = poisoned_logits(rows, keys, keys + 3);
+        DeviceTensor out = to_device(got);
+        const Status status = mqa_logits(out.view, device.q.view(), device.keys.view(),
+                                         device.weights.view, device.ks.view, device.ke.view,
+                                         LogitsOptions{clean}, with_workspace(buffer));
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        to_host(got, out);
+        return std::make_pair(status, std::move(got));
+      };
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        auto [status, got] = run(workspace);
+        FI_ASSERT_OK(status);
+        EXPECT_EQ(std::memcmp(got.bytes(), expected.bytes(), expected.byte_size()), 0);
+      }
+      const DeviceBuffer small = poisoned_device_buffer(bytes - 256);
+      EXPECT_TRUE(IsRejected(run(small).first, StatusCode::kWorkspaceTooSmall,
+                             {"mqa_logits_cuda_workspace_size"}));
     }
   }
 }

@@ -189,6 +189,15 @@ inline QuantizedTensor labelled_cuda(const QuantizedTensor& t) {
 }
 
 // A prefill problem on the device, with its logits buffer.
+// Run options with `workspace` (and a stream).
+inline RunOptions with_workspace(const DeviceBuffer& workspace, cudaStream_t stream = nullptr) {
+  RunOptions options;
+  options.cuda_stream = stream;
+  options.workspace = workspace.get();
+  options.workspace_bytes = workspace.bytes();
+  return options;
+}
+
 struct DevicePrefill {
   DeviceOperand q;
   DeviceOperand keys;

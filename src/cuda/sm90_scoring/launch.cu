@@ -259,13 +259,110 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
   return Status::Ok();
 }
 
+namespace {
+
+// The workspace of an MXFP4 prefill call through the FP8 kernel (mxfp4_preconvert.cu): e4m3
+// keys, their fp32 scales, e4m3 queries and the weights, each region 256-byte aligned.
+struct PreconvertLayout {
+  size_t keys = 0;
+  size_t key_scales = 0;
+  size_t q = 0;
+  size_t weights = 0;
+  size_t bytes = 0;
+};
+
+PreconvertLayout preconvert_layout(int64_t rows, int heads, int64_t num_keys) {
+  constexpr size_t kAlign = 256;
+  auto up = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  const auto vectors = static_cast<size_t>(rows) * static_cast<size_t>(heads);
+  PreconvertLayout l;
+  l.keys = 0;
+  l.key_scales = up(static_cast<size_t>(num_keys) * kHeadDim);
+  l.q = l.key_scales + up(static_cast<size_t>(num_keys) * 4);
+  l.weights = l.q + up(vectors * kHeadDim);
+  l.bytes = kAlign + l.weights + up(vectors * 4);  // the leading kAlign: the base's alignment
+  return l;
+}
+
+// Converts the planned MXFP4 call's operands into the workspace, scores them with the FP8
+// kernel, then runs the MXFP4 call's fix-up (its raw operands, its logits).
+Status launch_preconverted(const char* op, const ScoringCall& call, const TensorView& logits,
+                           const QuantizedTensor& q, const QuantizedTensor& keys,
+                           const TensorView& weights, const TensorView& ks, const TensorView& ke,
+                           bool clean, void* workspace, size_t workspace_bytes, void* stream) {
+  const int64_t rows = q.values.shape[0];
+  const int heads = static_cast<int>(q.values.shape[1]);
+  const int64_t num_keys = keys.values.shape[0];
+  const PreconvertLayout l = preconvert_layout(rows, heads, num_keys);
+  if (workspace_bytes < l.bytes) {
+    return Status::WorkspaceTooSmall(
+        concat(op, ": an MXFP4 call with RunOptions.workspace needs at least ", l.bytes,
+               " bytes (mqa_logits_cuda_workspace_size(rows, H, keys)); got ", workspace_bytes));
+  }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(workspace);
+  auto* base = reinterpret_cast<uint8_t*>((start + 255) / 256 * 256);
+  const scoring::Mxfp4Fixup& raw = call.fixup;
+  scoring::Mxfp4Preconvert c;
+  c.k_values = raw.k_values;
+  c.k_row_stride = raw.k_row_stride;
+  c.k_scales = raw.k_scales;
+  c.k_scale_row_stride = raw.k_scale_row_stride;
+  c.num_keys = num_keys;
+  c.q_values = raw.q_values;
+  c.q_row_stride = raw.q_row_stride;
+  c.q_head_stride = raw.q_head_stride;
+  c.q_scales = raw.q_scales;
+  c.q_scale_row_stride = raw.q_scale_row_stride;
+  c.rows = rows;
+  c.heads = heads;
+  c.weights = raw.weights;
+  c.weights_row_stride = raw.weights_row_stride;
+  c.keys_out = base + l.keys;
+  c.key_scales_out = reinterpret_cast<float*>(base + l.key_scales);
+  c.q_out = base + l.q;
+  c.weights_out = reinterpret_cast<float*>(base + l.weights);
+  c.out_of_span = call.format.out_of_span;
+  auto* cuda_stream = static_cast<cudaStream_t>(stream);
+  if (Status status = to_status(scoring::launch_mxfp4_preconvert(c, call.sms, cuda_stream), op,
+                                "MXFP4 conversion kernel launch");
+      !status.ok()) {
+    return status;
+  }
+  const QuantizedTensor q8{
+      TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA), {}};
+  const QuantizedTensor keys8{
+      TensorView::contiguous(c.keys_out, DType::kE4M3, {num_keys, kHeadDim}, Device::kCUDA),
+      TensorView::contiguous(c.key_scales_out, DType::kF32, {num_keys}, Device::kCUDA)};
+  const TensorView weights8 =
+      TensorView::contiguous(c.weights_out, DType::kF32, {rows, heads}, Device::kCUDA);
+  ScoringCall fp8;
+  if (Status status = plan_mqa_logits(op, logits, q8, keys8, weights8, ks, ke, &fp8);
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = launch_scoring(op, fp8, clean, stream); !status.ok()) return status;
+  return to_status(
+      scoring::launch_mxfp4_fixup(call.params, raw, /*paged=*/false, call.sms, cuda_stream), op,
+      "MXFP4 fix-up kernel launch");
+}
+
+}  // namespace
+
+size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys) {
+  return preconvert_layout(rows, heads, num_keys).bytes;
+}
+
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
-                  void* stream) {
+                  void* stream, void* workspace, size_t workspace_bytes) {
   const char* op = "mqa_logits";
   ScoringCall call;
   if (Status status = plan_mqa_logits(op, logits, q, keys, weights, ks, ke, &call); !status.ok()) {
     return status;
+  }
+  if (call.mxfp4 && workspace != nullptr && call.params.chunks > 0) {
+    return launch_preconverted(op, call, logits, q, keys, weights, ks, ke, clean, workspace,
+                               workspace_bytes, stream);
   }
   return launch_scoring(op, call, clean, stream);
 }
