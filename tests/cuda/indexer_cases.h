@@ -53,7 +53,6 @@ inline const char* path_name(IndexerPath path) {
   return path == IndexerPath::kFused ? "fused" : path == IndexerPath::kDense ? "dense" : "auto";
 }
 
-
 // The dense pair's answer, selected on the CPU from the GPU's own logits: what the CUDA indexer
 // must return exactly (set; order when sorted).
 template <typename DeviceProblem>
