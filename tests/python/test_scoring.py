@@ -175,6 +175,26 @@ def test_cuda_logits_match_the_reference(cuda_torch, rng):
                                 reference.score_tolerance(q, keys, weights, tensor_cores=True))
 
 
+def test_cuda_mxfp4_logits_with_a_workspace_have_the_same_bits(cuda_torch, rng):
+    torch = cuda_torch
+    rows, n, heads, dim = 70, 1500, 64, 128
+    q = [_cuda(torch, x) for x in fi.quantize_mxfp4(rng.standard_normal((rows, heads, dim),
+                                                                        np.float32))]
+    keys = [_cuda(torch, x) for x in fi.quantize_mxfp4(rng.standard_normal((n, dim), np.float32))]
+    weights = _cuda(torch, rng.standard_normal((rows, heads), np.float32))
+    ks = _cuda(torch, rng.integers(0, n // 2, rows, dtype=np.int32))
+    ke = _cuda(torch, np.full(rows, n, np.int32))
+    plain = fi.mqa_logits(tuple(q), tuple(keys), weights, ks, ke)
+    workspace = torch.full((fi.mqa_logits_cuda_workspace_size(rows, heads, n),), 0xAB,
+                           dtype=torch.uint8, device="cuda")
+    converted = fi.mqa_logits(tuple(q), tuple(keys), weights, ks, ke, workspace=workspace)
+    assert torch.equal(plain.view(torch.int32), converted.view(torch.int32))
+    # The torch op converts through a workspace of its own.
+    fi_torch = pytest.importorskip("flashindexer.torch")
+    op = fi_torch.mqa_logits(tuple(q), tuple(keys), weights, ks, ke)
+    assert torch.equal(plain.view(torch.int32), op.view(torch.int32))
+
+
 def test_cuda_paged_logits_match_the_reference(cuda_torch, rng):
     torch = cuda_torch
     q, paged, weights = decode_problem(rng, batch=4, next_n=2, heads=64, page_size=64)
