@@ -38,33 +38,21 @@ template <int kHeads, int kBlock, bool kPagedSource, bool kConverterBits>
 cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                       const Mxfp4Params& format, int grid, cudaStream_t stream);
 
-// MXFP4 prefill operands converted for the FP8 kernel (mxfp4_preconvert.cu): the packed keys
-// (num_keys) into e4m3 keys_out [num_keys, 128] and fp32 key_scales_out [num_keys], the packed
-// queries (rows x heads) into e4m3 q_out [rows, heads, 128] and weights_out [rows, heads], the
-// weights times each vector's power of two; out-of-span vectors NaN and flagged in out_of_span.
-// Strides in bytes (weights: floats).
+// MXFP4 prefill operands converted for the FP8 kernel (mxfp4_preconvert.cu): the raw operands of
+// the call (`raw`, the fix-up's view of them) as e4m3 keys_out [num_keys, 128] with fp32
+// key_scales_out [num_keys], e4m3 q_out [rows, raw.heads, 128] and weights_out [rows, raw.heads],
+// the weights times each query vector's power of two; out-of-span vectors NaN and flagged.
 struct Mxfp4Preconvert {
-  const uint8_t* k_values = nullptr;
-  int64_t k_row_stride = 0;
-  const uint8_t* k_scales = nullptr;
-  int64_t k_scale_row_stride = 0;
-  int64_t num_keys = 0;
-  const uint8_t* q_values = nullptr;
-  int64_t q_row_stride = 0;
-  int64_t q_head_stride = 0;
-  const uint8_t* q_scales = nullptr;
-  int64_t q_scale_row_stride = 0;
   int64_t rows = 0;
-  int heads = 0;
-  const float* weights = nullptr;
-  int64_t weights_row_stride = 0;
+  int64_t num_keys = 0;
   uint8_t* keys_out = nullptr;
   float* key_scales_out = nullptr;
   uint8_t* q_out = nullptr;
   float* weights_out = nullptr;
-  int* out_of_span = nullptr;
+  int* out_of_span = nullptr;  // Mxfp4Params::out_of_span
 };
-cudaError_t launch_mxfp4_preconvert(const Mxfp4Preconvert& operands, int sms, cudaStream_t stream);
+cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert& out, int sms,
+                                    cudaStream_t stream);
 
 // Recomputes, exactly and from the raw bytes, every NaN logit in the visible ranges of a scored
 // MXFP4 call: those of out-of-span vectors (format_mxfp4.cuh).

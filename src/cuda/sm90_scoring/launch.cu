@@ -303,27 +303,15 @@ Status launch_preconverted(const char* op, const ScoringCall& call, const Tensor
   auto* base = reinterpret_cast<uint8_t*>((start + 255) / 256 * 256);
   const scoring::Mxfp4Fixup& raw = call.fixup;
   scoring::Mxfp4Preconvert c;
-  c.k_values = raw.k_values;
-  c.k_row_stride = raw.k_row_stride;
-  c.k_scales = raw.k_scales;
-  c.k_scale_row_stride = raw.k_scale_row_stride;
-  c.num_keys = num_keys;
-  c.q_values = raw.q_values;
-  c.q_row_stride = raw.q_row_stride;
-  c.q_head_stride = raw.q_head_stride;
-  c.q_scales = raw.q_scales;
-  c.q_scale_row_stride = raw.q_scale_row_stride;
   c.rows = rows;
-  c.heads = heads;
-  c.weights = raw.weights;
-  c.weights_row_stride = raw.weights_row_stride;
+  c.num_keys = num_keys;
   c.keys_out = base + l.keys;
   c.key_scales_out = reinterpret_cast<float*>(base + l.key_scales);
   c.q_out = base + l.q;
   c.weights_out = reinterpret_cast<float*>(base + l.weights);
   c.out_of_span = call.format.out_of_span;
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
-  if (Status status = to_status(scoring::launch_mxfp4_preconvert(c, call.sms, cuda_stream), op,
+  if (Status status = to_status(scoring::launch_mxfp4_preconvert(raw, c, call.sms, cuda_stream), op,
                                 "MXFP4 conversion kernel launch");
       !status.ok()) {
     return status;

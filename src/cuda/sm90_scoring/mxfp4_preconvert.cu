@@ -93,33 +93,30 @@ cudaError_t launch_vectors(const Vectors& p, int sms, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t launch_mxfp4_preconvert(const Mxfp4Preconvert& c, int sms, cudaStream_t stream) {
-  Vectors keys{};
-  keys.values = c.k_values;
-  keys.row_stride = c.k_row_stride;
-  keys.scales = c.k_scales;
-  keys.scale_row_stride = c.k_scale_row_stride;
-  keys.vectors = c.num_keys;
-  keys.heads = 1;
-  keys.out = c.keys_out;
-  keys.key_scales = c.key_scales_out;
-  keys.out_of_span = c.out_of_span;
+cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert& out, int sms,
+                                    cudaStream_t stream) {
+  // In Vectors' field order; the keys are vectors of one "head" a row, with scales out.
+  const Vectors keys{raw.k_values,           raw.k_row_stride, 0, raw.k_scales,
+                     raw.k_scale_row_stride, out.num_keys,     1, out.keys_out,
+                     out.key_scales_out,     nullptr,          0, nullptr,
+                     out.out_of_span};
   if (const cudaError_t error = launch_vectors(keys, sms, stream); error != cudaSuccess) {
     return error;
   }
-  Vectors q{};
-  q.values = c.q_values;
-  q.row_stride = c.q_row_stride;
-  q.head_stride = c.q_head_stride;
-  q.scales = c.q_scales;
-  q.scale_row_stride = c.q_scale_row_stride;
-  q.vectors = c.rows * c.heads;
-  q.heads = c.heads;
-  q.out = c.q_out;
-  q.weights = c.weights;
-  q.weights_stride = c.weights_row_stride;
-  q.weights_out = c.weights_out;
-  q.out_of_span = c.out_of_span;
+  // The queries: (row, head) vectors, into weights_out.
+  const Vectors q{raw.q_values,
+                  raw.q_row_stride,
+                  raw.q_head_stride,
+                  raw.q_scales,
+                  raw.q_scale_row_stride,
+                  out.rows * raw.heads,
+                  raw.heads,
+                  out.q_out,
+                  nullptr,
+                  raw.weights,
+                  raw.weights_row_stride,
+                  out.weights_out,
+                  out.out_of_span};
   return launch_vectors(q, sms, stream);
 }
 
