@@ -38,22 +38,6 @@ template <int kHeads, int kBlock, bool kPagedSource, bool kConverterBits>
 cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                       const Mxfp4Params& format, int grid, cudaStream_t stream);
 
-// MXFP4 prefill operands converted for the FP8 kernel (mxfp4_preconvert.cu): the raw operands of
-// the call (`raw`, the fix-up's view of them) as e4m3 keys_out [num_keys, 128] with fp32
-// key_scales_out [num_keys], e4m3 q_out [rows, raw.heads, 128] and weights_out [rows, raw.heads],
-// the weights times each query vector's power of two; out-of-span vectors NaN and flagged.
-struct Mxfp4Preconvert {
-  int64_t rows = 0;
-  int64_t num_keys = 0;
-  uint8_t* keys_out = nullptr;
-  float* key_scales_out = nullptr;
-  uint8_t* q_out = nullptr;
-  float* weights_out = nullptr;
-  int* out_of_span = nullptr;  // Mxfp4Params::out_of_span
-};
-cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert& out, int sms,
-                                    cudaStream_t stream);
-
 // Recomputes, exactly and from the raw bytes, every NaN logit in the visible ranges of a scored
 // MXFP4 call: those of out-of-span vectors (format_mxfp4.cuh).
 // `sms`: the device's SMs (the grid is a few CTAs each).
@@ -156,5 +140,13 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
 // Launches a planned call with the storing epilogue, then the clean fill (-inf outside each
 // row's range) when asked.
 Status launch_scoring(const char* op, const scoring::ScoringCall& call, bool clean, void* stream);
+// Launches a planned MXFP4 mqa_logits call through the FP8 kernel: its operands converted into
+// `workspace` (mqa_logits_workspace_size bytes, cuda_ops.h), the FP8 call over them, then the
+// MXFP4 call's fix-up (mxfp4_preconvert.cu). The logits have the converting kernel's bits.
+Status launch_mqa_logits_preconverted(const char* op, const scoring::ScoringCall& call,
+                                      const TensorView& logits, const QuantizedTensor& q,
+                                      const QuantizedTensor& keys, const TensorView& ks,
+                                      const TensorView& ke, bool clean, void* workspace,
+                                      size_t workspace_bytes, void* stream);
 
 }  // namespace flashindexer::cuda

@@ -103,6 +103,19 @@ void mxfp4_query_operands(scoring::Mxfp4Fixup& f, const QuantizedTensor& q, int6
   f.weights_row_stride = weights.stride[0];
 }
 
+// The fix-up's view of the raw keys: the packed workspace, or the paged cache.
+void fixup_keys(scoring::Mxfp4Fixup& f, const QuantizedTensor& keys) {
+  f.k_values = static_cast<const uint8_t*>(keys.values.data);
+  f.k_row_stride = keys.values.stride[0];
+  f.k_scales = static_cast<const uint8_t*>(keys.scales.data);
+  f.k_scale_row_stride = keys.scales.stride[0];
+}
+void fixup_cache(scoring::Mxfp4Fixup& f, const PagedKCache& cache) {
+  f.cache = static_cast<const uint8_t*>(cache.data);
+  f.page_stride = cache.page_stride_bytes;
+  f.cache_page_size = cache.page_size;
+}
+
 // Keys per work item: enough items for about four per CTA, within [lower, upper].
 int64_t plan_chunk_keys(int64_t groups, int64_t keys, int sms, int64_t lower, int64_t upper) {
   const int64_t target_items = 4LL * sms;
@@ -251,93 +264,9 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
         !status.ok()) {
       return status;
     }
-    call->fixup.k_values = static_cast<const uint8_t*>(keys.values.data);
-    call->fixup.k_row_stride = keys.values.stride[0];
-    call->fixup.k_scales = static_cast<const uint8_t*>(keys.scales.data);
-    call->fixup.k_scale_row_stride = keys.scales.stride[0];
+    fixup_keys(call->fixup, keys);
   }
   return Status::Ok();
-}
-
-namespace {
-
-// The workspace of an MXFP4 prefill call through the FP8 kernel (mxfp4_preconvert.cu): e4m3
-// keys, their fp32 scales, e4m3 queries and the weights, each region 256-byte aligned.
-struct PreconvertLayout {
-  size_t keys = 0;
-  size_t key_scales = 0;
-  size_t q = 0;
-  size_t weights = 0;
-  size_t bytes = 0;
-};
-
-PreconvertLayout preconvert_layout(int64_t rows, int heads, int64_t num_keys) {
-  constexpr size_t kAlign = 256;
-  auto up = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
-  const auto vectors = static_cast<size_t>(rows) * static_cast<size_t>(heads);
-  PreconvertLayout l;
-  l.keys = 0;
-  l.key_scales = up(static_cast<size_t>(num_keys) * kHeadDim);
-  l.q = l.key_scales + up(static_cast<size_t>(num_keys) * 4);
-  l.weights = l.q + up(vectors * kHeadDim);
-  l.bytes = kAlign + l.weights + up(vectors * 4);  // the leading kAlign: the base's alignment
-  return l;
-}
-
-// Converts the planned MXFP4 call's operands into the workspace, scores them with the FP8
-// kernel, then runs the MXFP4 call's fix-up (its raw operands, its logits).
-Status launch_preconverted(const char* op, const ScoringCall& call, const TensorView& logits,
-                           const QuantizedTensor& q, const QuantizedTensor& keys,
-                           const TensorView& weights, const TensorView& ks, const TensorView& ke,
-                           bool clean, void* workspace, size_t workspace_bytes, void* stream) {
-  const int64_t rows = q.values.shape[0];
-  const int heads = static_cast<int>(q.values.shape[1]);
-  const int64_t num_keys = keys.values.shape[0];
-  const PreconvertLayout l = preconvert_layout(rows, heads, num_keys);
-  if (workspace_bytes < l.bytes) {
-    return Status::WorkspaceTooSmall(
-        concat(op, ": an MXFP4 call with RunOptions.workspace needs at least ", l.bytes,
-               " bytes (mqa_logits_cuda_workspace_size(rows, H, keys)); got ", workspace_bytes));
-  }
-  const uintptr_t start = reinterpret_cast<uintptr_t>(workspace);
-  auto* base = reinterpret_cast<uint8_t*>((start + 255) / 256 * 256);
-  const scoring::Mxfp4Fixup& raw = call.fixup;
-  scoring::Mxfp4Preconvert c;
-  c.rows = rows;
-  c.num_keys = num_keys;
-  c.keys_out = base + l.keys;
-  c.key_scales_out = reinterpret_cast<float*>(base + l.key_scales);
-  c.q_out = base + l.q;
-  c.weights_out = reinterpret_cast<float*>(base + l.weights);
-  c.out_of_span = call.format.out_of_span;
-  auto* cuda_stream = static_cast<cudaStream_t>(stream);
-  if (Status status = to_status(scoring::launch_mxfp4_preconvert(raw, c, call.sms, cuda_stream), op,
-                                "MXFP4 conversion kernel launch");
-      !status.ok()) {
-    return status;
-  }
-  const QuantizedTensor q8{
-      TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA), {}};
-  const QuantizedTensor keys8{
-      TensorView::contiguous(c.keys_out, DType::kE4M3, {num_keys, kHeadDim}, Device::kCUDA),
-      TensorView::contiguous(c.key_scales_out, DType::kF32, {num_keys}, Device::kCUDA)};
-  const TensorView weights8 =
-      TensorView::contiguous(c.weights_out, DType::kF32, {rows, heads}, Device::kCUDA);
-  ScoringCall fp8;
-  if (Status status = plan_mqa_logits(op, logits, q8, keys8, weights8, ks, ke, &fp8);
-      !status.ok()) {
-    return status;
-  }
-  if (Status status = launch_scoring(op, fp8, clean, stream); !status.ok()) return status;
-  return to_status(
-      scoring::launch_mxfp4_fixup(call.params, raw, /*paged=*/false, call.sms, cuda_stream), op,
-      "MXFP4 fix-up kernel launch");
-}
-
-}  // namespace
-
-size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys) {
-  return preconvert_layout(rows, heads, num_keys).bytes;
 }
 
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
@@ -349,8 +278,8 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
     return status;
   }
   if (call.mxfp4 && workspace != nullptr && call.params.chunks > 0) {
-    return launch_preconverted(op, call, logits, q, keys, weights, ks, ke, clean, workspace,
-                               workspace_bytes, stream);
+    return launch_mqa_logits_preconverted(op, call, logits, q, keys, ks, ke, clean, workspace,
+                                          workspace_bytes, stream);
   }
   return launch_scoring(op, call, clean, stream);
 }
@@ -427,8 +356,7 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
         !status.ok()) {
       return status;
     }
-    call->fixup.cache = static_cast<const uint8_t*>(cache.data);
-    call->fixup.page_stride = cache.page_stride_bytes;
+    fixup_cache(call->fixup, cache);
   }
   return Status::Ok();
 }
@@ -560,14 +488,9 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
     scoring::Mxfp4Fixup& fixup = planned.fixup;
     fixup.sparse_block = block;
     if (paged) {
-      fixup.cache = static_cast<const uint8_t*>(call.cache->data);
-      fixup.page_stride = call.cache->page_stride_bytes;
-      fixup.cache_page_size = call.cache->page_size;
+      fixup_cache(fixup, *call.cache);
     } else {
-      fixup.k_values = static_cast<const uint8_t*>(call.keys->values.data);
-      fixup.k_row_stride = call.keys->values.stride[0];
-      fixup.k_scales = static_cast<const uint8_t*>(call.keys->scales.data);
-      fixup.k_scale_row_stride = call.keys->scales.stride[0];
+      fixup_keys(fixup, *call.keys);
     }
     const bool converter_bits =
         !paged || paged_shape(heads, call.next_n).columns > scoring::kMaxRegisterKeyColumns;

@@ -8,11 +8,16 @@
 // recomputes). The FP8 kernel then reads the very bytes, scales and weights the converting kernel
 // computes with, through the same consumer code, so the logits have the same bits; its producer
 // has no conversion to wait for (H64 4096 x 131072: the converting kernel 14.4 ms, FP8 8.4 ms).
+// Device side: the conversion kernel; host side: the workspace layout and the call
+// (launch_mqa_logits_preconverted, call.h), which mqa_logits (launch.cu) takes with a workspace.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "core/checks.h"
+#include "cuda/common/check.h"
+#include "cuda/cuda_ops.h"
 #include "cuda/sm90_scoring/call.h"
 #include "cuda/sm90_scoring/format_mxfp4.cuh"
 
@@ -20,6 +25,19 @@ namespace flashindexer::cuda::scoring {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The outputs of the conversion: e4m3 keys_out [num_keys, 128] with fp32 key_scales_out
+// [num_keys], e4m3 q_out [rows, heads, 128] and weights_out [rows, heads] (the weights times each
+// query vector's power of two); out-of-span vectors NaN and flagged in out_of_span.
+struct Mxfp4Preconvert {
+  int64_t rows = 0;
+  int64_t num_keys = 0;
+  uint8_t* keys_out = nullptr;
+  float* key_scales_out = nullptr;
+  uint8_t* q_out = nullptr;
+  float* weights_out = nullptr;
+  int* out_of_span = nullptr;  // Mxfp4Params::out_of_span
+};
 
 // Vector v of `vectors` (row v / heads, head v % heads) is converted by four consecutive lanes,
 // lane % 4 = block; the warp stays converged (mxfp4::BlockShift shuffles and votes), so lanes past
@@ -91,8 +109,7 @@ cudaError_t launch_vectors(const Vectors& p, int sms, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace
-
+// The raw operands of the call (`raw`, the fix-up's view of them) converted into `out`.
 cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert& out, int sms,
                                     cudaStream_t stream) {
   // In Vectors' field order; the keys are vectors of one "head" a row, with scales out.
@@ -120,4 +137,93 @@ cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert
   return launch_vectors(q, sms, stream);
 }
 
+}  // namespace
 }  // namespace flashindexer::cuda::scoring
+
+namespace flashindexer::cuda {
+namespace {
+
+using scoring::kHeadDim;
+using scoring::ScoringCall;
+
+// The workspace of an MXFP4 prefill call through the FP8 kernel: e4m3 keys, their fp32 scales,
+// e4m3 queries and the weights, each region 256-byte aligned.
+struct PreconvertLayout {
+  size_t keys = 0;
+  size_t key_scales = 0;
+  size_t q = 0;
+  size_t weights = 0;
+  size_t bytes = 0;
+};
+
+PreconvertLayout preconvert_layout(int64_t rows, int heads, int64_t num_keys) {
+  constexpr size_t kAlign = 256;
+  auto up = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  const auto vectors = static_cast<size_t>(rows) * static_cast<size_t>(heads);
+  PreconvertLayout l;
+  l.keys = 0;
+  l.key_scales = up(static_cast<size_t>(num_keys) * kHeadDim);
+  l.q = l.key_scales + up(static_cast<size_t>(num_keys) * 4);
+  l.weights = l.q + up(vectors * kHeadDim);
+  l.bytes = kAlign + l.weights + up(vectors * 4);  // the leading kAlign: the base's alignment
+  return l;
+}
+
+}  // namespace
+
+// Converts the planned MXFP4 call's operands into the workspace, scores them with the FP8
+// kernel, then runs the MXFP4 call's fix-up (its raw operands, its logits).
+Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
+                                      const TensorView& logits, const QuantizedTensor& q,
+                                      const QuantizedTensor& keys, const TensorView& ks,
+                                      const TensorView& ke, bool clean, void* workspace,
+                                      size_t workspace_bytes, void* stream) {
+  const int64_t rows = q.values.shape[0];
+  const int heads = static_cast<int>(q.values.shape[1]);
+  const int64_t num_keys = keys.values.shape[0];
+  const PreconvertLayout l = preconvert_layout(rows, heads, num_keys);
+  if (workspace_bytes < l.bytes) {
+    return Status::WorkspaceTooSmall(
+        concat(op, ": an MXFP4 call with RunOptions.workspace needs at least ", l.bytes,
+               " bytes (mqa_logits_cuda_workspace_size(rows, H, keys)); got ", workspace_bytes));
+  }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(workspace);
+  auto* base = reinterpret_cast<uint8_t*>((start + 255) / 256 * 256);
+  const scoring::Mxfp4Fixup& raw = call.fixup;
+  scoring::Mxfp4Preconvert c;
+  c.rows = rows;
+  c.num_keys = num_keys;
+  c.keys_out = base + l.keys;
+  c.key_scales_out = reinterpret_cast<float*>(base + l.key_scales);
+  c.q_out = base + l.q;
+  c.weights_out = reinterpret_cast<float*>(base + l.weights);
+  c.out_of_span = call.format.out_of_span;
+  auto* cuda_stream = static_cast<cudaStream_t>(stream);
+  if (Status status = to_status(scoring::launch_mxfp4_preconvert(raw, c, call.sms, cuda_stream), op,
+                                "MXFP4 conversion kernel launch");
+      !status.ok()) {
+    return status;
+  }
+  const QuantizedTensor q8{
+      TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA), {}};
+  const QuantizedTensor keys8{
+      TensorView::contiguous(c.keys_out, DType::kE4M3, {num_keys, kHeadDim}, Device::kCUDA),
+      TensorView::contiguous(c.key_scales_out, DType::kF32, {num_keys}, Device::kCUDA)};
+  const TensorView weights8 =
+      TensorView::contiguous(c.weights_out, DType::kF32, {rows, heads}, Device::kCUDA);
+  ScoringCall fp8;
+  if (Status status = plan_mqa_logits(op, logits, q8, keys8, weights8, ks, ke, &fp8);
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = launch_scoring(op, fp8, clean, stream); !status.ok()) return status;
+  return to_status(
+      scoring::launch_mxfp4_fixup(call.params, raw, /*paged=*/false, call.sms, cuda_stream), op,
+      "MXFP4 fix-up kernel launch");
+}
+
+size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys) {
+  return preconvert_layout(rows, heads, num_keys).bytes;
+}
+
+}  // namespace flashindexer::cuda
