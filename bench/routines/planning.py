@@ -5,10 +5,10 @@ budgets, every chunk's row bounds (ks, ke; gather_k_workspace takes cu_seq_lens,
 token_to_seq), the decode rows' lengths and request map (flattened layout), and the decode row
 ranges under a logits budget; from host-side lengths only.
 
-Ours: the flashindexer.planning calls (C++ under the Python binding, each call's binding cost
-included), as an engine makes them: the chunks as one array (as_array=True) and the row bounds
-written into staging buffers kept from step to step (out=), so neither a Python object per chunk
-nor fresh pages of a long step's bounds are timed. Peer: the same planning in plain
+Ours: flashindexer.planning.plan_step, the whole step in one call (C++ under the Python binding,
+its binding cost included), as an engine makes it: the chunks come back as one array and the row
+bounds are written into staging buffers kept from step to step (out=), so neither a Python object
+per chunk nor fresh pages of a long step's bounds are timed. Peer: the same planning in plain
 Python/NumPy, written from the spec's formulas (the form vLLM's indexer plans its steps in), on
 the same lengths. Both are checked to give the same
 chunks, bounds and lengths before timing. Times: median of --iters repeats of the whole step, on
@@ -39,14 +39,10 @@ def _batch(requests, prefill, seed):
 
 
 def _ours(fi, seq, query, prefill, staging):
-    chunks = fi.planning.plan_prefill_chunks(seq[:prefill], query[:prefill], WORKSPACE_KEYS,
-                                             LOGITS_BYTES, as_array=True)
-    bounds = fi.planning.prefill_step_row_bounds(chunks, seq[:prefill], query[:prefill],
-                                                 out=staging)
-    lens, to_request = fi.planning.decode_flat_lens(seq[prefill:], query[prefill:], NEXT_N)
-    ranges = fi.planning.decode_row_ranges(len(lens), int(seq[prefill:].max()),
-                                           DECODE_LOGITS_BYTES)
-    return chunks, bounds, (lens, to_request), ranges
+    return fi.planning.plan_step(seq[:prefill], query[:prefill], seq[prefill:], query[prefill:],
+                                 workspace_keys=WORKSPACE_KEYS, max_logits_bytes=LOGITS_BYTES,
+                                 next_n=NEXT_N, decode_logits_bytes=DECODE_LOGITS_BYTES,
+                                 out=staging)
 
 
 def _peer_chunks(key_lens, query_lens):
@@ -88,22 +84,39 @@ def _peer(seq, query, prefill):
     to_request = np.repeat(np.arange(len(decode_seq), dtype=np.int32), decode_query)
     offset = np.concatenate([np.arange(int(q)) for q in decode_query])
     lens = (decode_seq[to_request] - decode_query[to_request] + offset + 1).astype(np.int32)
-    rows, width = len(lens), int(decode_seq.max())
-    per = max(DECODE_LOGITS_BYTES // (2 * width) // 16 * 16, 16)
-    ranges = [(b, min(rows, b + per)) for b in range(0, rows, per)]
-    return chunks, bounds, (lens, to_request), ranges
+    return chunks, bounds, (lens, to_request), _peer_ranges(len(lens), int(decode_seq.max()))
+
+
+def _peer_ranges(rows, width):
+    """§7.5 in Python: one range when the bf16 logits fit, else units of 16 rows spread evenly
+    over the fewest ranges the budget allows, the largest first."""
+    if rows == 0 or rows * width * 2 <= DECODE_LOGITS_BYTES:
+        return [(0, rows)]
+    limit = DECODE_LOGITS_BYTES // (2 * width) // 16 * 16
+    units = -(-rows // 16)
+    count = -(-units // (limit // 16))
+    base, extra = divmod(units, count)
+    ranges, start = [], 0
+    for i in range(count):
+        end = min(rows, start + 16 * (base + (i < extra)))
+        ranges.append((start, end))
+        start = end
+    return ranges
 
 
 def _check(name, ours, peer):
-    chunks, (ks, ke, offsets), decode, _ = ours
-    assert [tuple(c) for c in chunks.tolist()] == [tuple(int(v) for v in c) for c in peer[0]], \
-        f"{name}: chunks differ"
+    assert [tuple(c) for c in ours.chunks.tolist()] == \
+        [tuple(int(v) for v in c) for c in peer[0]], f"{name}: chunks differ"
+    assert len(ours.offsets) == len(peer[0]) + 1 and ours.offsets[0] == 0, \
+        f"{name}: chunk row offsets differ"
+    assert len(ours.ks) == len(ours.ke) == ours.offsets[-1], f"{name}: row bounds' size differs"
     for c, (want_ks, want_ke) in enumerate(peer[1]):
-        part = slice(int(offsets[c]), int(offsets[c + 1]))
-        assert np.array_equal(ks[part], want_ks) and np.array_equal(ke[part], want_ke), \
+        part = slice(int(ours.offsets[c]), int(ours.offsets[c + 1]))
+        assert np.array_equal(ours.ks[part], want_ks) and np.array_equal(ours.ke[part], want_ke), \
             f"{name}: row bounds of chunk {c} differ"
-    for a, b in zip(decode, peer[2]):
+    for a, b in zip((ours.row_lens, ours.row_to_request), peer[2]):
         assert np.array_equal(a, b), f"{name}: decode lengths differ"
+    assert ours.ranges == peer[3], f"{name}: decode row ranges differ"
 
 
 def _median_us(fn, iters):
@@ -125,9 +138,9 @@ def run(ctx):
                         f"{WORKSPACE_KEYS} workspace keys and {LOGITS_BYTES >> 20} MiB of fp32 "
                         f"logits a prefill chunk, {DECODE_LOGITS_BYTES >> 20} MiB of decode "
                         "logits. Rate: the step's query rows (prefill and decode) planned per "
-                        "second. Ours plans as an engine would: the chunks as one array and the "
-                        "row bounds into staging buffers kept between steps. Target: under "
-                        "50 us.")
+                        "second. Ours plans as an engine would: the whole step in one call "
+                        "(plan_step), the row bounds into staging buffers kept between steps. "
+                        "Target: under 50 us.")
     ctx.start(table)
     for requests, prefill in ((256, 16), (256, 64), (256, 0)):
         name = f"{requests} requests, {prefill} prefill"

@@ -148,6 +148,53 @@ Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t wi
                          int64_t budget_bytes);
 
 // ---------------------------------------------------------------------------------------------
+// A whole step in one call
+//
+// What an engine plans per step, with one validation of the lengths and no second pass over
+// them: the prefill chunks over the prefill requests' key lengths S_r / R, every chunk's row
+// bounds (build_prefill_step_row_bounds), the flattened decode rows (decode_flat_lens) and their
+// row ranges under the decode logits budget (decode_row_ranges). Each output equals what those
+// calls give on the same lengths and options, bit for bit, and the call fails wherever one of
+// them would.
+
+struct StepLengths {
+  std::span<const int64_t> prefill_seq_lens;    // [prefill requests] S_r (the chunker sees S_r / R)
+  std::span<const int64_t> prefill_query_lens;  // [prefill requests] M_r <= S_r, 0 allowed
+  std::span<const int64_t> decode_seq_lens;     // [decode requests] L_b
+  std::span<const int64_t> decode_query_lens;   // [decode requests] 1 <= d_b <= min(next_n, L_b)
+};
+
+struct StepPlanOptions {
+  PrefillChunkBudget budget;  // the prefill chunks' budgets
+  RowBoundsOptions bounds;    // compress ratio and DCP rank of the layer, prefill and decode alike
+  int next_n = 1;             // the most decode tokens of one request (>= 1)
+  // The decode logits' columns the row ranges are cut for; -1: the longest decode row (the keys
+  // the rank's paged logits span, max_context_len).
+  int64_t decode_width = -1;
+  int64_t decode_logits_bytes = 0;  // decode_row_ranges' bf16 budget (0: no budget, one range)
+};
+
+// The step's plan besides the caller's buffers. Reusing one across steps allocates nothing once
+// its vectors have grown.
+struct StepPlan {
+  std::vector<int64_t> prefill_key_lens;  // [prefill requests] S_r / R, as the chunker saw them
+  std::vector<PrefillChunk> chunks;       // plan_prefill_chunks
+  // [chunks + 1]: chunk c's rows of ks and ke are [chunk_row_offsets[c], chunk_row_offsets[c + 1])
+  std::vector<int64_t> chunk_row_offsets;
+  int64_t decode_width = 0;             // the width the decode ranges were cut for
+  std::vector<RowRange> decode_ranges;  // decode_row_ranges over decode_row_lens' rows
+};
+
+//   ks, ke:                [>= the chunks' rows] i32 (out); only the first
+//                          chunk_row_offsets.back() are written (sum(M_r) is always enough)
+//   decode_row_lens:       [rows >= sum(d_b)] i32 (out), padding rows as in decode_flat_lens
+//   decode_row_to_request: [rows] i32 (out), or empty to skip it
+// On failure the plan's vectors are left empty and no output is written.
+Status plan_step(StepPlan& plan, std::span<int32_t> ks, std::span<int32_t> ke,
+                 std::span<int32_t> decode_row_lens, std::span<int32_t> decode_row_to_request,
+                 const StepLengths& lengths, const StepPlanOptions& options);
+
+// ---------------------------------------------------------------------------------------------
 // Block tables and cache views between page sizes
 //
 // An engine may allocate its K cache in pages of a size the kernels do not take. When one page

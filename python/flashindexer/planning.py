@@ -35,7 +35,15 @@ class PrefillChunk(NamedTuple):
     gathers_keys: bool
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _lengths(values):
+    # An engine's lengths are usually int64 arrays already; passing them through untouched saves
+    # a few NumPy calls a length, which at a step's scale is a good part of its planning time.
+    if type(values) is np.ndarray and values.dtype == _INT64 and values.ndim == 1 \
+            and values.flags.c_contiguous:
+        return values
     return np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.int64)
 
 
@@ -57,10 +65,15 @@ def plan_prefill_chunks(key_lens, query_lens, workspace_keys, max_logits_bytes,
             for rb, re, qb, qe, tb, te, n, g in rows.tolist()]
 
 
-def _out_rows(buffer, rows, name):
+def _out_buffer(buffer, name):
     if not (isinstance(buffer, np.ndarray) and buffer.dtype == np.int32 and buffer.ndim == 1
             and buffer.flags.c_contiguous):
         raise TypeError(f"out {name} must be a contiguous 1-D int32 NumPy array")
+    return buffer
+
+
+def _out_rows(buffer, rows, name):
+    _out_buffer(buffer, name)
     if buffer.shape[0] < rows:
         raise ValueError(f"out {name} has {buffer.shape[0]} rows; the step has {rows}")
     return buffer[:rows]
@@ -157,6 +170,52 @@ def decode_row_ranges(rows, width, budget_bytes):
     bf16 logits [range rows, width] fit budget_bytes (0 = no budget: one range)."""
     bounds = _C.decode_row_ranges(int(rows), int(width), int(budget_bytes))
     return list(zip(bounds[0::2], bounds[1::2]))
+
+
+class StepPlan(NamedTuple):
+    """A step's plan (plan_step), each field what the separate call gives: chunks as
+    plan_prefill_chunks(..., as_array=True); ks, ke, offsets as prefill_step_row_bounds; row_lens,
+    row_to_request as decode_flat_lens; ranges as decode_row_ranges over row_lens' rows."""
+
+    chunks: np.ndarray
+    ks: np.ndarray
+    ke: np.ndarray
+    offsets: np.ndarray
+    row_lens: np.ndarray
+    row_to_request: np.ndarray
+    ranges: list
+
+
+# StepPlan from the binding's tuple of its fields, without NamedTuple's argument handling.
+_new_step_plan = StepPlan._make
+
+
+def plan_step(prefill_seq_lens, prefill_query_lens, decode_seq_lens, decode_query_lens, *,
+              workspace_keys, max_logits_bytes, min_split_key_len=0, next_n=1, compress_ratio=1,
+              decode_rows=None, decode_width=None, decode_logits_bytes=0, dcp_ranks=1,
+              dcp_interleave=1, dcp_rank=0, out=None):
+    """A whole step's host planning in one call, returning a StepPlan equal to the separate calls:
+    plan_prefill_chunks over the prefill key lengths ``prefill_seq_lens // compress_ratio`` (with
+    workspace_keys, max_logits_bytes, min_split_key_len), prefill_step_row_bounds of those chunks,
+    decode_flat_lens of the decode requests (next_n, decode_rows) and decode_row_ranges of its
+    rows, decode_width columns (None: the longest decode row) and decode_logits_bytes (0: no
+    budget). compress_ratio and the DCP options apply to prefill and decode alike.
+    out: optional (ks, ke) int32 1-D staging buffers of at least the chunks' rows
+    (sum(prefill_query_lens) is always enough), written in place; ks and ke are views of their
+    first offsets[-1] rows. Bad input raises ValueError naming the argument, before any output
+    is written."""
+    # Every argument goes to the binding as it is: it takes int64 arrays without a copy and
+    # converts any other lengths itself, so a step pays for no NumPy call here.
+    if decode_rows is None:
+        decode_rows = -1
+    elif decode_rows < 0:
+        raise ValueError(f"plan_step: decode_rows={decode_rows}, expected >= 0")
+    ks, ke = (None, None) if out is None else out
+    return _new_step_plan(_C.plan_step(
+        ks, ke, prefill_seq_lens, prefill_query_lens, decode_seq_lens, decode_query_lens,
+        workspace_keys, max_logits_bytes, min_split_key_len, next_n, compress_ratio, dcp_ranks,
+        dcp_interleave, dcp_rank, decode_rows, -1 if decode_width is None else decode_width,
+        decode_logits_bytes))
 
 
 def reslice_block_table(block_table, allocation_page_size, kernel_page_size, key_lens=None):

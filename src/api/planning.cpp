@@ -3,64 +3,19 @@
 #include "flashindexer/planning.h"
 
 #include <cstdint>
-#include <limits>
-#include <utility>
 
+#include "api/checks/planning.h"
 #include "core/checks.h"
 #include "planning/planning.h"
 
 namespace flashindexer {
-namespace {
-
-// Lengths, positions and workspace offsets are i32 in every kernel the plan feeds.
-constexpr int64_t kMaxLength = std::numeric_limits<int32_t>::max();
-
-void check_lengths(ArgCheck& check, const char* name, std::span<const int64_t> lengths) {
-  for (size_t i = 0; i < lengths.size() && check.ok(); ++i) {
-    check.require(lengths[i] >= 0 && lengths[i] <= kMaxLength, name, " entry ", i, " is ",
-                  lengths[i], ", expected 0 <= ", name, " <= ", kMaxLength);
-  }
-}
-
-void check_same_size(ArgCheck& check, const char* name, size_t size, const char* other_name,
-                     size_t other_size) {
-  check.require(size == other_size, name, " has ", size, " entries, expected ", other_size,
-                " (the size of ", other_name, ")");
-}
-
-void check_span_size(ArgCheck& check, const char* name, size_t size, int64_t expected) {
-  check.require(static_cast<int64_t>(size) == expected, name, " has ", size, " entries, expected ",
-                expected);
-}
-
-void check_options(ArgCheck& check, const RowBoundsOptions& options) {
-  check.require(options.compress_ratio >= 1, "compress_ratio=", options.compress_ratio,
-                ", expected >= 1");
-  check.require(options.dcp.ranks >= 1, "dcp.ranks=", options.dcp.ranks, ", expected >= 1");
-  check.require(options.dcp.interleave >= 1, "dcp.interleave=", options.dcp.interleave,
-                ", expected >= 1");
-  if (check.ok()) {
-    check.require(options.dcp_rank >= 0 && options.dcp_rank < options.dcp.ranks,
-                  "dcp_rank=", options.dcp_rank, ", expected 0 <= dcp_rank < ", options.dcp.ranks);
-  }
-}
-
-}  // namespace
 
 Status plan_prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> key_lens,
                            std::span<const int64_t> query_lens, const PrefillChunkBudget& budget) {
   chunks.clear();
   ArgCheck check("plan_prefill_chunks");
   check_same_size(check, "query_lens", query_lens.size(), "key_lens", key_lens.size());
-  check.require(key_lens.size() <= static_cast<size_t>(kMaxLength), "key_lens has ",
-                key_lens.size(), " requests, expected <= ", kMaxLength);
-  check.require(budget.workspace_keys >= 1, "workspace_keys=", budget.workspace_keys,
-                ", expected >= 1");
-  check.require(budget.max_logits_bytes >= 4, "max_logits_bytes=", budget.max_logits_bytes,
-                ", expected >= 4 (one fp32 logit)");
-  check.require(budget.min_split_key_len >= 0 && budget.min_split_key_len <= kMaxLength,
-                "min_split_key_len=", budget.min_split_key_len,
-                ", expected 0 <= ", "min_split_key_len <= ", kMaxLength);
+  check_chunk_budget(check, budget, "key_lens", key_lens.size());
   check_lengths(check, "key_lens", key_lens);
   check_lengths(check, "query_lens", query_lens);
   if (!check.ok()) return check.status();
@@ -80,19 +35,6 @@ int64_t chunk_workspace_keys(const PrefillChunk& chunk, std::span<const int64_t>
 }
 
 namespace {
-
-// The lengths every chunk's row bounds read.
-void check_row_bound_lengths(ArgCheck& check, std::span<const int64_t> seq_lens,
-                             std::span<const int64_t> query_lens, const RowBoundsOptions& options) {
-  check_options(check, options);
-  check_same_size(check, "query_lens", query_lens.size(), "seq_lens", seq_lens.size());
-  check_lengths(check, "seq_lens", seq_lens);
-  check_lengths(check, "query_lens", query_lens);
-  for (size_t r = 0; r < seq_lens.size() && check.ok(); ++r) {
-    check.require(query_lens[r] <= seq_lens[r], "query_lens entry ", r, " is ", query_lens[r],
-                  ", expected <= seq_lens entry ", seq_lens[r]);
-  }
-}
 
 // A chunk as the planner made it over these lengths.
 void check_chunk(ArgCheck& check, const PrefillChunk& chunk, std::span<const int64_t> seq_lens,
@@ -115,8 +57,8 @@ void check_chunk(ArgCheck& check, const PrefillChunk& chunk, std::span<const int
                 ") are not within the group's ", group_queries, " query rows");
   check.require(chunk.num_keys == group_keys, "chunk num_keys=", chunk.num_keys, ", expected ",
                 group_keys, " (the sum of seq_lens / compress_ratio over the chunk's requests)");
-  check.require(group_keys <= kMaxLength, "the chunk's ", group_keys,
-                " keys exceed the i32 maximum ", kMaxLength);
+  check.require(group_keys <= kMaxPlanningLength, "the chunk's ", group_keys,
+                " keys exceed the i32 maximum ", kMaxPlanningLength);
 }
 
 }  // namespace
@@ -127,7 +69,8 @@ Status build_prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
                                 std::span<const int64_t> query_lens,
                                 const RowBoundsOptions& options) {
   ArgCheck check("build_prefill_row_bounds");
-  check_row_bound_lengths(check, seq_lens, query_lens, options);
+  check_options(check, options);
+  check_row_bound_lengths(check, "seq_lens", "query_lens", seq_lens, query_lens);
   if (!check.ok()) return check.status();
   check_chunk(check, chunk, seq_lens, query_lens, options);
   if (!check.ok()) return check.status();
@@ -148,7 +91,8 @@ Status build_prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> k
                                      std::span<const int64_t> query_lens,
                                      const RowBoundsOptions& options) {
   ArgCheck check("build_prefill_step_row_bounds");
-  check_row_bound_lengths(check, seq_lens, query_lens, options);
+  check_options(check, options);
+  check_row_bound_lengths(check, "seq_lens", "query_lens", seq_lens, query_lens);
   int64_t rows = 0;
   for (size_t c = 0; c < chunks.size() && check.ok(); ++c) {
     check_chunk(check, chunks[c], seq_lens, query_lens, options);
@@ -158,13 +102,7 @@ Status build_prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> k
   check_span_size(check, "ks", ks.size(), rows);
   check_span_size(check, "ke", ke.size(), rows);
   if (!check.ok()) return check.status();
-  int64_t offset = 0;
-  for (const PrefillChunk& chunk : chunks) {
-    const auto count = static_cast<size_t>(chunk.query_end - chunk.query_begin);
-    planning::prefill_row_bounds(ks.subspan(offset, count), ke.subspan(offset, count), {}, chunk,
-                                 seq_lens, query_lens, options);
-    offset += static_cast<int64_t>(count);
-  }
+  planning::prefill_step_row_bounds(ks, ke, chunks, seq_lens, query_lens, options);
   return Status::Ok();
 }
 
@@ -174,20 +112,12 @@ Status decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_r
   ArgCheck check("decode_flat_lens");
   check_options(check, options);
   check.require(next_n >= 1, "next_n=", next_n, ", expected >= 1");
-  check_same_size(check, "query_lens", query_lens.size(), "seq_lens", seq_lens.size());
-  check_lengths(check, "seq_lens", seq_lens);
-  int64_t tokens = 0;
-  for (size_t b = 0; b < query_lens.size() && check.ok(); ++b) {
-    check.require(query_lens[b] >= 1 && query_lens[b] <= next_n, "query_lens entry ", b, " is ",
-                  query_lens[b], ", expected 1 <= query_lens <= next_n=", next_n);
-    check.require(query_lens[b] <= seq_lens[b], "query_lens entry ", b, " is ", query_lens[b],
-                  ", expected <= seq_lens entry ", seq_lens[b]);
-    tokens += query_lens[b];
-  }
+  const int64_t tokens =
+      check_decode_lengths(check, "seq_lens", "query_lens", seq_lens, query_lens, next_n);
   if (!check.ok()) return check.status();
   check.require(static_cast<int64_t>(row_lens.size()) >= tokens, "row_lens has ", row_lens.size(),
                 " entries, expected >= ", tokens, " (the sum of query_lens)");
-  check.require(row_lens.size() + seq_lens.size() <= static_cast<size_t>(kMaxLength),
+  check.require(row_lens.size() + seq_lens.size() <= static_cast<size_t>(kMaxPlanningLength),
                 "row_lens has ", row_lens.size(), " entries, too many for i32 ids");
   if (!row_to_request.empty()) {
     check_span_size(check, "row_to_request", row_to_request.size(),
@@ -224,7 +154,7 @@ Status decode_pack_map(std::span<int32_t> packed_row_of_token,
   }
   if (!check.ok()) return check.status();
   const int64_t packed_rows = static_cast<int64_t>(query_lens.size()) * max_d;
-  check.require(packed_rows <= kMaxLength, "requests * max_d = ", packed_rows,
+  check.require(packed_rows <= kMaxPlanningLength, "requests * max_d = ", packed_rows,
                 " exceeds the i32 maximum");
   check_span_size(check, "packed_row_of_token", packed_row_of_token.size(), tokens);
   check_span_size(check, "token_of_packed_row", token_of_packed_row.size(), packed_rows);
@@ -241,12 +171,8 @@ Status decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t wi
   check.require(rows >= 0, "rows=", rows, ", expected >= 0");
   check.require(width >= 0, "width=", width, ", expected >= 0");
   if (!check.ok()) return check.status();
-  if (!planning::decode_fits_one_range(rows, width, budget_bytes)) {
-    check.require(planning::decode_range_limit(width, budget_bytes) >= 16,
-                  "budget_bytes=", budget_bytes, " with width=", width,
-                  ": budget must fit at least 16 bf16 rows (", 32 * width, " bytes)");
-    if (!check.ok()) return check.status();
-  }
+  check_decode_range_budget(check, "budget_bytes", rows, width, budget_bytes);
+  if (!check.ok()) return check.status();
   planning::decode_row_ranges(ranges, rows, width, budget_bytes);
   return Status::Ok();
 }

@@ -11,12 +11,15 @@ void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_req
                       std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
                       const RowBoundsOptions& options) {
   const DecodeRule rule = decode_rule(options);
+  // Uncompressed on one rank a token's keys are its visible positions: no division a row.
+  const bool positions_are_keys = rule.compress_ratio == 1 && rule.dcp_ranks == 1;
   const int64_t requests = static_cast<int64_t>(seq_lens.size());
   int64_t row = 0;
   for (int64_t b = 0; b < requests; ++b) {
     const int64_t past = seq_lens[b] - query_lens[b];
     for (int64_t i = 0; i < query_lens[b]; ++i, ++row) {
-      row_lens[row] = decode_token_keys(past + i + 1, rule);
+      row_lens[row] = positions_are_keys ? static_cast<int32_t>(past + i + 1)
+                                         : decode_token_keys(past + i + 1, rule);
       if (!row_to_request.empty()) row_to_request[row] = static_cast<int32_t>(b);
     }
   }
@@ -47,6 +50,14 @@ void decode_pack_map(std::span<int32_t> packed_row_of_token, std::span<int32_t> 
       token_of_packed_row[packed] = static_cast<int32_t>(token);
     }
   }
+}
+
+int64_t longest_decode_row(std::span<const int64_t> seq_lens, const RowBoundsOptions& options) {
+  // The key count never shrinks as the length grows, so the longest row is the longest
+  // request's last, and one division does.
+  int64_t longest_seq = -1;
+  for (const int64_t seq_len : seq_lens) longest_seq = std::max(longest_seq, seq_len);
+  return longest_seq < 0 ? 0 : decode_token_keys(longest_seq, decode_rule(options));
 }
 
 void decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,

@@ -18,6 +18,12 @@ inline int64_t visible_keys(int64_t position, int compress_ratio) {
   return (position + 1) / compress_ratio;
 }
 
+// seq_len / R, without a division for the uncompressed layers (a 64-bit division costs tens of
+// cycles, and the bounds take one a request of every chunk).
+inline int64_t compressed_len(int64_t seq_len, int compress_ratio) {
+  return compress_ratio == 1 ? seq_len : seq_len / compress_ratio;
+}
+
 // A length localized to one DCP rank (identity when ranks == 1).
 inline int64_t local_len(int64_t length, const RowBoundsOptions& options) {
   return options.dcp.ranks == 1 ? length : dcp_local_len(length, options.dcp_rank, options.dcp);
@@ -38,6 +44,19 @@ void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
                         std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
                         const RowBoundsOptions& options);
 
+// Every chunk's rows, one chunk after the other from ks[0] and ke[0].
+void prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                             std::span<const PrefillChunk> chunks,
+                             std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
+                             const RowBoundsOptions& options);
+
+// ks[i] = key_begin and ke[i] = first_key_end + i for i < rows: consecutive queries of one
+// request, each seeing one key more than the one before (R = 1 on one rank). Most of a long
+// prefill step's planning is this store stream, so it is written with the widest vectors the
+// CPU has (row_fill.cpp), which the build's baseline target would not use.
+void fill_consecutive_bounds(int32_t* ks, int32_t* ke, int64_t rows, int32_t key_begin,
+                             int32_t first_key_end);
+
 void decode_flat_lens(std::span<int32_t> row_lens, std::span<int32_t> row_to_request,
                       std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
                       const RowBoundsOptions& options);
@@ -47,6 +66,10 @@ void decode_native_lens(std::span<int32_t> lens, std::span<const int64_t> seq_le
 
 void decode_pack_map(std::span<int32_t> packed_row_of_token, std::span<int32_t> token_of_packed_row,
                      std::span<const int64_t> query_lens, int max_d);
+
+// The longest flattened decode row over these requests (0 for none): a request's last token sees
+// all L_b positions, and the rank-local length never shrinks as the length grows.
+int64_t longest_decode_row(std::span<const int64_t> seq_lens, const RowBoundsOptions& options);
 
 // Assumes budget_bytes >= 0 and, when chunking is needed, a budget of at least 16 rows.
 void decode_row_ranges(std::vector<RowRange>& ranges, int64_t rows, int64_t width,

@@ -25,8 +25,12 @@ void prefill_chunks(std::vector<PrefillChunk>& chunks, std::span<const int64_t> 
       const int64_t next_keys = sized_keys + sizing_len(end);
       const int64_t next_queries = queries + query_lens[end];
       if (next_keys > budget.workspace_keys) break;
-      // (m + M) * (n + N) <= elems, written as a division so it cannot overflow.
-      if (next_keys > 0 && next_queries > max_logits_elems / next_keys) break;
+      // (m + M) * (n + N) <= elems; a product that overflows is over any budget. (A division
+      // would not overflow either, but costs tens of cycles a request where this costs a few.)
+      int64_t logits = 0;
+      if (__builtin_mul_overflow(next_queries, next_keys, &logits) || logits > max_logits_elems) {
+        break;
+      }
       queries = next_queries;
       sized_keys = next_keys;
       real_keys += key_lens[end];
@@ -62,10 +66,45 @@ int64_t chunk_workspace_keys(const PrefillChunk& chunk, std::span<const int64_t>
                              const RowBoundsOptions& options) {
   int64_t keys = 0;
   for (int32_t r = chunk.request_begin; r < chunk.request_end; ++r) {
-    keys += local_len(seq_lens[r] / options.compress_ratio, options);
+    keys += local_len(compressed_len(seq_lens[r], options.compress_ratio), options);
   }
   return keys;
 }
+
+namespace {
+
+// The bounds of `rows` consecutive queries of one request, the first at `first_position`, whose
+// keys start at row_start in the workspace.
+void write_request_rows(int32_t* ks, int32_t* ke, int64_t rows, int64_t row_start,
+                        int64_t first_position, const RowBoundsOptions& options) {
+  const int ratio = options.compress_ratio;
+  if (ratio == 1 && options.dcp.ranks == 1) {
+    // Uncompressed, unsharded: a query at position p sees p + 1 keys.
+    fill_consecutive_bounds(ks, ke, rows, static_cast<int32_t>(row_start),
+                            static_cast<int32_t>(row_start + first_position + 1));
+  } else if (options.dcp.ranks == 1) {
+    // Compressed, unsharded: the visible keys grow by one every R positions, so they are counted
+    // up rather than divided out on every row.
+    int64_t visible = visible_keys(first_position, ratio);
+    int64_t rows_to_next_key = ratio - (first_position + 1) % ratio;
+    for (int64_t i = 0; i < rows; ++i) {
+      ks[i] = static_cast<int32_t>(row_start);
+      ke[i] = static_cast<int32_t>(row_start + visible);
+      if (--rows_to_next_key == 0) {
+        ++visible;
+        rows_to_next_key = ratio;
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      ks[i] = static_cast<int32_t>(row_start);
+      ke[i] = static_cast<int32_t>(row_start +
+                                   local_len(visible_keys(first_position + i, ratio), options));
+    }
+  }
+}
+
+}  // namespace
 
 void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
                         std::span<int32_t> token_to_seq, const PrefillChunk& chunk,
@@ -76,25 +115,13 @@ void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
   for (int32_t r = chunk.request_begin; r < chunk.request_end; ++r) {
     const int64_t seq_len = seq_lens[r];
     const int64_t query_len = query_lens[r];
-    const int64_t keys = local_len(seq_len / options.compress_ratio, options);
+    const int64_t keys = local_len(compressed_len(seq_len, options.compress_ratio), options);
     const int64_t first = std::max(group_query, chunk.query_begin);
     const int64_t last = std::min(group_query + query_len, chunk.query_end);
-    if (options.compress_ratio == 1 && options.dcp.ranks == 1) {
-      // Uncompressed, unsharded: a query at position p sees p + 1 keys (no division a row).
-      const int64_t first_end = row_start + seq_len - query_len + (first - group_query) + 1;
-      for (int64_t q = first; q < last; ++q) {
-        const int64_t row = q - chunk.query_begin;
-        ks[row] = static_cast<int32_t>(row_start);
-        ke[row] = static_cast<int32_t>(first_end + (q - first));
-      }
-    } else {
-      for (int64_t q = first; q < last; ++q) {
-        const int64_t position = seq_len - query_len + (q - group_query);
-        const int64_t row = q - chunk.query_begin;
-        ks[row] = static_cast<int32_t>(row_start);
-        ke[row] = static_cast<int32_t>(
-            row_start + local_len(visible_keys(position, options.compress_ratio), options));
-      }
+    if (last > first) {
+      write_request_rows(ks.data() + (first - chunk.query_begin),
+                         ke.data() + (first - chunk.query_begin), last - first, row_start,
+                         seq_len - query_len + (first - group_query), options);
     }
     if (!token_to_seq.empty()) {
       std::fill_n(token_to_seq.begin() + row_start, keys,
@@ -102,6 +129,19 @@ void prefill_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
     }
     row_start += keys;
     group_query += query_len;
+  }
+}
+
+void prefill_step_row_bounds(std::span<int32_t> ks, std::span<int32_t> ke,
+                             std::span<const PrefillChunk> chunks,
+                             std::span<const int64_t> seq_lens, std::span<const int64_t> query_lens,
+                             const RowBoundsOptions& options) {
+  size_t offset = 0;
+  for (const PrefillChunk& chunk : chunks) {
+    const auto count = static_cast<size_t>(chunk.query_end - chunk.query_begin);
+    prefill_row_bounds(ks.subspan(offset, count), ke.subspan(offset, count), {}, chunk, seq_lens,
+                       query_lens, options);
+    offset += count;
   }
 }
 

@@ -281,3 +281,119 @@ def test_prefill_step_row_bounds_from_the_chunk_array_into_staging_buffers(rng):
     with pytest.raises(TypeError, match="out ks must be"):
         fi.planning.prefill_step_row_bounds(array, seq, query,
                                             out=(np.empty(2 * rows, np.int32)[::2], staging[1]))
+
+
+def _random_step(rng):
+    """Lengths and options of one step: no prefill, all prefill or a mix; queries empty, whole or
+    partial; some requests over the workspace alone; compression, DCP, padded and chunked decode
+    rows at times."""
+    R = int(rng.choice([1, 1, 2, 4, 128]))
+    ranks = int(rng.integers(2, 4)) if rng.random() < 0.4 else 1
+    options = dict(compress_ratio=R, dcp_ranks=ranks, dcp_interleave=int(rng.integers(1, 3)),
+                   dcp_rank=int(rng.integers(0, ranks)))
+    workspace = int(rng.integers(1, 400))
+    budget = dict(workspace_keys=workspace, max_logits_bytes=int(rng.integers(4, 4 * 30000)),
+                  min_split_key_len=int(rng.integers(0, 60)) if rng.random() < 0.2 else 0)
+    prefills = 0 if rng.random() < 0.2 else int(rng.integers(1, 12))
+    decodes = 0 if rng.random() < 0.2 else int(rng.integers(1, 20))
+    keys = rng.choice([0, 1, workspace, workspace + 1, int(rng.integers(0, 3 * workspace + 1))],
+                      prefills)
+    seq = keys * R + rng.integers(0, R, prefills)
+    kind = rng.integers(0, 3, prefills)
+    query = np.where(kind == 0, 0, np.where(kind == 1, seq,
+                                             rng.integers(0, np.minimum(seq, 600) + 1)))
+    next_n = int(rng.integers(1, 5))
+    d = rng.integers(1, next_n + 1, decodes)
+    L = rng.integers(d, 5000)
+    decode = dict(next_n=next_n,
+                  decode_rows=int(d.sum()) + int(rng.integers(1, 5)) if rng.random() < 0.3
+                  else None,
+                  decode_width=int(rng.integers(0, 6000)) if rng.random() < 0.3 else None,
+                  decode_logits_bytes=0 if rng.random() < 0.4
+                  else int(rng.integers(0, 32 * 5000 * 4)))
+    return seq.astype(np.int64), query.astype(np.int64), L, d, budget, decode, options
+
+
+def _separately(seq, query, L, d, budget, decode, options):
+    """The step through the separate calls an engine made before plan_step."""
+    chunks = fi.planning.plan_prefill_chunks(seq // options["compress_ratio"], query,
+                                             as_array=True, **budget)
+    ks, ke, offsets = fi.planning.prefill_step_row_bounds(chunks, seq, query, **options)
+    row_lens, row_to_request = fi.planning.decode_flat_lens(L, d, decode["next_n"],
+                                                            rows=decode["decode_rows"], **options)
+    width = decode["decode_width"]
+    if width is None:  # the longest row, read off the rows
+        width = int(row_lens.max()) if row_lens.size else 0
+    ranges = fi.planning.decode_row_ranges(len(row_lens), width, decode["decode_logits_bytes"])
+    return fi.planning.StepPlan(chunks, ks, ke, offsets, row_lens, row_to_request, ranges)
+
+
+def test_plan_step_equals_the_separate_calls(rng):
+    planned = rejected = 0
+    for trial in range(1500):
+        seq, query, L, d, budget, decode, options = _random_step(rng)
+        try:
+            want = _separately(seq, query, L, d, budget, decode, options)
+        except ValueError:
+            rejected += 1
+            with pytest.raises(ValueError, match="plan_step"):
+                fi.planning.plan_step(seq, query, L, d, **budget, **decode, **options)
+            continue
+        planned += 1
+        # The lengths as an engine holds them (int64 arrays), as int32 arrays and as lists; the
+        # row bounds into fresh arrays or into staging buffers with room to spare.
+        form = trial % 3
+        args = [seq, query, L, d] if form == 0 else \
+            [v.astype(np.int32) for v in (seq, query, L, d)] if form == 1 else \
+            [v.tolist() for v in (seq, query, L, d)]
+        spare = int(rng.integers(0, 4))
+        staging = (np.full(int(query.sum()) + spare, -7, np.int32),
+                   np.full(int(query.sum()) + spare, -7, np.int32)) if trial % 2 else None
+        got = fi.planning.plan_step(*args, **budget, **decode, **options, out=staging)
+        assert isinstance(got, fi.planning.StepPlan)
+        for name in ("chunks", "ks", "ke", "offsets", "row_lens", "row_to_request"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and a.shape == b.shape, (trial, name)
+            np.testing.assert_array_equal(a, b, err_msg=f"trial {trial}: {name}")
+        assert got.ranges == want.ranges, trial
+        if staging is not None:
+            rows = len(got.ks)
+            assert got.ks.base is staging[0] and got.ke.base is staging[1]
+            assert (staging[0][rows:] == -7).all() and (staging[1][rows:] == -7).all()
+    assert planned > 500 and rejected > 0
+
+
+def test_plan_step_rejects_bad_input_naming_the_argument():
+    good = dict(prefill_seq_lens=[8, 6], prefill_query_lens=[2, 3], decode_seq_lens=[10, 4],
+                decode_query_lens=[1, 2], workspace_keys=100, max_logits_bytes=1 << 20, next_n=2)
+    plan = fi.planning.plan_step(**good)
+    assert plan.ks.tolist() == [0, 0, 8, 8, 8] and plan.ke.tolist() == [7, 8, 12, 13, 14]
+    assert plan.row_lens.tolist() == [10, 3, 4] and plan.row_to_request.tolist() == [0, 1, 1]
+    assert plan.ranges == [(0, 3)]
+    for change, name in [
+        (dict(prefill_query_lens=[2, 7]), "prefill_query_lens entry 1"),
+        (dict(prefill_seq_lens=[-1, 6]), "prefill_seq_lens entry 0"),
+        (dict(prefill_query_lens=[2]), "prefill_query_lens has 1 entries"),
+        (dict(decode_query_lens=[0, 2]), "decode_query_lens entry 0"),
+        (dict(next_n=1), "next_n=1"),
+        (dict(workspace_keys=0), "workspace_keys=0"),
+        (dict(max_logits_bytes=3), "max_logits_bytes=3"),
+        (dict(compress_ratio=0), "compress_ratio=0"),
+        (dict(dcp_ranks=2, dcp_rank=2), "dcp_rank=2"),
+        (dict(decode_width=-2), "decode_width=-2"),
+        (dict(decode_logits_bytes=-1), "budget must be nonnegative"),
+        (dict(decode_rows=2), "decode_row_lens has 2 entries"),
+        (dict(decode_rows=-1), "decode_rows=-1"),
+        (dict(decode_seq_lens=[1000] * 20, decode_query_lens=[1] * 20,
+              decode_logits_bytes=16 * 1000 * 2 - 1), "at least 16 bf16 rows"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            fi.planning.plan_step(**{**good, **change})
+    staging = (np.full(4, -7, np.int32), np.full(5, -7, np.int32))
+    with pytest.raises(ValueError, match="ks has 4 entries"):
+        fi.planning.plan_step(**good, out=staging)
+    assert (staging[0] == -7).all() and (staging[1] == -7).all()
+    with pytest.raises(TypeError, match="out ks"):
+        fi.planning.plan_step(**good, out=(np.empty(5, np.int64), np.empty(5, np.int32)))
+    with pytest.raises(TypeError, match="out ke"):
+        fi.planning.plan_step(**good, out=(np.empty(5, np.int32), np.empty(10, np.int32)[::2]))
