@@ -518,6 +518,57 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
   }
 }
 
+// More rows than one wave of the row kernels' blocks holds, so every group of lanes takes several
+// passes with the next pass's loads in flight; 3 heads a token put the two rows of some groups in
+// different tokens (their RoPE entries are not shared), 64 heads put every pair in one token.
+TEST(QueryQuantCuda, RowsOverManyPassesOfTheGridMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  constexpr int kDim = 128;
+  for (int64_t heads : {3, 64}) {
+    for (RopeStyle style : kStyles) {
+      SCOPED_TRACE(::testing::Message() << heads << " heads, rope " << rope_style_name(style));
+      const int64_t tokens = 300001 / heads;
+      const QueryRun run =
+          query_run(rng, tokens, heads, kDim, DType::kBF16, style, RopeDims::kFirst64, 0);
+      const DeviceQuery device(run);
+      HostTensor want_values = poisoned(DType::kE4M3, {tokens, heads, kDim});
+      HostTensor want_weights = poisoned(DType::kF32, {tokens, heads});
+      FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
+                                      run.weights.view(), run.quant));
+      HostTensor got_values = poisoned(DType::kE4M3, {tokens, heads, kDim});
+      HostTensor got_weights = poisoned(DType::kF32, {tokens, heads});
+      DeviceTensor device_values = to_device(got_values);
+      DeviceTensor device_weights = to_device(got_weights);
+      FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
+                                      device.weights.view, device.quant));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(got_values, device_values);
+      to_host(got_weights, device_weights);
+      ASSERT_TRUE(SameBytes(got_values, want_values));
+      ASSERT_TRUE(SameBytes(got_weights, want_weights));
+
+      HostTensor want_codes = poisoned(DType::kE2M1x2, {tokens, heads, kDim / 2});
+      HostTensor want_scales = poisoned(DType::kUE8M0, {tokens, heads, kDim / 32});
+      FI_ASSERT_OK(quantize_query_mxfp4(want_codes.view(), want_scales.view(), want_weights.view(),
+                                        run.q.view(), run.weights.view(), run.quant));
+      HostTensor got_codes = poisoned(DType::kE2M1x2, {tokens, heads, kDim / 2});
+      HostTensor got_scales = poisoned(DType::kUE8M0, {tokens, heads, kDim / 32});
+      DeviceTensor device_codes = to_device(got_codes);
+      DeviceTensor device_scales = to_device(got_scales);
+      FI_ASSERT_OK(quantize_query_mxfp4(device_codes.view, device_scales.view, device_weights.view,
+                                        device.q.view, device.weights.view, device.quant));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      to_host(got_codes, device_codes);
+      to_host(got_scales, device_scales);
+      to_host(got_weights, device_weights);
+      ASSERT_TRUE(SameBytes(got_codes, want_codes));
+      ASSERT_TRUE(SameBytes(got_scales, want_scales));
+      ASSERT_TRUE(SameBytes(got_weights, want_weights));
+    }
+  }
+}
+
 // A cos/sin cache whose rows are not 16-byte aligned (row stride 65) is read an entry at a time:
 // the same bytes as the CPU.
 TEST(QueryQuantCuda, UnalignedCosSinRowsMatchTheCpu) {
