@@ -157,6 +157,19 @@ __device__ __forceinline__ void load_lane(float (&x)[kLaneValues], const In* row
   }
 }
 
+// The lane's sixteen bf16 values of `row` as they are loaded (kVector rows): words 4 s .. 4 s + 3
+// are slot s's chunk, two values a word (element 0 in the low half).
+template <int kLanes>
+__device__ __forceinline__ void load_lane_bf16_words(uint32_t (&words)[kLaneValues / 2],
+                                                     const Bf16Bits* row, int lane) {
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+    const uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + chunk_first<kLanes>(lane, slot)));
+    words[4 * slot] = q.x, words[4 * slot + 1] = q.y, words[4 * slot + 2] = q.z;
+    words[4 * slot + 3] = q.w;
+  }
+}
+
 // The amax of slot `slot`'s chunk, and of the lane's sixteen values. fmaxf keeps the non-NaN
 // operand, as std::max(amax, |x|) keeps amax when |x| is NaN.
 __device__ __forceinline__ float chunk_amax(const float (&x)[kLaneValues], int slot) {
@@ -248,16 +261,10 @@ __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
 // The UE8M0 scale byte of the block of each slot of the group's two rows. The lanes of a block
 // all hold its amax after the shuffles; of its four (row, slot) bytes each lane derives one (the
 // division and the exponent's bit work once a lane, not once a byte) and the lanes exchange them.
+// amax[u][s]: the amax of slot s's chunk of row u on this lane.
 template <int kLanes>
-__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[2][2],
-                                                  const float (&x)[2][kLaneValues], int lane,
-                                                  unsigned mask) {
-  float amax[2][2];
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) amax[u][s] = chunk_amax(x[u], s);
-  }
+__device__ __forceinline__ void mxfp4_block_bytes_of(uint32_t (&bytes)[2][2], float (&amax)[2][2],
+                                                     int lane, unsigned mask) {
   if constexpr (kLanes >= 4) {
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -283,6 +290,19 @@ __device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[2][2],
 #pragma unroll
     for (int u = 0; u < 2; ++u) bytes[u][0] = bytes[u][1] = __shfl_sync(mask, byte, u, 2);
   }
+}
+
+template <int kLanes>
+__device__ __forceinline__ void mxfp4_block_bytes(uint32_t (&bytes)[2][2],
+                                                  const float (&x)[2][kLaneValues], int lane,
+                                                  unsigned mask) {
+  float amax[2][2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) amax[u][s] = chunk_amax(x[u], s);
+  }
+  mxfp4_block_bytes_of<kLanes>(bytes, amax, lane, mask);
 }
 
 // A bf16 pair in a word (element 0 in the low half) as __nv_bfloat162, and back.
@@ -322,32 +342,41 @@ __device__ __forceinline__ uint32_t e2m1_pair(uint32_t x_pair, __nv_bfloat162 in
   return code | ((y & ~nan & 0x80008000u) >> 12);
 }
 
+// A chunk's eight E2M1 codes from its values as four bf16 pairs, divided by 2^(byte - 127): a
+// word of eight nibbles, element 2i in the low nibble of byte i.
+__device__ __forceinline__ uint32_t chunk_codes_of_pairs(const uint32_t* pairs, uint32_t byte) {
+  // 2^-127 (byte 254) is a bf16 subnormal: the top half of its float bits, exact too.
+  const uint32_t half = __float_as_uint(pow2(127 - static_cast<int>(byte))) >> 16;
+  const __nv_bfloat162 inverse_pair = as_bf16x2(half | half << 16);
+  uint32_t bytes[kChunkValues / 2];
+#pragma unroll
+  for (int i = 0; i < kChunkValues / 2; ++i) {
+    const uint32_t codes = e2m1_pair(pairs[i], inverse_pair);
+    bytes[i] = codes | codes >> 12;  // the pair's byte in the low 8 bits
+  }
+  return __byte_perm(__byte_perm(bytes[0], bytes[1], 0x0040),
+                     __byte_perm(bytes[2], bytes[3], 0x0040), 0x5410);
+}
+
 // The lane's sixteen values as E2M1 codes, slot s's chunk as x / 2^(byte[s] - 127): a word of
-// eight nibbles a slot, element 2i in the low nibble of byte i. kBf16Values: every x is a bf16
-// value (bf16 input), and the codes come two at a time (e2m1_pair).
+// eight nibbles a slot. kBf16Values: every x is a bf16 value (bf16 input, rotated by RoPE), and
+// the codes come two at a time (e2m1_pair).
 template <bool kBf16Values>
 __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
                                              const uint32_t (&byte)[2]) {
   uint32_t words[2] = {0, 0};
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const float inverse = pow2(127 - static_cast<int>(byte[s]));  // exact: byte in [0, 254]
     const float* v = x + s * kChunkValues;
     if constexpr (kBf16Values) {
-      // 2^-127 (byte 254) is a bf16 subnormal: the top half of its float bits all the same.
-      const uint32_t half = __float_as_uint(inverse) >> 16;
-      const __nv_bfloat162 inverse_pair = as_bf16x2(half | half << 16);
-      uint32_t bytes[kChunkValues / 2];
+      uint32_t pairs[kChunkValues / 2];
 #pragma unroll
       for (int i = 0; i < kChunkValues / 2; ++i) {
-        const uint32_t pair =
-            __byte_perm(__float_as_uint(v[2 * i]), __float_as_uint(v[2 * i + 1]), 0x7632);
-        const uint32_t codes = e2m1_pair(pair, inverse_pair);
-        bytes[i] = codes | codes >> 12;  // the pair's byte in the low 8 bits
+        pairs[i] = __byte_perm(__float_as_uint(v[2 * i]), __float_as_uint(v[2 * i + 1]), 0x7632);
       }
-      words[s] = __byte_perm(__byte_perm(bytes[0], bytes[1], 0x0040),
-                             __byte_perm(bytes[2], bytes[3], 0x0040), 0x5410);
+      words[s] = chunk_codes_of_pairs(pairs, byte[s]);
     } else {
+      const float inverse = pow2(127 - static_cast<int>(byte[s]));  // exact: byte in [0, 254]
 #pragma unroll
       for (int k = 0; k < kChunkValues; ++k) {
         words[s] |= codes::e2m1_code_of(__fmul_rn(v[k], inverse)) << (4 * k);
@@ -355,6 +384,20 @@ __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
     }
   }
   return make_uint2(words[0], words[1]);
+}
+
+// The bf16 input's forms of chunk_amax and mxfp4_codes, on the loaded words themselves (two
+// values a word, element 0 in the low half; words 4 s .. 4 s + 3 are slot s's chunk). The
+// quantizers are bound by their ALU instructions (ncu on the H200: the ALU pipe the busiest, the
+// issue slots 60-70 % busy), and the float forms spend about three of them a value widening each
+// bf16 to a float and packing the pairs again. The values are the same, so are the bits: the
+// max of the magnitudes (sign bits cleared) in bf16, whose max keeps the non-NaN operand as
+// fmaxf does, from 0.
+__device__ __forceinline__ float chunk_amax_bf16(const uint32_t* words) {
+  __nv_bfloat162 m = __hmax2(as_bf16x2(words[0] & 0x7FFF7FFFu), as_bf16x2(words[1] & 0x7FFF7FFFu));
+  m = __hmax2(m, __hmax2(as_bf16x2(words[2] & 0x7FFF7FFFu), as_bf16x2(words[3] & 0x7FFF7FFFu)));
+  const uint32_t pair = word_of(m);
+  return fmaxf(fmaxf(0.0f, __uint_as_float(pair << 16)), __uint_as_float(pair & 0xFFFF0000u));
 }
 
 // Where the group's lanes write a row's MXFP4 scale bytes: the first lane of a block's four

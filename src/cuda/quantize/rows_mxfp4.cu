@@ -28,6 +28,10 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(k
   const int scale_count = job.head_dim / kMxfp4BlockSize;
   RowIndex at[kRows];
   RowTarget target[kRows];
+  // Aligned bf16 rows without RoPE stay in their loaded words (chunk_amax_bf16: the same bits
+  // with fewer ALU instructions); every other job widens its values to floats.
+  constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector && !kRope;
+  uint32_t words[kRows][kLaneValues / 2];
   float x[kRows][kLaneValues];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
@@ -37,9 +41,13 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(k
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
     target[u] = row_target(job, at[u], in_range, value_bytes, scale_count, 1);
-    load_lane<In, kVector, kLanes>(
-        x[u], static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner),
-        lane);
+    const In* input =
+        static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
+    if constexpr (kWords) {
+      load_lane_bf16_words<kLanes>(words[u], input, lane);
+    } else {
+      load_lane<In, kVector, kLanes>(x[u], input, lane);
+    }
   }
   if constexpr (kRope) {
 #pragma unroll
@@ -48,12 +56,28 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(k
     }
   }
   uint32_t scale_byte[kRows][2];
-  mxfp4_block_bytes<kLanes>(scale_byte, x, lane, mask);
+  if constexpr (kWords) {
+    float amax[kRows][2];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) amax[u][s] = chunk_amax_bf16(words[u] + 4 * s);
+    }
+    mxfp4_block_bytes_of<kLanes>(scale_byte, amax, lane, mask);
+  } else {
+    mxfp4_block_bytes<kLanes>(scale_byte, x, lane, mask);
+  }
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_mxfp4_lane<kVector, kLanes>(
-        target[u].values, mxfp4_codes<std::is_same_v<In, Bf16Bits>>(x[u], scale_byte[u]), lane);
+    uint2 codes;
+    if constexpr (kWords) {
+      codes = make_uint2(chunk_codes_of_pairs(words[u], scale_byte[u][0]),
+                         chunk_codes_of_pairs(words[u] + 4, scale_byte[u][1]));
+    } else {
+      codes = mxfp4_codes<std::is_same_v<In, Bf16Bits>>(x[u], scale_byte[u]);
+    }
+    store_mxfp4_lane<kVector, kLanes>(target[u].values, codes, lane);
     store_mxfp4_scales<kLanes>(target[u].scales, scale_byte[u], lane);
     if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
   }
