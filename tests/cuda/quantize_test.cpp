@@ -435,6 +435,55 @@ struct DeviceQuery {
   }
 };
 
+// quantize_query_fp8 of `run` on the CPU and on the device (its tensors in `device`), byte for
+// byte: q and weights of [tokens, heads, head_dim] / [tokens, heads].
+void expect_fp8_query_matches_the_cpu(const QueryRun& run, const DeviceQuery& device) {
+  const TensorView q = run.q.view();
+  const std::vector<int64_t> shape(q.shape.begin(), q.shape.begin() + 3);
+  const std::vector<int64_t> rows(shape.begin(), shape.begin() + 2);
+  HostTensor want_values = poisoned(DType::kE4M3, shape);
+  HostTensor want_weights = poisoned(DType::kF32, rows);
+  FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
+                                  run.weights.view(), run.quant));
+  HostTensor got_values = poisoned(DType::kE4M3, shape);
+  HostTensor got_weights = poisoned(DType::kF32, rows);
+  DeviceTensor device_values = to_device(got_values);
+  DeviceTensor device_weights = to_device(got_weights);
+  FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
+                                  device.weights.view, device.quant));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(got_values, device_values);
+  to_host(got_weights, device_weights);
+  EXPECT_TRUE(SameBytes(got_values, want_values));
+  EXPECT_TRUE(SameBytes(got_weights, want_weights));
+}
+
+// The same for quantize_query_mxfp4: packed codes, block scales and weights.
+void expect_mxfp4_query_matches_the_cpu(const QueryRun& run, const DeviceQuery& device) {
+  const TensorView q = run.q.view();
+  const int64_t tokens = q.shape[0], heads = q.shape[1], head_dim = q.shape[2];
+  HostTensor want_values = poisoned(DType::kE2M1x2, {tokens, heads, head_dim / 2});
+  HostTensor want_scales = poisoned(DType::kUE8M0, {tokens, heads, head_dim / 32});
+  HostTensor want_weights = poisoned(DType::kF32, {tokens, heads});
+  FI_ASSERT_OK(quantize_query_mxfp4(want_values.view(), want_scales.view(), want_weights.view(),
+                                    run.q.view(), run.weights.view(), run.quant));
+  HostTensor got_values = poisoned(DType::kE2M1x2, {tokens, heads, head_dim / 2});
+  HostTensor got_scales = poisoned(DType::kUE8M0, {tokens, heads, head_dim / 32});
+  HostTensor got_weights = poisoned(DType::kF32, {tokens, heads});
+  DeviceTensor device_values = to_device(got_values);
+  DeviceTensor device_scales = to_device(got_scales);
+  DeviceTensor device_weights = to_device(got_weights);
+  FI_ASSERT_OK(quantize_query_mxfp4(device_values.view, device_scales.view, device_weights.view,
+                                    device.q.view, device.weights.view, device.quant));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(got_values, device_values);
+  to_host(got_scales, device_scales);
+  to_host(got_weights, device_weights);
+  EXPECT_TRUE(SameBytes(got_values, want_values));
+  EXPECT_TRUE(SameBytes(got_scales, want_scales));
+  EXPECT_TRUE(SameBytes(got_weights, want_weights));
+}
+
 const RopeStyle kStyles[] = {RopeStyle::kNone, RopeStyle::kNeox, RopeStyle::kInterleaved};
 
 TEST(QueryQuantCuda, Fp8MatchesTheCpuByteForByte) {
@@ -489,39 +538,17 @@ TEST(QueryQuantCuda, Mxfp4MatchesTheCpuByteForByte) {
           const int64_t tokens = rng.uniform_int(1, 300);
           const int64_t heads = rng.pick(std::vector<int64_t>{1, 32, 64});
           const QueryRun run = query_run(rng, tokens, heads, head_dim, dtype, style, dims, 0);
-          HostTensor want_values = poisoned(DType::kE2M1x2, {tokens, heads, head_dim / 2});
-          HostTensor want_scales = poisoned(DType::kUE8M0, {tokens, heads, head_dim / 32});
-          HostTensor want_weights = poisoned(DType::kF32, {tokens, heads});
-          FI_ASSERT_OK(quantize_query_mxfp4(want_values.view(), want_scales.view(),
-                                            want_weights.view(), run.q.view(), run.weights.view(),
-                                            run.quant));
-          const DeviceQuery device(run);
-          HostTensor got_values = poisoned(DType::kE2M1x2, {tokens, heads, head_dim / 2});
-          HostTensor got_scales = poisoned(DType::kUE8M0, {tokens, heads, head_dim / 32});
-          HostTensor got_weights = poisoned(DType::kF32, {tokens, heads});
-          DeviceTensor device_values = to_device(got_values);
-          DeviceTensor device_scales = to_device(got_scales);
-          DeviceTensor device_weights = to_device(got_weights);
-          FI_ASSERT_OK(quantize_query_mxfp4(device_values.view, device_scales.view,
-                                            device_weights.view, device.q.view, device.weights.view,
-                                            device.quant));
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          to_host(got_values, device_values);
-          to_host(got_scales, device_scales);
-          to_host(got_weights, device_weights);
-          ASSERT_TRUE(SameBytes(got_values, want_values));
-          ASSERT_TRUE(SameBytes(got_scales, want_scales));
-          ASSERT_TRUE(SameBytes(got_weights, want_weights));
+          expect_mxfp4_query_matches_the_cpu(run, DeviceQuery(run));
         }
       }
     }
   }
 }
 
-// More rows than one wave of the row kernels' blocks holds, so every group of lanes takes several
-// passes with the next pass's loads in flight; 3 heads a token put the two rows of some groups in
-// different tokens (their RoPE entries are not shared), 64 heads put every pair in one token.
-TEST(QueryQuantCuda, RowsOverManyPassesOfTheGridMatchTheCpu) {
+// 300K rows, many waves of the row kernels' blocks (the other cases fit in one): 3 heads a token
+// put the two rows of some lane groups in different tokens (each its own RoPE position), 64 heads
+// every pair in one token.
+TEST(QueryQuantCuda, ManyWavesOfRowsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   constexpr int kDim = 128;
@@ -532,39 +559,8 @@ TEST(QueryQuantCuda, RowsOverManyPassesOfTheGridMatchTheCpu) {
       const QueryRun run =
           query_run(rng, tokens, heads, kDim, DType::kBF16, style, RopeDims::kFirst64, 0);
       const DeviceQuery device(run);
-      HostTensor want_values = poisoned(DType::kE4M3, {tokens, heads, kDim});
-      HostTensor want_weights = poisoned(DType::kF32, {tokens, heads});
-      FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
-                                      run.weights.view(), run.quant));
-      HostTensor got_values = poisoned(DType::kE4M3, {tokens, heads, kDim});
-      HostTensor got_weights = poisoned(DType::kF32, {tokens, heads});
-      DeviceTensor device_values = to_device(got_values);
-      DeviceTensor device_weights = to_device(got_weights);
-      FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
-                                      device.weights.view, device.quant));
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      to_host(got_values, device_values);
-      to_host(got_weights, device_weights);
-      ASSERT_TRUE(SameBytes(got_values, want_values));
-      ASSERT_TRUE(SameBytes(got_weights, want_weights));
-
-      HostTensor want_codes = poisoned(DType::kE2M1x2, {tokens, heads, kDim / 2});
-      HostTensor want_scales = poisoned(DType::kUE8M0, {tokens, heads, kDim / 32});
-      FI_ASSERT_OK(quantize_query_mxfp4(want_codes.view(), want_scales.view(), want_weights.view(),
-                                        run.q.view(), run.weights.view(), run.quant));
-      HostTensor got_codes = poisoned(DType::kE2M1x2, {tokens, heads, kDim / 2});
-      HostTensor got_scales = poisoned(DType::kUE8M0, {tokens, heads, kDim / 32});
-      DeviceTensor device_codes = to_device(got_codes);
-      DeviceTensor device_scales = to_device(got_scales);
-      FI_ASSERT_OK(quantize_query_mxfp4(device_codes.view, device_scales.view, device_weights.view,
-                                        device.q.view, device.weights.view, device.quant));
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      to_host(got_codes, device_codes);
-      to_host(got_scales, device_scales);
-      to_host(got_weights, device_weights);
-      ASSERT_TRUE(SameBytes(got_codes, want_codes));
-      ASSERT_TRUE(SameBytes(got_scales, want_scales));
-      ASSERT_TRUE(SameBytes(got_weights, want_weights));
+      expect_fp8_query_matches_the_cpu(run, device);
+      expect_mxfp4_query_matches_the_cpu(run, device);
     }
   }
 }
@@ -588,22 +584,7 @@ TEST(QueryQuantCuda, UnalignedCosSinRowsMatchTheCpu) {
       }
       run.table = std::move(padded);
       run.quant.rope.cos_sin_cache = run.table.view();
-      HostTensor want_values = poisoned(DType::kE4M3, {77, 8, 128});
-      HostTensor want_weights = poisoned(DType::kF32, {77, 8});
-      FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
-                                      run.weights.view(), run.quant));
-      const DeviceQuery device(run);
-      HostTensor got_values = poisoned(DType::kE4M3, {77, 8, 128});
-      HostTensor got_weights = poisoned(DType::kF32, {77, 8});
-      DeviceTensor device_values = to_device(got_values);
-      DeviceTensor device_weights = to_device(got_weights);
-      FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
-                                      device.weights.view, device.quant));
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      to_host(got_values, device_values);
-      to_host(got_weights, device_weights);
-      ASSERT_TRUE(SameBytes(got_values, want_values));
-      ASSERT_TRUE(SameBytes(got_weights, want_weights));
+      expect_fp8_query_matches_the_cpu(run, DeviceQuery(run));
     }
   }
 }
