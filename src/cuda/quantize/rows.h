@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/quantize/lanes.cuh"
+#include "cuda/quantize/rope_lanes.cuh"
 #include "flashindexer/status.h"
 
 namespace flashindexer::cuda::quant {

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+// RoPE (spec §2.2) on the lanes of a quantizing kernel's row, before its quantization: the
+// rotated 64 dims are eight chunks, one slot of eight lanes at D >= 128 (the NeoX partner chunk on
+// the lane four apart) or both slots of every lane at D = 64 (lanes.cuh has the lane layout).
+// The products and sums are rounded as the CPU's, and the rotated values to bf16 by one
+// conversion a pair, so each value has the CPU's bits.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/quantize/lanes.cuh"
+#include "flashindexer/rope.h"
+#include "flashindexer/tensor.h"
+
+namespace flashindexer::cuda::quant {
+
+// RoPE of spec §2.2 on the lanes of one row (see flashindexer/rope.h).
+struct Rope {
+  int style = 0;  // a RopeStyle
+  int first_dim = 0;
+  const void* table = nullptr;  // [rows, 64]
+  bool table_bf16 = false;
+  bool table_vector = false;  // rows start on 16 bytes: a lane's entries in 16-byte loads
+  int64_t table_rows = 0;
+  int64_t table_stride = 0;  // elements
+  const void* positions = nullptr;
+  bool positions_i64 = false;
+  int64_t positions_stride = 1;
+};
+
+inline Rope rope_of(const RopeOptions& options, int head_dim) {
+  Rope rope;
+  rope.style = static_cast<int>(options.style);
+  if (!options.enabled()) return rope;
+  rope.first_dim = options.dims == RopeDims::kLast64 ? head_dim - kRopeDims : 0;
+  rope.table = options.cos_sin_cache.data;
+  rope.table_bf16 = options.cos_sin_cache.dtype == DType::kBF16;
+  rope.table_rows = options.cos_sin_cache.shape[0];
+  rope.table_stride = options.cos_sin_cache.stride[0];
+  rope.table_vector = rows_aligned(options.cos_sin_cache, 16);
+  rope.positions = options.positions.data;
+  rope.positions_i64 = options.positions.dtype == DType::kI64;
+  rope.positions_stride = options.positions.stride[0];
+  return rope;
+}
+
+// Entries [column, column + kCount) of cos/sin row `position` (kCount 4 or 8; `column` a
+// multiple of kCount, so on aligned rows they are one 8- or 16-byte load of bf16, one or two
+// 16-byte loads of f32).
+template <int kCount>
+__device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& rope,
+                                             int64_t position, int column) {
+  static_assert(kCount == 4 || kCount == 8, "half or whole 16-byte loads of bf16");
+  const int64_t at = position * rope.table_stride + column;
+  if (rope.table_vector && rope.table_bf16) {
+    uint32_t words[kCount / 2];
+    if constexpr (kCount == 8) {
+      const uint4 q =
+          __ldg(reinterpret_cast<const uint4*>(static_cast<const Bf16Bits*>(rope.table) + at));
+      words[0] = q.x, words[1] = q.y, words[2] = q.z, words[3] = q.w;
+    } else {
+      const uint2 q =
+          __ldg(reinterpret_cast<const uint2*>(static_cast<const Bf16Bits*>(rope.table) + at));
+      words[0] = q.x, words[1] = q.y;
+    }
+#pragma unroll
+    for (int w = 0; w < kCount / 2; ++w) bf16_word_floats(words[w], out + 2 * w);
+  } else if (rope.table_vector) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(rope.table) + at);
+#pragma unroll
+    for (int v = 0; v < kCount / 4; ++v) {
+      const float4 f = __ldg(p + v);
+      out[4 * v] = f.x, out[4 * v + 1] = f.y, out[4 * v + 2] = f.z, out[4 * v + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      out[k] = rope.table_bf16 ? load_float(static_cast<const Bf16Bits*>(rope.table) + at + k)
+                               : load_float(static_cast<const float*>(rope.table) + at + k);
+    }
+  }
+}
+
+// Two rotated values rounded to bf16 (nearest even) by one conversion. Only a NaN's payload can
+// differ from the CPU's float_to_bf16 (the instruction writes one NaN), and the quantizers encode
+// every NaN alike (e4m3x4, codes::e2m1_code_of, e2m1_pair).
+__device__ __forceinline__ void bf16_round_pair(float* pair) {
+  bf16_word_floats(word_of(__floats2bfloat162_rn(pair[0], pair[1])), pair);
+}
+
+// r0 = x0 c - x1 s, r1 = x1 c + x0 s, each product and the sum rounded once (spec §2.2).
+__device__ __forceinline__ float rotated_first(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float rotated_second(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+// The interleaved (GPT-J) form on the chunk v of rotated chunk `r` (0..7): its four pairs are
+// pairs 4r..4r + 3.
+__device__ __forceinline__ void rotate_interleaved(float* v, const Rope& rope, int64_t position,
+                                                   int r) {
+  float c[4];
+  float s[4];
+  rope_entries(c, rope, position, 4 * r);
+  rope_entries(s, rope, position, kRopeDims / 2 + 4 * r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float rotated[2] = {rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]),
+                        rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i])};
+    bf16_round_pair(rotated);
+    v[2 * i] = rotated[0], v[2 * i + 1] = rotated[1];
+  }
+}
+
+// The NeoX form on the chunk v of rotated chunk `r` with `partner`, the chunk r ^ 4 (pair i is
+// dims (i, i + 32): chunks r and r + 4 hold the pairs 8 (r % 4) .. 8 (r % 4) + 7).
+__device__ __forceinline__ void rotate_neox(float* v, const float* partner, const Rope& rope,
+                                            int64_t position, int r) {
+  float c[kChunkValues];
+  float s[kChunkValues];
+  rope_entries(c, rope, position, kChunkValues * (r & 3));
+  rope_entries(s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
+  float out[kChunkValues];
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) {
+    out[j] = r < 4 ? rotated_first(v[j], partner[j], c[j], s[j])
+                   : rotated_second(partner[j], v[j], c[j], s[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kChunkValues; j += 2) bf16_round_pair(out + j);
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) v[j] = out[j];
+}
+
+// D >= 128: the rotated chunks are slot kSlot of eight lanes (uniform over the launch); the NeoX
+// partner chunk r ^ 4 is on the lane four apart. Every lane makes the exchange.
+template <int kLanes, int kSlot>
+__device__ __forceinline__ void rotate_slot(float (&x)[kLaneValues], const Rope& rope,
+                                            int64_t position, bool in_table, int lane,
+                                            unsigned mask) {
+  float* v = x + kSlot * kChunkValues;
+  const int r = lane + kSlot * kLanes - rope.first_dim / kChunkValues;
+  const bool rotates = in_table && r >= 0 && r < kRopeDims / kChunkValues;
+  if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+    float partner[kChunkValues];
+#pragma unroll
+    for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
+    if (rotates) rotate_neox(v, partner, rope, position, r);
+  } else if (rotates) {
+    rotate_interleaved(v, rope, position, r);
+  }
+}
+
+// Rotates the lane's values of row `token`'s vector in place. Every lane of the group calls it,
+// for live rows and dead ones alike (the NeoX form exchanges chunks between lanes); a dead row's
+// position is not read. Tokens of one launch stay below 2^31 (rows_launch.cuh).
+template <int kLanes>
+__device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
+                                           uint32_t token, bool live, int lane, unsigned mask) {
+  static_assert(kLanes >= 4, "RoPE needs D >= 64");
+  if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
+  const int64_t at = static_cast<int64_t>(token) * rope.positions_stride;
+  int64_t position = -1;
+  if (live) {
+    position = rope.positions_i64 ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
+                                  : __ldg(static_cast<const int32_t*>(rope.positions) + at);
+  }
+  const bool in_table = position >= 0 && position < rope.table_rows;
+  if constexpr (kLanes == 4) {
+    // D = 64: every chunk rotates, lane l's are chunks l and l + 4, NeoX partners of each other.
+    if (!in_table) return;
+    if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+      float first[kChunkValues];
+#pragma unroll
+      for (int j = 0; j < kChunkValues; ++j) first[j] = x[j];
+      rotate_neox(x, x + kChunkValues, rope, position, lane);
+      rotate_neox(x + kChunkValues, first, rope, position, lane + 4);
+    } else {
+      rotate_interleaved(x, rope, position, lane);
+      rotate_interleaved(x + kChunkValues, rope, position, lane + 4);
+    }
+  } else if (rope.first_dim / kChunkValues < kLanes) {
+    rotate_slot<kLanes, 0>(x, rope, position, in_table, lane, mask);
+  } else {
+    rotate_slot<kLanes, 1>(x, rope, position, in_table, lane, mask);
+  }
+}
+
+}  // namespace flashindexer::cuda::quant
