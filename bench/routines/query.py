@@ -59,14 +59,21 @@ def torch_query(q, weights, fmt, weight_scale, table=None, positions=None):
     return (values, (exponent + 127).to(torch.uint8)), weights * weight_scale
 
 
-def _measure_case(ctx, fi, case, table, flush):
-    t, h = case.tokens, case.heads
-    q = torch.randn(t, h, D, device="cuda", dtype=torch.bfloat16) * 3
-    weights = torch.randn(t, h, device="cuda")
+def query_inputs(tokens, heads):
+    """The cases' inputs: bf16 q [T, H, D], f32 weights [T, H], an f32 cos/sin cache of 8192
+    positions (NeoX halves) and a random position in it for each token."""
+    q = torch.randn(tokens, heads, D, device="cuda", dtype=torch.bfloat16) * 3
+    weights = torch.randn(tokens, heads, device="cuda")
     angles = torch.arange(8192, device="cuda")[:, None] * 10000.0 ** (
         -torch.arange(32, device="cuda") / 32.0)
     cos_sin = torch.cat([angles.cos(), angles.sin()], dim=1).float()
-    positions = torch.randint(0, 8192, (t,), device="cuda")
+    positions = torch.randint(0, 8192, (tokens,), device="cuda")
+    return q, weights, cos_sin, positions
+
+
+def _measure_case(ctx, fi, case, table, flush):
+    t, h = case.tokens, case.heads
+    q, weights, cos_sin, positions = query_inputs(t, h)
     rope = fi.Rope("neox", "first64", cos_sin, positions) if case.rope else None
     weight_scale = fi.default_query_weight_scale(D, h)
     peer_args = (cos_sin, positions) if case.rope else ()

@@ -13,17 +13,14 @@ import argparse
 
 import torch
 
+from bench.routines.query import query_inputs
+
 D = 128
 PAGE = 64
 
 
 def _query_ops(fi, tokens, heads):
-    q = torch.randn(tokens, heads, D, device="cuda", dtype=torch.bfloat16) * 3
-    weights = torch.randn(tokens, heads, device="cuda")
-    angles = torch.arange(8192, device="cuda")[:, None] * 10000.0 ** (
-        -torch.arange(32, device="cuda") / 32.0)
-    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=1).float()
-    positions = torch.randint(0, 8192, (tokens,), device="cuda")
+    q, weights, cos_sin, positions = query_inputs(tokens, heads)
     rope = fi.Rope("neox", "first64", cos_sin, positions)
     fp8 = (torch.empty(tokens, heads, D, device="cuda", dtype=torch.float8_e4m3fn),
            torch.empty(tokens, heads, device="cuda"))

@@ -435,25 +435,30 @@ struct DeviceQuery {
   }
 };
 
-// quantize_query_fp8 of `run` on the CPU and on the device (its tensors in `device`), byte for
-// byte: q and weights of [tokens, heads, head_dim] / [tokens, heads].
-void expect_fp8_query_matches_the_cpu(const QueryRun& run, const DeviceQuery& device) {
-  const TensorView q = run.q.view();
-  const std::vector<int64_t> shape(q.shape.begin(), q.shape.begin() + 3);
-  const std::vector<int64_t> rows(shape.begin(), shape.begin() + 2);
-  HostTensor want_values = poisoned(DType::kE4M3, shape);
-  HostTensor want_weights = poisoned(DType::kF32, rows);
-  FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
-                                  run.weights.view(), run.quant));
-  HostTensor got_values = poisoned(DType::kE4M3, shape);
-  HostTensor got_weights = poisoned(DType::kF32, rows);
-  DeviceTensor device_values = to_device(got_values);
-  DeviceTensor device_weights = to_device(got_weights);
+// quantize_query_fp8 on the device (its tensors in `device`) into poisoned host tensors of
+// [tokens, heads, head_dim] values and [tokens, heads] weights.
+void fp8_query_on_device(const DeviceQuery& device, HostTensor& values, HostTensor& weights) {
+  const TensorView q = device.q.view;
+  values = poisoned(DType::kE4M3, {q.shape[0], q.shape[1], q.shape[2]});
+  weights = poisoned(DType::kF32, {q.shape[0], q.shape[1]});
+  DeviceTensor device_values = to_device(values);
+  DeviceTensor device_weights = to_device(weights);
   FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
                                   device.weights.view, device.quant));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  to_host(got_values, device_values);
-  to_host(got_weights, device_weights);
+  to_host(values, device_values);
+  to_host(weights, device_weights);
+}
+
+// quantize_query_fp8 of `run` on the CPU and on the device, byte for byte.
+void expect_fp8_query_matches_the_cpu(const QueryRun& run, const DeviceQuery& device) {
+  const TensorView q = run.q.view();
+  HostTensor want_values = poisoned(DType::kE4M3, {q.shape[0], q.shape[1], q.shape[2]});
+  HostTensor want_weights = poisoned(DType::kF32, {q.shape[0], q.shape[1]});
+  FI_ASSERT_OK(quantize_query_fp8(want_values.view(), want_weights.view(), run.q.view(),
+                                  run.weights.view(), run.quant));
+  HostTensor got_values, got_weights;
+  fp8_query_on_device(device, got_values, got_weights);
   EXPECT_TRUE(SameBytes(got_values, want_values));
   EXPECT_TRUE(SameBytes(got_weights, want_weights));
 }
@@ -602,15 +607,8 @@ TEST(QueryQuantCuda, PositionOutsideTheTableLeavesTheTokenUnrotated) {
   for (int64_t t = 0; t < tokens; ++t) positions.data<int64_t>()[t] = bad[t];
   run.positions = std::move(positions);
   run.quant.rope.positions = run.positions.view();
-  const DeviceQuery device(run);
-  HostTensor got_values = poisoned(DType::kE4M3, {tokens, heads, 128});
-  HostTensor got_weights = poisoned(DType::kF32, {tokens, heads});
-  DeviceTensor device_values = to_device(got_values);
-  DeviceTensor device_weights = to_device(got_weights);
-  FI_ASSERT_OK(quantize_query_fp8(device_values.view, device_weights.view, device.q.view,
-                                  device.weights.view, device.quant));
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  to_host(got_values, device_values);
+  HostTensor got_values, got_weights;
+  fp8_query_on_device(DeviceQuery(run), got_values, got_weights);
   for (int64_t t : {1, 2}) {
     QueryQuantOptions plain = run.quant;
     plain.rope = {};
