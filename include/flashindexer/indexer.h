@@ -11,6 +11,11 @@
 // is the recommended size; any size holding the top-k scratch plus one batch of rows works, and
 // a larger one means fewer batches). The memory is therefore fixed, whatever the rows and keys;
 // the call is asynchronous on the stream, never synchronizes and can be captured in a graph.
+// MXFP4 indexer_prefill (and its dense consumer form) also takes, from the end of the workspace,
+// room for its keys and one batch's queries converted to e4m3 (mqa_logits_cuda_workspace_size of
+// the batch's rows, H and the keys) when a batch then still holds 4 rows (H = 64) or 8 (H = 32),
+// or all of them: its batches are then scored as mqa_logits with a workspace is, by the FP8
+// kernel, with the same bits; otherwise the scoring kernel converts on chip.
 #pragma once
 
 #include "flashindexer/candidates.h"

@@ -50,9 +50,13 @@ Status quantize_query_mxfp4(const TensorView& values, const TensorView& scales,
 // or 64, D 128, next_n 1..4, page size 32/64/128. Checks what TMA needs (alignment, strides) and
 // returns kUnsupported for other head dims. An MXFP4 mqa_logits call given a workspace converts
 // its operands there and scores them with the FP8 kernel (mqa_logits_workspace_size bytes).
+// `keys_ready` lets the row batches of one indexer call over the same keys convert them once:
+// when it points to true, the workspace already holds these keys converted and only the queries
+// are; a call that converts the keys sets it (a call with nothing to score converts nothing).
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
-                  void* stream, void* workspace = nullptr, size_t workspace_bytes = 0);
+                  void* stream, void* workspace = nullptr, size_t workspace_bytes = 0,
+                  bool* keys_ready = nullptr);
 size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys);
 Status paged_mqa_logits(const TensorView& logits, const QuantizedTensor& q,
                         const PagedKCache& cache, const TensorView& weights,

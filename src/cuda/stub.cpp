@@ -51,7 +51,7 @@ Status quantize_query_mxfp4(const TensorView&, const TensorView&, const TensorVi
 
 Status mqa_logits(const TensorView&, const QuantizedTensor&, const QuantizedTensor&,
                   const TensorView&, const TensorView&, const TensorView&, bool, void*, void*,
-                  size_t) {
+                  size_t, bool*) {
   return not_on_cuda("mqa_logits");
 }
 size_t mqa_logits_workspace_size(int64_t, int, int64_t) { return 0; }

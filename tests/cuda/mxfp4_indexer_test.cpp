@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -141,6 +142,91 @@ TEST(Mxfp4IndexerCuda, SmallWorkspaceBatchesEqualTheDensePair) {
   const DeviceBuffer workspace = indexer_workspace(k, 40, keys);
   const HostTensor got = run_prefill(device, rows, k, true, workspace, k, IndexerPath::kDense);
   EXPECT_TRUE(SameTopK(got, expected, k, true));
+}
+
+// Many batches of rows, each scored through the FP8 kernel from the converted operands at the
+// workspace's end (the keys converted by the first batch only), out-of-span vectors in both
+// operands: the same answer as the dense pair over the converting kernel's logits.
+TEST(Mxfp4IndexerCuda, ConvertedOperandBatchesEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  const int k = 256;
+  const int64_t rows = 300;
+  const int64_t keys = 20000;
+  for (int heads : {32, 64}) {
+    SCOPED_TRACE(::testing::Message() << "H=" << heads);
+    PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
+    spread_scales(p.keys, keys, 3, 257);
+    spread_scales(p.q, rows * heads, 11, 1501);
+    const DevicePrefill device(p);
+    const HostTensor expected = cpu_topk_of_gpu_logits(device, p, k, true);
+    // About 40 rows of logits a batch besides the operands.
+    const size_t bytes = indexer_cuda_workspace_size(k) - kRecommendedSlab +
+                         mqa_logits_cuda_workspace_size(80, heads, keys) +
+                         40 * ((keys + 255) / 256 * 256) * 4;
+    const DeviceBuffer workspace = poisoned_device_buffer(bytes);
+    const HostTensor got = run_prefill(device, rows, k, true, workspace, k, IndexerPath::kDense);
+    EXPECT_TRUE(SameTopK(got, expected, k, true));
+  }
+}
+
+// Which batches a prefill call's workspace gives (host code, no GPU): an MXFP4 call keeps its
+// converted operands at the end when a batch still holds a scoring group of rows, and the slab
+// and the operands do not overlap; an FP8 call, or a workspace too small, keeps the plain slab.
+TEST(Mxfp4IndexerCuda, ConvertedOperandsTakeTheWorkspaceEnd) {
+  namespace cuda = flashindexer::cuda;
+  struct Batches {
+    cuda::Slab slab;
+    int64_t rows = 0;
+  };
+  const int k = 2048;
+  auto carve_for = [&](int64_t width) {
+    return [width](const RunOptions& from, Batches* batches) {
+      const Status status = cuda::carve_slab(
+          "test", from, width, k, 1, 0, 0, [](size_t) { return size_t{0}; }, &batches->slab);
+      batches->rows = batches->slab.rows;
+      return status;
+    };
+  };
+  alignas(16) static unsigned char anchor[16];
+  auto run = [&](DType dtype, int64_t rows, int heads, int64_t width, size_t bytes,
+                 Batches* batches, cuda::ConvertedOperands* converted) {
+    const int64_t dim = dtype == DType::kE2M1x2 ? kHeadDim / 2 : kHeadDim;
+    const QuantizedTensor q{
+        TensorView::contiguous(anchor, dtype, {rows, heads, dim}, Device::kCUDA), {}};
+    RunOptions options;
+    options.workspace = anchor;
+    options.workspace_bytes = bytes;
+    return cuda::carve_prefill_batches(options, q, width, 256 / heads, carve_for(width), batches,
+                                       converted);
+  };
+  const size_t recommended = indexer_cuda_workspace_size(k);
+  for (int heads : {32, 64}) {
+    SCOPED_TRACE(::testing::Message() << "H=" << heads);
+    Batches plain, batches;
+    cuda::ConvertedOperands none, converted;
+    ASSERT_TRUE(run(DType::kE4M3, 4096, heads, 131072, recommended, &plain, &none).ok());
+    EXPECT_EQ(none.workspace, nullptr);
+    ASSERT_TRUE(run(DType::kE2M1x2, 4096, heads, 131072, recommended, &batches, &converted).ok());
+    ASSERT_NE(converted.workspace, nullptr);
+    EXPECT_FALSE(converted.keys_ready);
+    EXPECT_GE(batches.rows, 256 / heads);
+    EXPECT_LT(batches.rows, plain.rows);
+    EXPECT_GE(converted.bytes, cuda::mqa_logits_workspace_size(
+                                   std::min<int64_t>(batches.rows, 4096), heads, 131072));
+    const auto* start = static_cast<unsigned char*>(converted.workspace);
+    const auto* slab_end = reinterpret_cast<unsigned char*>(batches.slab.logits) +
+                           batches.rows * batches.slab.pitch * sizeof(float);
+    EXPECT_LE(slab_end, start);
+    EXPECT_EQ(start + converted.bytes, anchor + recommended);
+    // Room for a few rows of logits only: the operands of 131072 keys do not fit beside them.
+    Batches small;
+    cuda::ConvertedOperands refused;
+    const size_t few_rows = recommended - kRecommendedSlab + 16 * 131072 * 4;
+    ASSERT_TRUE(run(DType::kE2M1x2, 4096, heads, 131072, few_rows, &small, &refused).ok());
+    EXPECT_EQ(refused.workspace, nullptr);
+    EXPECT_GE(small.rows, 16);
+  }
 }
 
 }  // namespace

@@ -80,10 +80,17 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   const int64_t width = keys.values.shape[0];
+  const int64_t group_rows = 256 / q.values.shape[1];
   ConsumerBatches batches;
-  if (Status status =
-          carve_consumer_batches(op, options, width, k, static_cast<int>(input.blocks.shape[1]),
-                                 input.block_size, 1, 256 / q.values.shape[1], &batches);
+  ConvertedOperands converted;
+  if (Status status = carve_prefill_batches(
+          options, q, width, group_rows,
+          [&](const RunOptions& from, ConsumerBatches* carved) {
+            return carve_consumer_batches(op, from, width, k,
+                                          static_cast<int>(input.blocks.shape[1]), input.block_size,
+                                          1, group_rows, carved);
+          },
+          &batches, &converted);
       !status.ok()) {
     return status;
   }
@@ -97,7 +104,8 @@ Status candidate_indexer_prefill(const TensorView& out, const QuantizedTensor& q
     const QuantizedTensor batch_q{leading_rows(q.values, first, count),
                                   leading_rows(q.scales, first, count)};
     if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
-                                   batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
+                                   batch_ks, batch_ke, /*clean=*/false, options.cuda_stream,
+                                   converted.workspace, converted.bytes, &converted.keys_ready);
         !status.ok()) {
       return status;
     }

@@ -121,8 +121,13 @@ Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   // Whole scoring groups (4 rows at H = 64, 8 at H = 32) per batch when the slab allows.
   const int64_t group_rows = 256 / q.values.shape[1];
   DenseBatches batches;
-  if (Status status =
-          carve_dense_batches(op, options, width, k, 1, outputs.candidate_source, &batches);
+  ConvertedOperands converted;
+  if (Status status = carve_prefill_batches(
+          options, q, width, group_rows,
+          [&](const RunOptions& from, DenseBatches* carved) {
+            return carve_dense_batches(op, from, width, k, 1, outputs.candidate_source, carved);
+          },
+          &batches, &converted);
       !status.ok()) {
     return status;
   }
@@ -136,7 +141,8 @@ Status dense_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
     const QuantizedTensor batch_q{leading_rows(q.values, first, count),
                                   leading_rows(q.scales, first, count)};
     if (Status status = mqa_logits(logits, batch_q, keys, leading_rows(weights, first, count),
-                                   batch_ks, batch_ke, /*clean=*/false, options.cuda_stream);
+                                   batch_ks, batch_ke, /*clean=*/false, options.cuda_stream,
+                                   converted.workspace, converted.bytes, &converted.keys_ready);
         !status.ok()) {
       return status;
     }

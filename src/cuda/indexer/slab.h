@@ -120,6 +120,40 @@ inline Status rows_that_fit(const char* op, const RunOptions& options, int k, si
   return Status::Ok();
 }
 
+// An MXFP4 prefill call's operands as e4m3 (cuda::mqa_logits_workspace_size bytes) at the end of
+// the caller's workspace. With them each row batch is scored by the FP8 kernel instead of the
+// converting one (H200, H64 4096 x 131072: 8.4 against 14.4 ms, docs/history/mxfp4-scoring.md),
+// with the same bits, and the keys are converted by the first batch only (keys_ready).
+struct ConvertedOperands {
+  void* workspace = nullptr;  // null: the batches convert on chip
+  size_t bytes = 0;
+  bool keys_ready = false;
+};
+
+// Carves the row batches of a prefill call with carve(options, batches) (a Status; Batches has
+// `rows`, the rows a batch holds). For an MXFP4 call it then carves them again from the workspace
+// less the converted operands of a batch, and keeps that when a batch still holds at least
+// `min_rows` rows (or all of them); otherwise the batches convert on chip, in the larger slab.
+template <typename Batches, typename Carve>
+Status carve_prefill_batches(const RunOptions& options, const QuantizedTensor& q, int64_t num_keys,
+                             int64_t min_rows, Carve carve, Batches* batches,
+                             ConvertedOperands* converted) {
+  if (Status status = carve(options, batches); !status.ok()) return status;
+  const int64_t rows = q.values.shape[0];
+  if (q.values.dtype != DType::kE2M1x2 || rows == 0 || num_keys == 0) return Status::Ok();
+  const size_t needed = mqa_logits_workspace_size(std::min(batches->rows, rows),
+                                                  static_cast<int>(q.values.shape[1]), num_keys);
+  if (options.workspace_bytes <= needed) return Status::Ok();
+  RunOptions rest = options;
+  rest.workspace_bytes = options.workspace_bytes - needed;
+  Batches fewer;
+  if (!carve(rest, &fewer).ok() || fewer.rows < std::min(min_rows, rows)) return Status::Ok();
+  *batches = fewer;
+  converted->workspace = static_cast<unsigned char*>(options.workspace) + rest.workspace_bytes;
+  converted->bytes = needed;
+  return Status::Ok();
+}
+
 inline TensorView slab_view(const Slab& slab, int64_t rows, int64_t width) {
   return TensorView::contiguous(slab.logits, DType::kF32, {rows, width}, Device::kCUDA)
       .with_row_stride(slab.pitch);

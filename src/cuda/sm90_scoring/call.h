@@ -143,10 +143,11 @@ Status launch_scoring(const char* op, const scoring::ScoringCall& call, bool cle
 // Launches a planned MXFP4 mqa_logits call through the FP8 kernel: its operands converted into
 // `workspace` (mqa_logits_workspace_size bytes, cuda_ops.h), the FP8 call over them, then the
 // MXFP4 call's fix-up (mxfp4_preconvert.cu). The logits have the converting kernel's bits.
+// keys_ready: as cuda::mqa_logits's (cuda_ops.h), may be null.
 Status launch_mqa_logits_preconverted(const char* op, const scoring::ScoringCall& call,
                                       const TensorView& logits, const QuantizedTensor& q,
                                       const QuantizedTensor& keys, const TensorView& ks,
                                       const TensorView& ke, bool clean, void* workspace,
-                                      size_t workspace_bytes, void* stream);
+                                      size_t workspace_bytes, bool* keys_ready, void* stream);
 
 }  // namespace flashindexer::cuda

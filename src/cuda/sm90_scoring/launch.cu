@@ -271,7 +271,7 @@ Status plan_mqa_logits(const char* op, const TensorView& logits, const Quantized
 
 Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const QuantizedTensor& keys,
                   const TensorView& weights, const TensorView& ks, const TensorView& ke, bool clean,
-                  void* stream, void* workspace, size_t workspace_bytes) {
+                  void* stream, void* workspace, size_t workspace_bytes, bool* keys_ready) {
   const char* op = "mqa_logits";
   ScoringCall call;
   if (Status status = plan_mqa_logits(op, logits, q, keys, weights, ks, ke, &call); !status.ok()) {
@@ -279,7 +279,7 @@ Status mqa_logits(const TensorView& logits, const QuantizedTensor& q, const Quan
   }
   if (call.mxfp4 && workspace != nullptr && call.params.chunks > 0) {
     return launch_mqa_logits_preconverted(op, call, logits, q, keys, ks, ke, clean, workspace,
-                                          workspace_bytes, stream);
+                                          workspace_bytes, keys_ready, stream);
   }
   return launch_scoring(op, call, clean, stream);
 }

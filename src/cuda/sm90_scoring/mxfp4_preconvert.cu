@@ -177,7 +177,7 @@ Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
                                       const TensorView& logits, const QuantizedTensor& q,
                                       const QuantizedTensor& keys, const TensorView& ks,
                                       const TensorView& ke, bool clean, void* workspace,
-                                      size_t workspace_bytes, void* stream) {
+                                      size_t workspace_bytes, bool* keys_ready, void* stream) {
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
   const int64_t num_keys = keys.values.shape[0];
@@ -192,7 +192,10 @@ Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
   const scoring::Mxfp4Fixup& raw = call.fixup;
   scoring::Mxfp4Preconvert c;
   c.rows = rows;
-  c.num_keys = num_keys;
+  // The queries' region starts after the keys' whatever the rows (preconvert_layout), so the
+  // keys an earlier batch converted stay where this call reads them.
+  const bool convert_keys = keys_ready == nullptr || !*keys_ready;
+  c.num_keys = convert_keys ? num_keys : 0;
   c.keys_out = base + l.keys;
   c.key_scales_out = reinterpret_cast<float*>(base + l.key_scales);
   c.q_out = base + l.q;
@@ -204,6 +207,7 @@ Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
       !status.ok()) {
     return status;
   }
+  if (keys_ready != nullptr) *keys_ready = true;
   const QuantizedTensor q8{
       TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA), {}};
   const QuantizedTensor keys8{
