@@ -79,19 +79,25 @@ __device__ __forceinline__ uint2 magnitude_table(int d) {
 
 // Eight E2M1 codes (one packed word, element 2i in the low nibble of byte i) as eight e4m3 bytes
 // (x: elements 0-3, y: 4-7). The magnitudes come through the table (the low 16 bits of a selector
-// pick 4 bytes; bit 3 of each nibble cleared: no sign replication), then a second permute picks
-// each byte from the magnitudes or from the magnitudes with bit 7 set, by the element's sign: its
-// selector nibble k is k + 4 sign_k, and sign_k (bit 3 of nibble k) shifted right once is that 4.
-// 12 instructions per 8 values (ptx::byte_permute: __byte_perm masked every selector first, 17):
-// the conversion is the producer's largest work per tile.
+// pick 4 bytes; bit 3 of each nibble cleared: no sign replication). The signs need no selector
+// built per word: bit 7 of byte i is element 2i + 1's sign in the packed word and element 2i's
+// in the word shifted left by 4, so a permute of those two words with a constant selector puts
+// element k's sign at bit 7 of byte k, and one LOP3 ORs those bits into the magnitudes. A byte is
+// its magnitude with bit 7 set by its sign (-0 is 0x80), for any table. 9 instructions per 8
+// values (12 when a second permute picked each byte from the magnitudes or the magnitudes | 0x80,
+// 17 through __byte_perm, which masked every selector first): the conversion is the largest work
+// per tile of the producer and of the register-keys consumers.
 __device__ __forceinline__ uint2 expand_word(uint32_t packed, uint2 table) {
+  constexpr uint32_t kSignBits = 0x80808080u;
+  constexpr uint32_t kSignsOfX = 0x5140u;  // bytes: even 0, packed 0, even 1, packed 1
+  constexpr uint32_t kSignsOfY = 0x7362u;  // bytes: even 2, packed 2, even 3, packed 3
   const uint32_t codes = packed & 0x77777777u;
   const uint32_t magnitude_x = ptx::byte_permute(table.x, table.y, codes);
   const uint32_t magnitude_y = ptx::byte_permute(table.x, table.y, codes >> 16);
-  const uint32_t pick = ((packed >> 1) & 0x44444444u) | 0x32103210u;
-  const uint32_t x = ptx::byte_permute(magnitude_x, magnitude_x | 0x80808080u, pick);
-  const uint32_t y = ptx::byte_permute(magnitude_y, magnitude_y | 0x80808080u, pick >> 16);
-  return {x, y};
+  const uint32_t even = packed << 4;  // bit 7 of byte i: element 2i's sign
+  const uint32_t signs_x = ptx::byte_permute(even, packed, kSignsOfX);
+  const uint32_t signs_y = ptx::byte_permute(even, packed, kSignsOfY);
+  return {magnitude_x | (signs_x & kSignBits), magnitude_y | (signs_y & kSignBits)};
 }
 
 // Whether a block of 32 packed values holds a non-zero one (the sign bits do not count: -0 is 0).
