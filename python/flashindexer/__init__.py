@@ -38,12 +38,15 @@ from .dist import (
 )
 from .planning import (
     PrefillChunk,
+    StepPlan,
     decode_flat_lens,
     decode_native_lens,
     decode_pack_map,
     decode_row_ranges,
     plan_prefill_chunks,
+    plan_step,
     prefill_row_bounds,
+    prefill_step_row_bounds,
     reslice_block_table,
 )
 from .cache import PagedKCache, PagedKeys, bytes_per_key, empty_k_cache, page_bytes
@@ -95,9 +98,9 @@ __all__ += [
     "tp_row_shard_plan",
 ]
 __all__ += [
-    "PrefillChunk", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
-    "decode_row_ranges", "planning", "plan_prefill_chunks", "prefill_row_bounds",
-    "reslice_block_table",
+    "PrefillChunk", "StepPlan", "decode_flat_lens", "decode_native_lens", "decode_pack_map",
+    "decode_row_ranges", "planning", "plan_prefill_chunks", "plan_step", "prefill_row_bounds",
+    "prefill_step_row_bounds", "reslice_block_table",
 ]
 __all__ += ["IndexerOutputs"]
 __all__ += ["Rope", "default_query_weight_scale", "quantize_query_fp8", "quantize_query_mxfp4"]
