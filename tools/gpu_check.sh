@@ -14,14 +14,16 @@
 # set of `tests` and `memcheck` (default: every CUDA suite). racecheck follows every shared-memory
 # access and is far slower, so it runs RACECHECK_FILTER: the tests of each kernel family at small
 # shapes (scoring, paged scoring, fused indexer, indexer decode, top-k direct / cluster / split
-# paths and every k, DCP, dequantize, planning, the candidate ops' shared-memory sorts and
-# selections, the workspace gather, sparse logits). synccheck runs SYNCCHECK_FILTER: every test
-# of the kernels that synchronise through named barriers and mbarriers (the sm90 scoring
-# kernels, the fused indexer, the indexer paths over them, and the sparse scoring of the V4.1
-# consumer). Each sanitizer step stops after SANITIZER_TIMEOUT seconds (default 5400); with
-# SANITIZER_JOBS=N (N > 1) each test runs in a sanitizer process of its own, N at a time, each
-# within that limit (per-test status and seconds in $OUT/<step>-tests.txt). BENCH_ARGS replaces
-# the benchmark's arguments (default: all --markdown $OUT/benchmarks.md).
+# paths and every k, DCP, dequantize, planning (the prefill row bounds through their graph test
+# alone: the random sweeps' chunks of up to a million rows take minutes under racecheck), the
+# candidate ops' shared-memory sorts and selections, the workspace gather, sparse logits).
+# synccheck runs SYNCCHECK_FILTER: every test of the kernels that synchronise through named
+# barriers and mbarriers (the sm90 scoring kernels, the fused indexer, the indexer paths over
+# them, and the sparse scoring of the V4.1 consumer). Each sanitizer step stops after
+# SANITIZER_TIMEOUT seconds (default 5400); with SANITIZER_JOBS=N (N > 1) each test runs in a
+# sanitizer process of its own, N at a time, each within that limit (per-test status and seconds
+# in $OUT/<step>-tests.txt). BENCH_ARGS replaces the benchmark's arguments (default: all
+# --markdown $OUT/benchmarks.md).
 # The python step builds the module (cmake target _C, extra configure flags in $CMAKE_ARGS)
 # into $BIN/python-module and stages it with the package sources; the bench step runs on that
 # stage.
@@ -39,7 +41,10 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   IndexerDecodeCuda.GraphReplayGivesTheSameIndices \
   TopKCuda.ShortAndEmptyRowsArePaddedWithMinusOne TopKCuda.OneRowAndManyShortRows \
   TopKCuda.SupportsEveryKFromOneTo4096 TopKCuda.DecodeFormsWithNextN \
-  TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.*' \
+  TopKCuda.GraphCaptureReplaysWithNewData 'DcpCuda.*' 'DequantizeCuda.*' 'PlanningCuda.Decode*' \
+  PlanningCuda.OutOfRangeDeviceLengthsAreClampedAndStayInsideTheOutputs \
+  PlanningCuda.GraphReplayReadsTheLengthsTheDeviceHolds \
+  PlanningCuda.PrefillRowBoundsReplayWithTheLengthsTheDeviceHolds \
   'CandidateBlocksCuda.*' 'CandidateMaskCuda.*' CandidateTopKCuda.V41FlashShapeIsBitIdenticalToTheCpu \
   'SparseIndicesCuda.*' \
   'GatherKWorkspaceCuda.*' 'SparseLogitsCuda.*' SparseStepRowsCuda.DecodeStepReplaysInACudaGraph)

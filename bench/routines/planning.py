@@ -10,9 +10,11 @@ its binding cost included), as an engine makes it: the chunks come back as one a
 bounds are written into staging buffers kept from step to step (out=), so neither a Python object
 per chunk nor fresh pages of a long step's bounds are timed. Peer: the same planning in plain
 Python/NumPy, written from the spec's formulas (the form vLLM's indexer plans its steps in), on
-the same lengths. Both are checked to give the same
-chunks, bounds and lengths before timing. Times: median of --iters repeats of the whole step, on
-one CPU thread, in microseconds.
+the same lengths. Both are checked to give the same chunks, bounds and lengths before timing.
+Times: median of --iters repeats of the whole step, on one CPU thread, in microseconds. The
+'bounds on the device' row plans the step without its row bounds (plan_step(row_bounds=False)),
+for an engine that builds them on the GPU; on a GPU run a second table times that build
+(prefill_row_bounds_tensors, one call a chunk) against the same bounds in PyTorch ops.
 """
 import time
 
@@ -39,10 +41,11 @@ def _batch(requests, prefill, seed):
 
 
 def _ours(fi, seq, query, prefill, staging):
+    """The step's plan; staging None: without the row bounds (built on the device)."""
     return fi.planning.plan_step(seq[:prefill], query[:prefill], seq[prefill:], query[prefill:],
                                  workspace_keys=WORKSPACE_KEYS, max_logits_bytes=LOGITS_BYTES,
                                  next_n=NEXT_N, decode_logits_bytes=DECODE_LOGITS_BYTES,
-                                 out=staging)
+                                 out=staging, row_bounds=staging is not None)
 
 
 def _peer_chunks(key_lens, query_lens):
@@ -67,11 +70,11 @@ def _peer_chunks(key_lens, query_lens):
     return chunks
 
 
-def _peer(seq, query, prefill):
+def _peer(seq, query, prefill, with_bounds=True):
     key_lens, query_lens = seq[:prefill], query[:prefill]
     chunks = _peer_chunks(key_lens, query_lens)
     bounds = []
-    for rb, re, qb, qe, _, _, _, _ in chunks:
+    for rb, re, qb, qe, _, _, _, _ in (chunks if with_bounds else ()):
         starts = np.concatenate([[0], np.cumsum(key_lens[rb:re])])[:-1]
         rows = np.concatenate([np.full(int(query_lens[r]), r - rb) for r in range(rb, re)])
         position = np.concatenate([np.arange(int(key_lens[r] - query_lens[r]), int(key_lens[r]))
@@ -109,7 +112,8 @@ def _check(name, ours, peer):
         [tuple(int(v) for v in c) for c in peer[0]], f"{name}: chunks differ"
     assert len(ours.offsets) == len(peer[0]) + 1 and ours.offsets[0] == 0, \
         f"{name}: chunk row offsets differ"
-    assert len(ours.ks) == len(ours.ke) == ours.offsets[-1], f"{name}: row bounds' size differs"
+    assert len(ours.ks) == len(ours.ke) == (ours.offsets[-1] if peer[1] else 0), \
+        f"{name}: row bounds' size differs"
     for c, (want_ks, want_ke) in enumerate(peer[1]):
         part = slice(int(ours.offsets[c]), int(ours.offsets[c + 1]))
         assert np.array_equal(ours.ks[part], want_ks) and np.array_equal(ours.ke[part], want_ke), \
@@ -139,22 +143,100 @@ def run(ctx):
                         f"logits a prefill chunk, {DECODE_LOGITS_BYTES >> 20} MiB of decode "
                         "logits. Rate: the step's query rows (prefill and decode) planned per "
                         "second. Ours plans as an engine would: the whole step in one call "
-                        "(plan_step), the row bounds into staging buffers kept between steps. "
-                        "Target: under 50 us.")
+                        "(plan_step), the row bounds into staging buffers kept between steps; "
+                        "the 'bounds on the device' row without them (plan_step(row_bounds="
+                        "False)), for an engine that builds them on the GPU. Target: under "
+                        "50 us.")
     ctx.start(table)
-    for requests, prefill in ((256, 16), (256, 64), (256, 0)):
-        name = f"{requests} requests, {prefill} prefill"
+    steps = []
+    for requests, prefill, bounds in ((256, 16, True), (256, 64, True), (256, 0, True),
+                                      (256, 64, False)):
+        name = f"{requests} requests, {prefill} prefill" + ("" if bounds else
+                                                            ", bounds on the device")
         if not cases.selected(ctx.only, name):
             continue
         seq, query, prefill = _batch(requests, prefill, requests + prefill)
-        # The row-bounds staging buffers an engine keeps from step to step.
-        staging = tuple(np.empty(int(query[:prefill].sum()), np.int32) for _ in range(2))
+        # The row-bounds staging buffers an engine keeps from step to step (None: no bounds).
+        staging = tuple(np.empty(int(query[:prefill].sum()), np.int32) for _ in range(2)) \
+            if bounds else None
         ours = _ours(fi, seq, query, prefill, staging)
-        _check(name, ours, _peer(seq, query, prefill))
+        _check(name, ours, _peer(seq, query, prefill, bounds))
         iters = ctx.iters(200)
         ours_us = _median_us(lambda: _ours(fi, seq, query, prefill, staging), iters)
-        peer_us = _median_us(lambda: _peer(seq, query, prefill), iters)
+        peer_us = _median_us(lambda: _peer(seq, query, prefill, bounds), iters)
         rows = int(query.sum())
         table.add(Row(name, ours_us, peer_us, rows / ours_us, None, None,
                       ctx.command("planning", name), None))
-    return [table]
+        if bounds and prefill:
+            steps.append((name, seq[:prefill], query[:prefill], ours))
+    tables = [table]
+    if ctx.args.device == "cuda" and steps:
+        tables.append(_device_bounds(ctx, fi, steps))
+    return tables
+
+
+def _torch_chunk_bounds(torch, seq, query, chunk, group_queries, ks, ke):
+    """A chunk's ks / ke (R = 1, one rank) in PyTorch ops on the device: each row's request by
+    repeat_interleave, its position and its request's first workspace key by prefix sums."""
+    rb, re, qb, qe = (int(v) for v in chunk[:4])
+    s, q = seq[rb:re], query[rb:re]
+    first_key = torch.cumsum(s, 0) - s
+    first_query = torch.cumsum(q, 0) - q
+    request = torch.repeat_interleave(torch.arange(re - rb, device=s.device), q,
+                                      output_size=group_queries)[qb:qe]
+    g = torch.arange(qb, qe, device=s.device)
+    start = first_key[request]
+    ks.copy_(start)
+    ke.copy_(start + s[request] - q[request] + (g - first_query[request]) + 1)
+
+
+def _device_bounds(ctx, fi, steps):
+    """Every chunk's row bounds of a step built on the GPU from device-side lengths: ours, one
+    prefill_row_bounds_tensors call a chunk, against the same bounds in PyTorch ops, each
+    checked against the host plan's bounds."""
+    import torch
+
+    from ..timing import graph_ms
+
+    table = Table("GPU prefill row bounds (build_prefill_row_bounds on CUDA tensors)", "ms",
+                  "PyTorch", "Mrows/s", None, command=ctx.command("planning"),
+                  notes="The chunks of the host table's steps (planned with their bounds there), "
+                        "every chunk's ks / ke from int64 device lengths, one call a chunk; "
+                        "CUDA-graph replays of the whole step. With the bounds on the device the "
+                        "host plans the step without them (the table's 'bounds on the device' "
+                        "row) and copies no row to the GPU.")
+    ctx.start(table)
+    iters = ctx.iters(30)
+    for name, seq, query, plan in steps:
+        device_seq = torch.tensor(seq, dtype=torch.int64, device="cuda")
+        device_query = torch.tensor(query, dtype=torch.int64, device="cuda")
+        rows = int(plan.offsets[-1])
+        ks, ke = (torch.empty(rows, dtype=torch.int32, device="cuda") for _ in range(2))
+        peer_ks, peer_ke = (torch.empty(rows, dtype=torch.int64, device="cuda") for _ in range(2))
+        parts = [(chunk, int(plan.offsets[c]), int(plan.offsets[c + 1]),
+                  int(query[int(chunk[0]):int(chunk[1])].sum()))
+                 for c, chunk in enumerate(plan.chunks)]
+
+        def run_ours():
+            for chunk, begin, end, _ in parts:
+                fi.planning.prefill_row_bounds_tensors(chunk, device_seq, device_query,
+                                                       ks=ks[begin:end], ke=ke[begin:end])
+
+        def run_peer():
+            for chunk, begin, end, group_queries in parts:
+                _torch_chunk_bounds(torch, device_seq, device_query, chunk, group_queries,
+                                    peer_ks[begin:end], peer_ke[begin:end])
+
+        run_ours()
+        run_peer()
+        torch.cuda.synchronize()
+        for got in (ks, peer_ks):
+            assert np.array_equal(got.cpu().numpy(), plan.ks), f"{name}: ks differ"
+        for got in (ke, peer_ke):
+            assert np.array_equal(got.cpu().numpy(), plan.ke), f"{name}: ke differ"
+        ms = graph_ms(run_ours, 1, iters)
+        peer_ms = graph_ms(run_peer, 1, iters)
+        case = f"{name}: {len(parts)} chunks, {rows} rows"
+        table.add(Row(case, ms, peer_ms, rows / ms / 1e3, None, None,
+                      ctx.command("planning", name), None))
+    return table

@@ -186,7 +186,9 @@ struct StepPlan {
 };
 
 //   ks, ke:                [>= the chunks' rows] i32 (out); only the first
-//                          chunk_row_offsets.back() are written (sum(M_r) is always enough)
+//                          chunk_row_offsets.back() are written (sum(M_r) is always enough).
+//                          Both empty: no bounds are written, for an engine that builds each
+//                          chunk's on the device (the tensor form of build_prefill_row_bounds)
 //   decode_row_lens:       [rows >= sum(d_b)] i32 (out), padding rows as in decode_flat_lens
 //   decode_row_to_request: [rows] i32 (out), or empty to skip it
 // On failure the plan's vectors are left empty and no output is written.
@@ -226,6 +228,32 @@ Status reslice_block_table(std::span<int32_t> kernel_table, std::span<const int3
 // page_stride_bytes * f with num_pages / f pages (merging; a last incomplete group is left out).
 // The kernel page must fit its stride, and a split stride stay a multiple of 4 bytes.
 Status reslice_k_cache(PagedKCache& kernel_cache, const PagedKCache& cache, int kernel_page_size);
+
+// ---------------------------------------------------------------------------------------------
+// A chunk's row bounds as a tensor op (CPU or CUDA)
+//
+// build_prefill_row_bounds above, from lengths held in tensors and into tensors, so that an
+// engine builds a chunk's ks / ke (and token_to_seq) on the device that scores it: no host loop
+// over the chunk's rows and no copy of them to the device (vLLM builds them in a kernel too). The
+// chunk comes from the host planner (plan_prefill_chunks, or plan_step without its bounds). On
+// CUDA tensors one kernel on options.cuda_stream, no allocation, no host read of the lengths,
+// graph-capturable; valid lengths give the host op's values bit for bit.
+// On CPU tensors the lengths and the chunk are checked as the host op checks them. On CUDA tensors
+// only the chunk's own ranges are (the lengths live on the device): S_r is clamped to
+// [0, 2^31 - 1] and M_r to [0, S_r]; rows past the clamped lengths' queries get ks = ke = 0 (no
+// visible key), token_to_seq entries past the chunk's keys get -1, and nothing outside the
+// outputs is written, so bad lengths give wrong bounds but never a stray write.
+//   ks, ke:       [query_end - query_begin] i32 (out)
+//   token_to_seq: [keys] i32 (out), or an undefined view; CPU: keys = chunk_workspace_keys(...),
+//                 CUDA: any size, the entries past it not written
+//   seq_lens:     [requests] i32 or i64, S_r;  query_lens: [requests] i32 or i64, M_r
+// CUDA: every CTA scans the chunk's request lengths (a few microseconds for a few thousand
+// requests) and writes its share of the rows and keys.
+Status build_prefill_row_bounds(const TensorView& ks, const TensorView& ke,
+                                const TensorView& token_to_seq, const PrefillChunk& chunk,
+                                const TensorView& seq_lens, const TensorView& query_lens,
+                                const RowBoundsOptions& bounds = {},
+                                const RunOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Decode lengths as tensor ops (CPU or CUDA)

@@ -7,7 +7,9 @@ over any tensor, CPU or CUDA, where a CUDA call reads its lengths on the device 
 captured in a CUDA graph.
 
 Key lengths are compressed (``seq_len // R``); sequence lengths are uncompressed and include
-this step's tokens. A query at absolute position p sees ``(p + 1) // R`` compressed keys.
+this step's tokens. A query at absolute position p sees ``(p + 1) // R`` compressed keys. A
+chunk's row bounds also come as a tensor op (``prefill_row_bounds_tensors``), so that they can be
+built on the device.
 Under DCP (``dcp_ranks > 1``) every length is localized to ``dcp_rank`` (``dist.h``'s
 ``dcp_local_len``), per token, after the compression.
 """
@@ -17,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _C
-from ._tensors import empty, raw, shape, stream_handle
+from ._tensors import empty, is_cuda, raw, shape, stream_handle
 
 
 class PrefillChunk(NamedTuple):
@@ -188,12 +190,13 @@ class StepPlan(NamedTuple):
 
 # StepPlan from the binding's tuple of its fields, without NamedTuple's argument handling.
 _new_step_plan = StepPlan._make
+_NO_ROWS = np.empty(0, np.int32)  # plan_step's ks and ke without bounds: nothing is written
 
 
 def plan_step(prefill_seq_lens, prefill_query_lens, decode_seq_lens, decode_query_lens, *,
               workspace_keys, max_logits_bytes, min_split_key_len=0, next_n=1, compress_ratio=1,
               decode_rows=None, decode_width=None, decode_logits_bytes=0, dcp_ranks=1,
-              dcp_interleave=1, dcp_rank=0, out=None):
+              dcp_interleave=1, dcp_rank=0, out=None, row_bounds=True):
     """A whole step's host planning in one call, returning a StepPlan equal to the separate calls:
     plan_prefill_chunks over the prefill key lengths ``prefill_seq_lens // compress_ratio`` (with
     workspace_keys, max_logits_bytes, min_split_key_len), prefill_step_row_bounds of those chunks,
@@ -202,14 +205,20 @@ def plan_step(prefill_seq_lens, prefill_query_lens, decode_seq_lens, decode_quer
     budget). compress_ratio and the DCP options apply to prefill and decode alike.
     out: optional (ks, ke) int32 1-D staging buffers of at least the chunks' rows
     (sum(prefill_query_lens) is always enough), written in place; ks and ke are views of their
-    first offsets[-1] rows. Bad input raises ValueError naming the argument, before any output
-    is written."""
+    first offsets[-1] rows. row_bounds=False: no bounds are written (ks and ke come back empty)
+    and no host loop runs over the prefill rows, for an engine that builds each chunk's on the
+    device (prefill_row_bounds_tensors). Bad input raises ValueError naming the argument, before
+    any output is written."""
     # Every argument goes to the binding as it is: it takes int64 arrays without a copy and
     # converts any other lengths itself, so a step pays for no NumPy call here.
     if decode_rows is None:
         decode_rows = -1
     elif decode_rows < 0:
         raise ValueError(f"plan_step: decode_rows={decode_rows}, expected >= 0")
+    if not row_bounds:
+        if out is not None:
+            raise ValueError("plan_step: out is given but row_bounds=False writes no bounds")
+        out = (_NO_ROWS, _NO_ROWS)
     ks, ke = (None, None) if out is None else out
     return _new_step_plan(_C.plan_step(
         ks, ke, prefill_seq_lens, prefill_query_lens, decode_seq_lens, decode_query_lens,
@@ -266,6 +275,44 @@ def decode_flat_lens_tensors(seq_lens, query_lens, next_n, compress_ratio=1, *, 
                                int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
                                stream_handle(stream, [seq_lens]))
     return row_lens, (row_to_request if with_requests else None)
+
+
+def prefill_row_bounds_tensors(chunk, seq_lens, query_lens, compress_ratio=1, *, ks=None,
+                               ke=None, token_to_seq=None, with_token_to_seq=False, dcp_ranks=1,
+                               dcp_interleave=1, dcp_rank=0, stream=None):
+    """``prefill_row_bounds`` as a tensor op, for an engine that builds each chunk's bounds on
+    the device that scores it: seq_lens and query_lens are int32 / int64 [requests] tensors (CPU
+    or CUDA); ks, ke int32 [query_end - query_begin] and token_to_seq int32 tensors beside them
+    (allocated unless given; token_to_seq only when given or ``with_token_to_seq``, of
+    ``chunk.num_keys`` entries on CUDA, the chunk's local keys on the CPU). chunk: a PrefillChunk
+    or its 8 fields (a row of ``plan_prefill_chunks(..., as_array=True)``).
+    On CUDA tensors one kernel on the stream builds them from the lengths the device holds: no
+    host read, graph-capturable; lengths no host check saw are clamped (planning.h), rows past
+    them get ks = ke = 0 and token_to_seq entries past the chunk's keys -1. On CPU tensors the
+    lengths and the chunk are checked like ``prefill_row_bounds``.
+    Returns (ks, ke, token_to_seq), the last None without one."""
+    chunk_row = _chunk_row(chunk)
+    rows = max(int(chunk_row[3]) - int(chunk_row[2]), 0)
+    if ks is None:
+        ks = empty(seq_lens, (rows,), "i32")
+    if ke is None:
+        ke = empty(seq_lens, (rows,), "i32")
+    if token_to_seq is None and with_token_to_seq:
+        keys = int(chunk_row[6])
+        if not is_cuda(seq_lens):
+            keys = _C.chunk_workspace_keys(chunk_row, _lengths(np.from_dlpack(seq_lens)),
+                                           int(compress_ratio), int(dcp_ranks),
+                                           int(dcp_interleave), int(dcp_rank))
+        token_to_seq = empty(seq_lens, (max(keys, 0),), "i32")
+    if rows == 0 and (token_to_seq is None or
+                      shape(token_to_seq, "build_prefill_row_bounds: token_to_seq")[0] == 0):
+        return ks, ke, token_to_seq  # nothing to write (an empty array may not carry unit strides)
+    _C.build_prefill_row_bounds_tensor(
+        raw(ks), raw(ke), None if token_to_seq is None else raw(token_to_seq), chunk_row,
+        raw(seq_lens),
+        raw(query_lens), int(compress_ratio), int(dcp_ranks), int(dcp_interleave), int(dcp_rank),
+        stream_handle(stream, [seq_lens]))
+    return ks, ke, token_to_seq
 
 
 def decode_native_lens_tensors(seq_lens, next_n, compress_ratio=1, *, out=None, dcp_ranks=1,

@@ -3,8 +3,9 @@
 // Lengths come in as C-contiguous int64 arrays and results go into int32 / int64 arrays the
 // Python package allocates (flashindexer/planning.py converts and shapes them); nothing here
 // allocates but the chunk list, which comes back as an int64 [chunks, 8] array, and plan_step's
-// results, which are new NumPy arrays but for the caller's staging buffers. The decode lengths
-// also come as tensor ops over any DLPack tensor (CPU or CUDA, graph-capturable there).
+// results, which are new NumPy arrays but for the caller's staging buffers. A chunk's row bounds
+// and the decode lengths also come as tensor ops over any DLPack tensor (CPU or CUDA,
+// graph-capturable there).
 #include "planning_bindings.h"
 
 #include <nanobind/ndarray.h>
@@ -364,6 +365,27 @@ void decode_flat_lens_tensor_binding(nb::handle row_lens, nb::handle row_to_requ
   });
 }
 
+void build_prefill_row_bounds_tensor_binding(nb::handle ks, nb::handle ke, nb::handle token_to_seq,
+                                             Lengths chunk, nb::handle seq_lens,
+                                             nb::handle query_lens, int compress_ratio,
+                                             int dcp_ranks, int dcp_interleave, int dcp_rank,
+                                             uintptr_t stream) {
+  ArgumentList args("build_prefill_row_bounds");
+  const PrefillChunk parsed = chunk_from_row(chunk);
+  const TensorView seq_view = args.input("seq_lens", seq_lens);
+  const TensorView query_view = args.input("query_lens", query_lens);
+  const TensorView ks_view = args.output("ks", ks);
+  const TensorView ke_view = args.output("ke", ke);
+  const TensorView tokens_view = args.output("token_to_seq", token_to_seq);
+  const RunOptions options = args.options(stream, nb::none(), 0);
+  const RowBoundsOptions bounds =
+      bounds_options(compress_ratio, dcp_ranks, dcp_interleave, dcp_rank);
+  args.run([&] {
+    return build_prefill_row_bounds(ks_view, ke_view, tokens_view, parsed, seq_view, query_view,
+                                    bounds, options);
+  });
+}
+
 void decode_native_lens_tensor_binding(nb::handle lens, nb::handle seq_lens, int next_n,
                                        int compress_ratio, int dcp_ranks, int dcp_interleave,
                                        int dcp_rank, uintptr_t stream) {
@@ -400,6 +422,10 @@ void register_planning(nb::module_& m) {
   const auto any = [](const char* name) { return nb::arg(name).none(); };
   m.def("decode_flat_lens_tensor", &decode_flat_lens_tensor_binding, any("row_lens"),
         any("row_to_request"), any("seq_lens"), any("query_lens"), nb::arg("next_n"),
+        nb::arg("compress_ratio"), nb::arg("dcp_ranks"), nb::arg("dcp_interleave"),
+        nb::arg("dcp_rank"), nb::arg("stream"));
+  m.def("build_prefill_row_bounds_tensor", &build_prefill_row_bounds_tensor_binding, any("ks"),
+        any("ke"), any("token_to_seq"), nb::arg("chunk"), any("seq_lens"), any("query_lens"),
         nb::arg("compress_ratio"), nb::arg("dcp_ranks"), nb::arg("dcp_interleave"),
         nb::arg("dcp_rank"), nb::arg("stream"));
   m.def("decode_native_lens_tensor", &decode_native_lens_tensor_binding, any("lens"),

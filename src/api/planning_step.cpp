@@ -47,7 +47,8 @@ int64_t check_decode_outputs(ArgCheck& check, std::span<int32_t> row_lens,
   return width;
 }
 
-// Chunks whose bounds fit i32 offsets, and ks / ke that hold all their rows. Fills the offsets.
+// Chunks whose bounds fit i32 offsets, and ks / ke that hold all their rows (or are both empty:
+// no bounds asked). Fills the offsets.
 void check_chunk_rows(ArgCheck& check, StepPlan& plan, std::span<int32_t> ks,
                       std::span<int32_t> ke) {
   plan.chunk_row_offsets.assign(1, 0);
@@ -59,6 +60,7 @@ void check_chunk_rows(ArgCheck& check, StepPlan& plan, std::span<int32_t> ks,
                                      chunk.query_begin);
   }
   const int64_t rows = plan.chunk_row_offsets.back();
+  if (ks.empty() && ke.empty()) return;
   check.require(static_cast<int64_t>(ks.size()) >= rows, "ks has ", ks.size(),
                 " entries, expected >= ", rows, " (the rows of the step's chunks)");
   check.require(static_cast<int64_t>(ke.size()) >= rows, "ke has ", ke.size(),
@@ -98,8 +100,10 @@ Status plan_step(StepPlan& plan, std::span<int32_t> ks, std::span<int32_t> ke,
     return check.status();
   }
 
-  planning::prefill_step_row_bounds(ks, ke, plan.chunks, lengths.prefill_seq_lens,
-                                    lengths.prefill_query_lens, options.bounds);
+  if (!ks.empty() || !ke.empty()) {
+    planning::prefill_step_row_bounds(ks, ke, plan.chunks, lengths.prefill_seq_lens,
+                                      lengths.prefill_query_lens, options.bounds);
+  }
   planning::decode_flat_lens(decode_row_lens, decode_row_to_request, lengths.decode_seq_lens,
                              lengths.decode_query_lens, options.bounds);
   plan.decode_width = width;

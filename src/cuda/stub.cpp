@@ -93,6 +93,11 @@ Status dcp_merge_topk(const TensorView&, const TensorView&, int, int, bool, void
   return not_on_cuda("dcp_merge_topk");
 }
 
+Status prefill_row_bounds(const TensorView&, const TensorView&, const TensorView&, const ChunkRows&,
+                          const TensorView&, const TensorView&, const planning::DecodeRule&,
+                          void*) {
+  return not_on_cuda("build_prefill_row_bounds");
+}
 Status decode_flat_lens(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
                         int, const planning::DecodeRule&, void*) {
   return not_on_cuda("decode_flat_lens");

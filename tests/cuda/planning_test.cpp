@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The decode-length tensor ops (planning.h) on CUDA tensors against the host planner: bit for
-// bit on random batches (tile boundaries of the flattened layout's scan, i32 and i64 lengths,
-// compress ratios, DCP ranks, padding rows, strided native rows), repeated runs, graph capture
-// replayed with new lengths written on the device, and out-of-range device lengths clamped as
-// documented without a write outside the outputs (guard words after each output).
+// The planning tensor ops (planning.h) on CUDA tensors against the host planner: the decode
+// lengths and a prefill chunk's row bounds, bit for bit on random batches (tile boundaries of the
+// kernels' scans, chunks spread over many CTAs, i32 and i64 lengths, compress ratios, DCP ranks,
+// padding rows, strided native rows, token_to_seq longer than the chunk's keys), repeated runs,
+// graph capture replayed with new lengths written on the device, and out-of-range device lengths
+// clamped as documented without a write outside the outputs (guard words after each output).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "support/compare.h"
 #include "support/cuda.h"
+#include "support/prefill_cases.h"
 #include "support/seed.h"
 
 namespace fitest {
@@ -278,6 +280,184 @@ TEST(PlanningCuda, GraphReplayReadsTheLengthsTheDeviceHolds) {
     EXPECT_EQ(row_lens.read(), want_lens) << "step " << step;
     EXPECT_EQ(row_to_request.read(), want_requests) << "step " << step;
     EXPECT_EQ(native.read(), want_native) << "step " << step;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A prefill chunk's row bounds
+
+// The chunk's bounds from lengths no host check saw, restated from planning.h: S clamped to
+// [0, 2^31 - 1], M to [0, S]; rows past the lengths' queries 0 / 0 and token_to_seq entries past
+// the chunk's keys -1; each value stored as i32. For valid lengths, the host op's bounds.
+struct ChunkBounds {
+  std::vector<int32_t> ks, ke, token_to_seq;
+};
+
+ChunkBounds clamped_chunk_bounds(const std::vector<int64_t>& seq_lens,
+                                 const std::vector<int64_t>& query_lens, const PrefillChunk& chunk,
+                                 int64_t entries, const RowBoundsOptions& bounds) {
+  const int64_t rows = chunk.query_end - chunk.query_begin;
+  ChunkBounds out{std::vector<int32_t>(rows, 0), std::vector<int32_t>(rows, 0),
+                  std::vector<int32_t>(entries, -1)};
+  const auto local = [&](int64_t length) {
+    return bounds.dcp.ranks == 1 ? length : dcp_local_len(length, bounds.dcp_rank, bounds.dcp);
+  };
+  int64_t group_query = 0;
+  int64_t key = 0;
+  for (int64_t r = chunk.request_begin; r < chunk.request_end; ++r) {
+    const int64_t seq_len = std::clamp<int64_t>(seq_lens[r], 0, 0x7fffffff);
+    const int64_t queries = std::clamp<int64_t>(query_lens[r], 0, seq_len);
+    const int64_t keys = local(seq_len / bounds.compress_ratio);
+    for (int64_t g = std::max(group_query, chunk.query_begin);
+         g < std::min(group_query + queries, chunk.query_end); ++g) {
+      const int64_t position = seq_len - queries + (g - group_query);
+      out.ks[g - chunk.query_begin] = static_cast<int32_t>(key);
+      out.ke[g - chunk.query_begin] =
+          static_cast<int32_t>(key + local((position + 1) / bounds.compress_ratio));
+    }
+    for (int64_t s = key; s < std::min(key + keys, entries); ++s) {
+      out.token_to_seq[s] = static_cast<int32_t>(r - chunk.request_begin);
+    }
+    group_query += queries;
+    key += keys;
+  }
+  return out;
+}
+
+// Runs the op on the chunk twice and compares with `want`; token_to_seq of `entries` entries or
+// none.
+void expect_chunk_bounds(const PrefillChunk& chunk, const DeviceLengths& seq,
+                         const DeviceLengths& query, const RowBoundsOptions& bounds,
+                         const ChunkBounds& want, bool with_tokens) {
+  const int64_t rows = chunk.query_end - chunk.query_begin;
+  const auto entries = static_cast<int64_t>(want.token_to_seq.size());
+  const GuardedOutput ks(rows), ke(rows), token_to_seq(entries);
+  for (int run = 0; run < 2; ++run) {
+    ks.poison();
+    ke.poison();
+    token_to_seq.poison();
+    FI_ASSERT_OK(build_prefill_row_bounds(ks.view(), ke.view(),
+                                          with_tokens ? token_to_seq.view() : TensorView{}, chunk,
+                                          seq.view(), query.view(), bounds));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(ks.read(), want.ks) << "run " << run;
+    EXPECT_EQ(ke.read(), want.ke) << "run " << run;
+    EXPECT_EQ(token_to_seq.read(),
+              with_tokens ? want.token_to_seq : std::vector<int32_t>(entries, kPoisonIndex))
+        << "run " << run;
+  }
+}
+
+TEST(PlanningCuda, PrefillRowBoundsEqualTheHostOpBitForBit) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  struct Shape {
+    int64_t min_requests, max_requests, max_len, max_workspace_keys;
+  };
+  // Small chunks; chunks of hundreds to thousands of short requests (several tiles of the scan);
+  // a few long requests whose rows and keys spread over many CTAs.
+  for (const Shape& shape : {Shape{1, 12, 300, 200}, Shape{400, 1600, 40, int64_t{1} << 22},
+                             Shape{1, 6, 200000, int64_t{1} << 22}}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      const PrefillBatch batch =
+          random_prefill_batch(rng, shape.max_requests, shape.max_len, shape.min_requests);
+      const RowBoundsOptions bounds = random_bounds_options(rng);
+      const DeviceLengths seq(batch.seq_lens, rng.bernoulli(0.5) ? DType::kI64 : DType::kI32);
+      const DeviceLengths query(batch.query_lens, rng.bernoulli(0.5) ? DType::kI64 : DType::kI32);
+      for (const PrefillChunk& chunk :
+           plan_prefill_batch(rng, batch, bounds.compress_ratio, shape.max_workspace_keys)) {
+        SCOPED_TRACE(::testing::Message()
+                     << "requests [" << chunk.request_begin << ", " << chunk.request_end
+                     << ") rows [" << chunk.query_begin << ", " << chunk.query_end << ") R "
+                     << bounds.compress_ratio << " dcp " << bounds.dcp.ranks << "x"
+                     << bounds.dcp.interleave << " rank " << bounds.dcp_rank);
+        const int64_t rows = chunk.query_end - chunk.query_begin;
+        const int64_t keys = chunk_workspace_keys(chunk, batch.seq_lens, bounds);
+        ChunkBounds want{std::vector<int32_t>(rows), std::vector<int32_t>(rows),
+                         std::vector<int32_t>(keys)};
+        FI_ASSERT_OK(build_prefill_row_bounds(want.ks, want.ke, want.token_to_seq, chunk,
+                                              batch.seq_lens, batch.query_lens, bounds));
+        // A token_to_seq longer than the chunk's keys: the entries past them name no request.
+        if (rng.bernoulli(0.3)) want.token_to_seq.resize(keys + rng.uniform_int(1, 40), -1);
+        expect_chunk_bounds(chunk, seq, query, bounds, want, rng.bernoulli(0.8));
+      }
+    }
+  }
+}
+
+// Lengths no host check saw, for a chunk planned over other lengths: clamped, rows past them
+// empty, and no write outside the outputs.
+TEST(PlanningCuda, PrefillRowBoundsFromOutOfRangeLengthsStayInsideTheOutputs) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 60; ++trial) {
+    const PrefillBatch planned = random_prefill_batch(rng, 900, 400);
+    const RowBoundsOptions bounds = random_bounds_options(rng);
+    const bool wide = rng.bernoulli(0.5);
+    std::vector<int64_t> seq_lens = planned.seq_lens, query_lens = planned.query_lens;
+    for (size_t r = 0; r < seq_lens.size(); ++r) {
+      if (rng.bernoulli(0.1)) seq_lens[r] = -rng.uniform_int(1, 1000);
+      if (rng.bernoulli(0.1)) query_lens[r] = rng.uniform_int(-5, 2000);
+      if (wide && rng.bernoulli(0.02)) seq_lens[r] = (int64_t{1} << 33) + rng.uniform_int(0, 9);
+      if (wide && rng.bernoulli(0.02)) query_lens[r] = int64_t{1} << 34;
+    }
+    const DeviceLengths seq(seq_lens, wide ? DType::kI64 : DType::kI32);
+    const DeviceLengths query(query_lens, wide ? DType::kI64 : DType::kI32);
+    for (const PrefillChunk& chunk : plan_prefill_batch(rng, planned, bounds.compress_ratio,
+                                                        rng.bernoulli(0.5) ? 300 : 1 << 20)) {
+      const int64_t entries = rng.uniform_int(0, 3000);
+      expect_chunk_bounds(chunk, seq, query, bounds,
+                          clamped_chunk_bounds(seq_lens, query_lens, chunk, entries, bounds),
+                          rng.bernoulli(0.8));
+    }
+  }
+}
+
+// Captured once; each replay reads the lengths the device holds then (a chunk of the same rows
+// whose requests grew).
+TEST(PlanningCuda, PrefillRowBoundsReplayWithTheLengthsTheDeviceHolds) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  PrefillBatch batch = random_prefill_batch(rng, 40, 3000, 20);
+  const RowBoundsOptions bounds = random_bounds_options(rng);
+  PrefillChunk chunk;
+  chunk.request_begin = 0;
+  chunk.request_end = static_cast<int32_t>(batch.seq_lens.size());
+  for (const int64_t m : batch.query_lens) chunk.query_end += m;
+  const int64_t rows = chunk.query_end;
+  const int64_t entries = 40 * 3000 * 4;  // room for the keys of every step below
+  const DeviceLengths seq(batch.seq_lens, DType::kI32), query(batch.query_lens, DType::kI32);
+  const GuardedOutput ks(rows), ke(rows), token_to_seq(entries);
+  CapturedGraph graph;
+  FI_ASSERT_OK(graph.capture([&](cudaStream_t stream) {
+    RunOptions options;
+    options.cuda_stream = stream;
+    return build_prefill_row_bounds(ks.view(), ke.view(), token_to_seq.view(), chunk, seq.view(),
+                                    query.view(), bounds, options);
+  }));
+  for (int step = 0; step < 4; ++step) {
+    if (step > 0) {  // the same query rows, each request's context grown
+      for (int64_t& s : batch.seq_lens) s += rng.uniform_int(0, 2000);
+      seq.write(batch.seq_lens);
+    }
+    ks.poison();
+    ke.poison();
+    token_to_seq.poison();
+    ASSERT_EQ(graph.replay(1), cudaSuccess);
+    const ChunkBounds want =
+        clamped_chunk_bounds(batch.seq_lens, batch.query_lens, chunk, entries, bounds);
+    // The restatement is the host op's bounds on valid lengths.
+    PrefillChunk planned = chunk;
+    planned.num_keys = 0;
+    for (const int64_t s : batch.seq_lens) planned.num_keys += s / bounds.compress_ratio;
+    std::vector<int32_t> host_ks(rows), host_ke(rows);
+    FI_ASSERT_OK(build_prefill_row_bounds(host_ks, host_ke, {}, planned, batch.seq_lens,
+                                          batch.query_lens, bounds));
+    ASSERT_EQ(host_ks, want.ks);
+    ASSERT_EQ(host_ke, want.ke);
+    EXPECT_EQ(ks.read(), want.ks) << "step " << step;
+    EXPECT_EQ(ke.read(), want.ke) << "step " << step;
+    EXPECT_EQ(token_to_seq.read(), want.token_to_seq) << "step " << step;
   }
 }
 

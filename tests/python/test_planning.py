@@ -244,6 +244,74 @@ def test_decode_length_tensor_ops_on_cuda_replay_in_a_graph(cuda_torch, rng):
         np.testing.assert_array_equal(native.cpu().numpy(), fi.decode_native_lens(L, next_n, R))
 
 
+def _prefill_batch(rng, requests, max_len):
+    seq = rng.integers(0, max_len + 1, requests)
+    partial = rng.integers(0, max_len + 1, requests) % (seq + 1)
+    query = np.where(rng.random(requests) < 0.3, seq, partial)
+    return seq, query
+
+
+def test_prefill_row_bounds_tensors_on_cpu_are_prefill_row_bounds(rng):
+    for _ in range(200):
+        seq, query = _prefill_batch(rng, int(rng.integers(1, 12)), 300)
+        R = int(rng.choice([1, 2, 4]))
+        ranks = int(rng.integers(1, 4))
+        dcp = dict(dcp_ranks=ranks, dcp_interleave=int(rng.integers(1, 3)),
+                   dcp_rank=int(rng.integers(0, ranks)))
+        dtype = rng.choice([np.int32, np.int64])
+        for chunk in fi.planning.plan_prefill_chunks(seq // R, query, 200, 4 * 4000):
+            want = fi.planning.prefill_row_bounds(chunk, seq, query, R, **dcp)
+            ks, ke, tokens = fi.planning.prefill_row_bounds_tensors(
+                chunk, seq.astype(dtype), query.astype(dtype), R, with_token_to_seq=True, **dcp)
+            for got, expected in zip((ks, ke, tokens), want):
+                np.testing.assert_array_equal(got, expected)
+            assert fi.planning.prefill_row_bounds_tensors(chunk, seq, query, R, **dcp)[2] is None
+
+
+def test_prefill_row_bounds_tensors_check_cpu_lengths():
+    chunk = fi.planning.PrefillChunk(0, 1, 0, 2, 0, 2, 8, True)
+    with pytest.raises(ValueError, match="query_lens entry 0"):
+        fi.planning.prefill_row_bounds_tensors(chunk, np.array([8]), np.array([9]))
+    with pytest.raises(ValueError, match="num_keys"):
+        fi.planning.prefill_row_bounds_tensors(chunk._replace(num_keys=7), np.array([8]),
+                                               np.array([2]))
+    with pytest.raises(TypeError, match="ks"):
+        fi.planning.prefill_row_bounds_tensors(chunk, np.array([8]), np.array([2]),
+                                               ks=np.zeros(2, np.int64))
+
+
+def test_prefill_row_bounds_tensors_on_cuda_equal_the_host_op_and_replay(cuda_torch, rng):
+    torch = cuda_torch
+    seq, query = _prefill_batch(rng, 300, 2000)
+    R = 2
+    chunks = fi.planning.plan_prefill_chunks(seq // R, query, 60000, 4 * 60000 * 3000)
+    device_seq = torch.tensor(seq, dtype=torch.int64, device="cuda")
+    device_query = torch.tensor(query, dtype=torch.int32, device="cuda")
+    for chunk in chunks:
+        want = fi.planning.prefill_row_bounds(chunk, seq, query, R)
+        got = fi.planning.prefill_row_bounds_tensors(chunk, device_seq, device_query, R,
+                                                     with_token_to_seq=True)
+        assert all(t.device.type == "cuda" and t.dtype == torch.int32 for t in got)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.cpu().numpy(), w)
+    # One chunk captured; each replay reads the lengths the device holds (the contexts grown).
+    chunk = chunks[0]
+    ks, ke, _ = fi.planning.prefill_row_bounds_tensors(chunk, device_seq, device_query, R)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fi.planning.prefill_row_bounds_tensors(chunk, device_seq, device_query, R, ks=ks, ke=ke)
+    for _ in range(3):
+        seq = seq + rng.integers(0, 500, len(seq))
+        device_seq.copy_(torch.tensor(seq, dtype=torch.int64))
+        graph.replay()
+        torch.cuda.synchronize()
+        keys = seq[chunk.request_begin:chunk.request_end] // R
+        grown = chunk._replace(num_keys=int(keys.sum()))
+        want_ks, want_ke, _ = fi.planning.prefill_row_bounds(grown, seq, query, R)
+        np.testing.assert_array_equal(ks.cpu().numpy(), want_ks)
+        np.testing.assert_array_equal(ke.cpu().numpy(), want_ke)
+
+
 def test_prefill_step_row_bounds_are_every_chunks_bounds(rng):
     seq = rng.integers(1, 3000, 20)
     query = np.minimum(seq, rng.integers(1, 400, 20))
@@ -362,6 +430,23 @@ def test_plan_step_equals_the_separate_calls(rng):
             assert got.ks.base is staging[0] and got.ke.base is staging[1]
             assert (staging[0][rows:] == -7).all() and (staging[1][rows:] == -7).all()
     assert planned > 500 and rejected > 0
+
+
+def test_plan_step_without_row_bounds_plans_the_same_step(rng):
+    for _ in range(300):
+        seq, query, L, d, budget, decode, options = _random_step(rng)
+        try:
+            want = fi.plan_step(seq, query, L, d, **budget, **decode, **options)
+        except ValueError:
+            continue
+        got = fi.plan_step(seq, query, L, d, **budget, **decode, **options, row_bounds=False)
+        assert len(got.ks) == len(got.ke) == 0
+        for name in ("chunks", "offsets", "row_lens", "row_to_request"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        assert got.ranges == want.ranges
+    with pytest.raises(ValueError, match="row_bounds=False"):
+        fi.plan_step(seq, query, L, d, **budget, **decode, **options, row_bounds=False,
+                     out=(np.empty(8, np.int32), np.empty(8, np.int32)))
 
 
 def test_plan_step_rejects_bad_input_naming_the_argument():

@@ -114,6 +114,19 @@ inline HostTensor i32_tensor(const std::vector<int32_t>& values) {
   return t;
 }
 
+// Lengths as a 1-D tensor of `dtype` (i32 or i64).
+inline HostTensor lengths_tensor(const std::vector<int64_t>& values, DType dtype) {
+  HostTensor t(dtype, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kI64) {
+      t.data<int64_t>()[i] = values[i];
+    } else {
+      t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    }
+  }
+  return t;
+}
+
 // A view of `data` with the given dtype and shape, row-major contiguous.
 inline TensorView view_of(void* data, DType dtype, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(data, dtype, shape);

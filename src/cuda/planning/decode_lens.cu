@@ -8,9 +8,9 @@
 // needs the exclusive prefix sum of the token counts, so one CTA walks the requests in tiles of
 // kFlatThreads, one request per thread: a block-wide scan of the tile's counts (warp scans, then
 // a scan of the warp totals) gives each thread its first row, a running total carries across
-// tiles, and the same CTA then writes the padding rows. Decode batches have at most a few
-// thousand requests, so a single CTA (a few tiles) costs a few microseconds and needs no second
-// launch or global scratch for a cross-CTA scan.
+// tiles (block_inclusive_scan), and the same CTA then writes the padding rows. Decode batches have
+// at most a few thousand requests, so a single CTA (a few tiles) costs a few microseconds and needs
+// no second launch or global scratch for a cross-CTA scan.
 //
 // Native layout [requests, next_n]: one thread per entry, grid-stride; no scan.
 //
@@ -22,6 +22,7 @@
 
 #include "cuda/common/check.h"
 #include "cuda/common/warp_scan.cuh"
+#include "cuda/planning/lengths.cuh"
 #include "cuda/planning/planning.h"
 
 namespace flashindexer::cuda {
@@ -32,18 +33,9 @@ constexpr int kWarps = kFlatThreads / 32;
 constexpr int kNativeThreads = 256;
 // Enough CTAs for any current GPU; larger batches loop (grid-stride).
 constexpr int64_t kMaxNativeBlocks = 4096;
-constexpr int64_t kMaxLength = 0x7fffffff;
-
-struct Lengths {
-  const void* data;
-  int wide;  // 1: i64 entries, 0: i32
-};
-
-__device__ __forceinline__ int64_t load_length(const Lengths& lengths, int64_t i) {
-  const int64_t value = lengths.wide ? static_cast<const int64_t*>(lengths.data)[i]
-                                     : static_cast<const int32_t*>(lengths.data)[i];
-  return value < 0 ? 0 : value > kMaxLength ? kMaxLength : value;
-}
+using planning_lengths::Lengths;
+using planning_lengths::lengths_of;
+using planning_lengths::load_length;
 
 struct FlatParams {
   int32_t* row_lens;
@@ -59,8 +51,6 @@ struct FlatParams {
 __global__ void __launch_bounds__(kFlatThreads)
     decode_flat_lens_kernel(const __grid_constant__ FlatParams p) {
   __shared__ int64_t warp_totals[kWarps];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
   int64_t tile_start_row = 0;  // rows taken by the tiles before this one
   for (int64_t tile = 0; tile < p.requests; tile += kFlatThreads) {
     const int64_t b = tile + threadIdx.x;
@@ -72,17 +62,10 @@ __global__ void __launch_bounds__(kFlatThreads)
       const int64_t most = seq_len < p.next_n ? seq_len : p.next_n;
       tokens = tokens < most ? tokens : most;
     }
-    const int64_t in_warp = warp_inclusive_scan(tokens);
-    if (lane == 31) warp_totals[warp] = in_warp;
-    __syncthreads();
-    if (warp == 0) {
-      const int64_t total = lane < kWarps ? warp_totals[lane] : 0;
-      const int64_t scanned = warp_inclusive_scan(total);
-      if (lane < kWarps) warp_totals[lane] = scanned;  // inclusive over warps 0 .. lane
-    }
-    __syncthreads();
-    const int64_t before_warp = warp == 0 ? 0 : warp_totals[warp - 1];
-    const int64_t first_row = tile_start_row + before_warp + in_warp - tokens;
+    int64_t tile_tokens = 0;
+    const int64_t first_row = tile_start_row +
+                              block_inclusive_scan<kFlatThreads>(tokens, warp_totals, tile_tokens) -
+                              tokens;
     const int64_t past = seq_len - tokens;
     for (int64_t i = 0; i < tokens; ++i) {
       const int64_t row = first_row + i;
@@ -90,7 +73,7 @@ __global__ void __launch_bounds__(kFlatThreads)
       p.row_lens[row] = planning::decode_token_keys(past + i + 1, p.rule);
       if (p.row_to_request != nullptr) p.row_to_request[row] = static_cast<int32_t>(b);
     }
-    tile_start_row += warp_totals[kWarps - 1];
+    tile_start_row += tile_tokens;
     __syncthreads();  // warp_totals is rewritten by the next tile
   }
   // Padding rows [tokens, rows): length 0, ids requests + k.
@@ -122,8 +105,6 @@ __global__ void __launch_bounds__(kNativeThreads)
         planning::native_token_keys(load_length(p.seq_lens, b), p.next_n, j, p.rule);
   }
 }
-
-Lengths lengths_of(const TensorView& view) { return {view.data, view.dtype == DType::kI64}; }
 
 }  // namespace
 

@@ -8,54 +8,19 @@
 
 #include "planning_transcription.h"
 #include "support/compare.h"
+#include "support/prefill_cases.h"
 #include "support/seed.h"
+#include "support/tensors.h"
 
 namespace fitest {
 namespace {
-
-struct Batch {
-  std::vector<int64_t> seq_lens, query_lens;
-};
-
-Batch random_batch(Rng& rng, int64_t max_requests, int64_t max_len) {
-  Batch batch;
-  const int64_t requests = rng.uniform_int(1, max_requests);
-  for (int64_t r = 0; r < requests; ++r) {
-    const int64_t seq_len = rng.uniform_int(0, max_len);
-    batch.seq_lens.push_back(seq_len);
-    batch.query_lens.push_back(rng.bernoulli(0.3) ? seq_len : rng.uniform_int(0, seq_len));
-  }
-  return batch;
-}
-
-RowBoundsOptions random_options(Rng& rng) {
-  RowBoundsOptions options;
-  options.compress_ratio = static_cast<int>(rng.pick(std::vector<int64_t>{1, 1, 2, 4, 128}));
-  if (rng.bernoulli(0.5)) {
-    options.dcp = {static_cast<int>(rng.uniform_int(1, 4)),
-                   static_cast<int>(rng.uniform_int(1, 3))};
-    options.dcp_rank = static_cast<int>(rng.uniform_int(0, options.dcp.ranks - 1));
-  }
-  return options;
-}
-
-// Plans the batch (the planner sees the compressed lengths) with a random budget.
-std::vector<PrefillChunk> plan_batch(Rng& rng, const Batch& batch, int compress_ratio) {
-  std::vector<int64_t> key_lens;
-  for (int64_t s : batch.seq_lens) key_lens.push_back(s / compress_ratio);
-  std::vector<PrefillChunk> chunks;
-  const Status status = plan_prefill_chunks(
-      chunks, key_lens, batch.query_lens,
-      {rng.uniform_int(1, 200), rng.uniform_int(4, 4 * 4000), rng.uniform_int(0, 3)});
-  EXPECT_TRUE(status.ok()) << status_text(status);
-  return chunks;
-}
 
 struct ChunkBounds {
   std::vector<int32_t> ks, ke, token_to_seq;
 };
 
-ChunkBounds build(const PrefillChunk& chunk, const Batch& batch, const RowBoundsOptions& options) {
+ChunkBounds build(const PrefillChunk& chunk, const PrefillBatch& batch,
+                  const RowBoundsOptions& options) {
   ChunkBounds out;
   const int64_t rows = chunk.query_end - chunk.query_begin;
   const int64_t keys = chunk_workspace_keys(chunk, batch.seq_lens, options);
@@ -73,9 +38,9 @@ TEST(PrefillRowBounds, MatchTranscriptionOnRandomChunks) {
   FI_SEEDED_RNG(rng);
   std::printf("PrefillRowBounds random seed %llu\n", static_cast<unsigned long long>(rng_seed));
   for (int trial = 0; trial < 2000; ++trial) {
-    const Batch batch = random_batch(rng, 12, 300);
-    const RowBoundsOptions options = random_options(rng);
-    for (const PrefillChunk& chunk : plan_batch(rng, batch, options.compress_ratio)) {
+    const PrefillBatch batch = random_prefill_batch(rng, 12, 300);
+    const RowBoundsOptions options = random_bounds_options(rng);
+    for (const PrefillChunk& chunk : plan_prefill_batch(rng, batch, options.compress_ratio)) {
       const ChunkBounds got = build(chunk, batch, options);
       const transcription::Bounds expected = transcription::row_bounds(
           batch.seq_lens, batch.query_lens, chunk.request_begin, chunk.request_end,
@@ -91,9 +56,9 @@ TEST(PrefillRowBounds, MatchTranscriptionOnRandomChunks) {
 TEST(PrefillStepRowBounds, AreEveryChunksBoundsInChunkOrder) {
   FI_SEEDED_RNG(rng);
   for (int trial = 0; trial < 500; ++trial) {
-    const Batch batch = random_batch(rng, 12, 300);
-    const RowBoundsOptions options = random_options(rng);
-    const std::vector<PrefillChunk> chunks = plan_batch(rng, batch, options.compress_ratio);
+    const PrefillBatch batch = random_prefill_batch(rng, 12, 300);
+    const RowBoundsOptions options = random_bounds_options(rng);
+    const std::vector<PrefillChunk> chunks = plan_prefill_batch(rng, batch, options.compress_ratio);
     std::vector<int32_t> want_ks, want_ke;
     for (const PrefillChunk& chunk : chunks) {
       const ChunkBounds one = build(chunk, batch, options);
@@ -128,10 +93,10 @@ struct WorkspaceKey {
 TEST(PrefillRowBounds, KeysWithinBoundsAreExactlyTheVisibleKeys) {
   FI_SEEDED_RNG(rng);
   for (int trial = 0; trial < 1500; ++trial) {
-    const Batch batch = random_batch(rng, 5, 40);
-    const RowBoundsOptions options = random_options(rng);
+    const PrefillBatch batch = random_prefill_batch(rng, 5, 40);
+    const RowBoundsOptions options = random_bounds_options(rng);
     const int R = options.compress_ratio;
-    for (const PrefillChunk& chunk : plan_batch(rng, batch, R)) {
+    for (const PrefillChunk& chunk : plan_prefill_batch(rng, batch, R)) {
       std::vector<WorkspaceKey> workspace;
       for (int64_t r = chunk.request_begin; r < chunk.request_end; ++r) {
         for (int64_t j = 0; j < batch.seq_lens[r] / R; ++j) {
@@ -216,6 +181,91 @@ TEST(PrefillRowBounds, RejectsBadInputNamingTheArgument) {
   EXPECT_TRUE(
       IsRejected(build_prefill_row_bounds(ks, ke, token_to_seq, past_rows, seq_lens, query_lens),
                  StatusCode::kInvalidArgument, {"chunk query rows"}));
+}
+
+// The tensor form on CPU tensors: the span op's bits, for i32 and i64 lengths, with and without
+// token_to_seq.
+TEST(PrefillRowBoundsOp, CpuTensorsGiveTheHostOpsBounds) {
+  FI_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 400; ++trial) {
+    const PrefillBatch batch = random_prefill_batch(rng, 12, 300);
+    const RowBoundsOptions options = random_bounds_options(rng);
+    const DType dtype = rng.bernoulli(0.5) ? DType::kI64 : DType::kI32;
+    const HostTensor seq = lengths_tensor(batch.seq_lens, dtype);
+    const HostTensor query = lengths_tensor(batch.query_lens, dtype);
+    for (const PrefillChunk& chunk : plan_prefill_batch(rng, batch, options.compress_ratio)) {
+      const ChunkBounds want = build(chunk, batch, options);
+      const auto rows = static_cast<int64_t>(want.ks.size());
+      HostTensor ks(DType::kI32, {rows}), ke(DType::kI32, {rows});
+      HostTensor token_to_seq(DType::kI32, {static_cast<int64_t>(want.token_to_seq.size())});
+      ks.fill(kPoisonIndex);
+      ke.fill(kPoisonIndex);
+      token_to_seq.fill(kPoisonIndex);
+      const bool with_tokens = rng.bernoulli(0.7);
+      FI_ASSERT_OK(build_prefill_row_bounds(ks.view(), ke.view(),
+                                            with_tokens ? token_to_seq.view() : TensorView{}, chunk,
+                                            seq.view(), query.view(), options));
+      for (int64_t i = 0; i < rows; ++i) {
+        ASSERT_EQ(ks.data<int32_t>()[i], want.ks[i]) << "trial " << trial << " row " << i;
+        ASSERT_EQ(ke.data<int32_t>()[i], want.ke[i]) << "trial " << trial << " row " << i;
+      }
+      for (size_t s = 0; s < want.token_to_seq.size(); ++s) {
+        ASSERT_EQ(token_to_seq.data<int32_t>()[s],
+                  with_tokens ? want.token_to_seq[s] : kPoisonIndex)
+            << "trial " << trial << " key " << s;
+      }
+    }
+  }
+}
+
+TEST(PrefillRowBoundsOp, RejectsBadInputNamingTheArgument) {
+  const HostTensor seq = lengths_tensor({8, 6}, DType::kI32);
+  const HostTensor query = lengths_tensor({2, 3}, DType::kI64);
+  const PrefillChunk chunk{0, 2, 0, 5, 0, 5, 14, true};
+  HostTensor ks(DType::kI32, {5}), ke(DType::kI32, {5}), token_to_seq(DType::kI32, {14});
+  FI_EXPECT_OK(build_prefill_row_bounds(ks.view(), ke.view(), token_to_seq.view(), chunk,
+                                        seq.view(), query.view()));
+  HostTensor wide(DType::kI64, {5}), short_rows(DType::kI32, {4});
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(wide.view(), ke.view(), {}, chunk, seq.view(), query.view()),
+      StatusCode::kInvalidArgument, {"build_prefill_row_bounds", "ks"}));
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(ks.view(), short_rows.view(), {}, chunk, seq.view(), query.view()),
+      StatusCode::kInvalidArgument, {"ke"}));
+  EXPECT_TRUE(IsRejected(build_prefill_row_bounds(ks.view(), ke.view(), short_rows.view(), chunk,
+                                                  seq.view(), query.view()),
+                         StatusCode::kInvalidArgument, {"token_to_seq"}));
+  const HostTensor three = lengths_tensor({2, 3, 1}, DType::kI32);
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(ks.view(), ke.view(), {}, chunk, seq.view(), three.view()),
+      StatusCode::kInvalidArgument, {"query_lens"}));
+  const HostTensor too_many = lengths_tensor({9, 3}, DType::kI32);  // 9 > S_0 = 8
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(ks.view(), ke.view(), {}, chunk, seq.view(), too_many.view()),
+      StatusCode::kInvalidArgument, {"query_lens entry 0"}));
+  EXPECT_TRUE(IsRejected(
+      build_prefill_row_bounds(ks.view(), ke.view(), {}, chunk, seq.view(), query.view(), {0}),
+      StatusCode::kInvalidArgument, {"compress_ratio=0"}));
+  // The outputs on another device than the lengths.
+  TensorView elsewhere = ks.view();
+  elsewhere.device = Device::kCUDA;
+  EXPECT_TRUE(IsRejectedNamingAnyOf(
+      build_prefill_row_bounds(elsewhere, ke.view(), {}, chunk, seq.view(), query.view()),
+      {StatusCode::kInvalidArgument}, {"ks"}));
+  // On CUDA lengths only the chunk's own ranges can be checked; they are, before any device call.
+  TensorView seq_cuda = seq.view(), query_cuda = query.view(), ks_cuda = ks.view(),
+             ke_cuda = ke.view();
+  for (TensorView* v : {&seq_cuda, &query_cuda, &ks_cuda, &ke_cuda}) v->device = Device::kCUDA;
+  PrefillChunk past_batch = chunk;
+  past_batch.request_end = 3;
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks_cuda, ke_cuda, {}, past_batch, seq_cuda, query_cuda),
+                 StatusCode::kInvalidArgument, {"chunk requests"}));
+  PrefillChunk more_rows = chunk;
+  more_rows.query_end = 6;
+  EXPECT_TRUE(
+      IsRejected(build_prefill_row_bounds(ks_cuda, ke_cuda, {}, more_rows, seq_cuda, query_cuda),
+                 StatusCode::kInvalidArgument, {"ks"}));
 }
 
 }  // namespace

@@ -14,19 +14,6 @@
 namespace fitest {
 namespace {
 
-// Lengths as a 1-D tensor of `dtype` (i32 or i64).
-HostTensor lengths_tensor(const std::vector<int64_t>& values, DType dtype) {
-  HostTensor t(dtype, {static_cast<int64_t>(values.size())});
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kI64) {
-      t.data<int64_t>()[i] = values[i];
-    } else {
-      t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
-    }
-  }
-  return t;
-}
-
 TensorView on_cuda(TensorView view) {
   if (view.defined()) view.device = Device::kCUDA;
   return view;

@@ -220,6 +220,51 @@ TEST(PlanStep, LongRunsUpToTheI32MaximumAreExact) {
   }
 }
 
+// With ks and ke both empty (the bounds built on the device, chunk by chunk) the plan is the one
+// with them: the same chunks, offsets, decode rows and ranges.
+TEST(PlanStep, WithoutBoundsPlansTheSameStep) {
+  FI_SEEDED_RNG(rng);
+  int64_t with_rows = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    const Step step = random_step(rng);
+    int64_t prefill_rows = 0;
+    for (const int64_t m : step.prefill_query) prefill_rows += m;
+    std::vector<int32_t> ks(prefill_rows), ke(prefill_rows);
+    std::vector<int32_t> row_lens(step.decode_rows), requests(step.decode_rows);
+    StepPlan want;
+    const Status want_status =
+        plan_step(want, ks, ke, row_lens, requests, step.lengths(), step.options);
+    std::vector<int32_t> got_lens(step.decode_rows), got_requests(step.decode_rows);
+    StepPlan got;
+    const Status got_status =
+        plan_step(got, {}, {}, got_lens, got_requests, step.lengths(), step.options);
+    ASSERT_EQ(got_status.ok(), want_status.ok())
+        << "trial " << trial << ": " << status_text(got_status);
+    if (!want_status.ok()) continue;
+    with_rows += want.chunk_row_offsets.back() > 0;
+    ASSERT_EQ(got.chunks.size(), want.chunks.size()) << "trial " << trial;
+    for (size_t c = 0; c < want.chunks.size(); ++c) {
+      const PrefillChunk& a = got.chunks[c];
+      const PrefillChunk& b = want.chunks[c];
+      ASSERT_TRUE(a.request_begin == b.request_begin && a.request_end == b.request_end &&
+                  a.query_begin == b.query_begin && a.query_end == b.query_end &&
+                  a.token_begin == b.token_begin && a.num_keys == b.num_keys &&
+                  a.gathers_keys == b.gathers_keys)
+          << "trial " << trial << " chunk " << c;
+    }
+    EXPECT_EQ(got.chunk_row_offsets, want.chunk_row_offsets) << "trial " << trial;
+    EXPECT_EQ(got_lens, row_lens) << "trial " << trial;
+    EXPECT_EQ(got_requests, requests) << "trial " << trial;
+    EXPECT_EQ(got.decode_width, want.decode_width) << "trial " << trial;
+    ASSERT_EQ(got.decode_ranges.size(), want.decode_ranges.size()) << "trial " << trial;
+    for (size_t r = 0; r < want.decode_ranges.size(); ++r) {
+      EXPECT_EQ(got.decode_ranges[r].begin, want.decode_ranges[r].begin) << "trial " << trial;
+      EXPECT_EQ(got.decode_ranges[r].end, want.decode_ranges[r].end) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(with_rows, 100);
+}
+
 TEST(PlanStep, RejectsBadInputNamingTheArgumentAndWritesNothing) {
   const Step good = [] {
     Step step;

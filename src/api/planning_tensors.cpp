@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The decode-length tensor ops (flashindexer/planning.h): validate shapes, dtypes and devices,
-// then run on the tensors' device. On CPU tensors the host planner does the work (and checks the
-// lengths); on CUDA tensors one kernel does (src/cuda/planning/), with the lengths unread here.
+// The planning tensor ops (flashindexer/planning.h), a chunk's row bounds and the decode lengths:
+// validate shapes, dtypes and devices, then run on the tensors' device. On CPU tensors the host
+// planner does the work (and checks the lengths); on CUDA tensors one kernel does
+// (src/cuda/planning/), with the lengths unread here.
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <vector>
 
+#include "api/checks/planning.h"
 #include "api/dispatch.h"
 #include "core/access.h"
 #include "cuda/planning/planning.h"
@@ -44,6 +46,49 @@ std::span<int32_t> host_span(const TensorView& view) {
 }
 
 }  // namespace
+
+Status build_prefill_row_bounds(const TensorView& ks, const TensorView& ke,
+                                const TensorView& token_to_seq, const PrefillChunk& chunk,
+                                const TensorView& seq_lens, const TensorView& query_lens,
+                                const RowBoundsOptions& bounds, const RunOptions& options) {
+  ArgCheck check("build_prefill_row_bounds");
+  check_options(check, bounds);
+  check.tensor("seq_lens", seq_lens, {DType::kI32, DType::kI64}, 1)
+      .tensor("query_lens", query_lens, {DType::kI32, DType::kI64}, 1)
+      .tensor("ks", ks, {DType::kI32}, 1)
+      .tensor("ke", ke, {DType::kI32}, 1)
+      .optional_tensor("token_to_seq", token_to_seq, {DType::kI32}, 1);
+  if (!check.ok()) return check.status();
+  check.dim("query_lens", query_lens, 0, seq_lens.shape[0])
+      .on_device("query_lens", query_lens, seq_lens.device)
+      .on_device("ks", ks, seq_lens.device)
+      .on_device("ke", ke, seq_lens.device);
+  if (token_to_seq.defined()) check.on_device("token_to_seq", token_to_seq, seq_lens.device);
+  if (!check.ok()) return check.status();
+  if (seq_lens.device != Device::kCUDA) {
+    return build_prefill_row_bounds(host_span(ks), host_span(ke), host_span(token_to_seq), chunk,
+                                    host_lengths(seq_lens), host_lengths(query_lens), bounds);
+  }
+  // The chunk's own ranges (its lengths live on the device): requests within the lengths, query
+  // rows that ks and ke hold exactly.
+  const int64_t requests = seq_lens.shape[0];
+  check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
+                    chunk.request_end <= requests,
+                "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
+                ") are not a non-empty range within the ", requests, " requests");
+  check.require(chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
+                    chunk.query_end <= kMaxPlanningLength,
+                "chunk query rows [", chunk.query_begin, ", ", chunk.query_end,
+                ") are not a range within [0, ", kMaxPlanningLength, "]");
+  if (!check.ok()) return check.status();
+  check.dim("ks", ks, 0, chunk.query_end - chunk.query_begin)
+      .dim("ke", ke, 0, chunk.query_end - chunk.query_begin);
+  if (!check.ok()) return check.status();
+  if (Status status = check_cuda_device(check.op()); !status.ok()) return status;
+  const cuda::ChunkRows rows{chunk.request_begin, chunk.request_end, chunk.query_begin};
+  return cuda::prefill_row_bounds(ks, ke, token_to_seq, rows, seq_lens, query_lens,
+                                  planning::decode_rule(bounds), options.cuda_stream);
+}
 
 Status decode_flat_lens(const TensorView& row_lens, const TensorView& row_to_request,
                         const TensorView& seq_lens, const TensorView& query_lens, int next_n,
