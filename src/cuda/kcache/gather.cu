@@ -8,11 +8,14 @@
 // mix of request lengths spreads evenly; its page through the block table) and copies that key's
 // scale; then the warp copies the tile's values in chunks of 16 bytes (or 4, or 1 where the
 // addresses allow no wider), consecutive lanes taking consecutive chunks, so a warp reads and
-// writes whole 128-byte lines, each chunk's source taken from its key's lane by a shuffle. What a
-// key costs besides its bytes is paid once a key, not once a chunk, and no chunk needs a
-// division (FastDivisors, built on the host). Four chunks a lane are loaded before any is
-// stored. The grid is one wave of resident blocks (or fewer, from the workspace's host shape);
-// the keys to copy come from cu_seq_lens[R] read on the device: graph-capturable, no sync.
+// writes whole 128-byte lines, each chunk's source taken from its key's lane by a shuffle and its
+// workspace row from the key's index. What a key costs besides its bytes is paid once a key, not
+// once a chunk: a lane copies the same part of its keys in every round when a key's chunks
+// divide the warp (ChunkLanes), and divides by a FastDivisor (built on the host) otherwise. At
+// 64K keys a warp copies one tile, so its instructions per chunk set the kernel's time. Four
+// chunks a lane are loaded before any is stored. The grid is one wave of resident blocks (or fewer,
+// from the workspace's host shape); the keys to copy come from cu_seq_lens[R] read on the device:
+// graph-capturable, no sync.
 //
 // Nothing is read or written out of bounds whatever the device-side values: a key whose request
 // offsets are not ordered, whose page index is past the block table's width, or whose page id is
@@ -107,6 +110,27 @@ __device__ __forceinline__ KeySource source_key(const GatherParams& p, int64_t k
           start + p.scales_in_page + in_page * static_cast<uint32_t>(p.scale_bytes)};
 }
 
+// Which chunk of which key a lane copies in each round of a tile. When a key's chunks divide
+// the warp (every D = 64 and D = 128 layout with 16- or 4-byte chunks), round c of lane l is
+// part l % chunks_per_key of key c * (32 / chunks_per_key) + l / chunks_per_key: fixed per lane,
+// so no chunk pays a division. Otherwise each chunk divides (whole_keys false).
+struct ChunkLanes {
+  bool whole_keys;
+  uint32_t key;  // the lane's key in round 0, and its part of every key it copies
+  uint32_t part;
+  uint32_t keys_per_round;
+};
+
+__device__ __forceinline__ ChunkLanes chunk_lanes(const GatherParams& p, int lane) {
+  ChunkLanes lanes{kTileKeys % p.chunks_per_key == 0, 0, 0, 0};
+  if (lanes.whole_keys) {
+    lanes.key = p.by_chunks_per_key.quotient(static_cast<uint32_t>(lane));
+    lanes.part = static_cast<uint32_t>(lane) - lanes.key * static_cast<uint32_t>(p.chunks_per_key);
+    lanes.keys_per_round = static_cast<uint32_t>(kTileKeys / p.chunks_per_key);
+  }
+  return lanes;
+}
+
 template <int kChunk, bool kScaleWord>
 __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) {
   using T = typename Chunk<kChunk>::Type;
@@ -114,6 +138,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
   keys = keys < 0 ? 0 : (keys > p.workspace_keys ? p.workspace_keys : keys);
   const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const ChunkLanes lanes = chunk_lanes(p, lane);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
   for (int64_t tile = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
        tile < tiles; tile += warps) {  // the warp's lanes loop together (the shuffles need all)
@@ -127,14 +152,11 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
     if constexpr (kScaleWord) {
       if (source != nullptr) scale = __ldg(reinterpret_cast<const uint32_t*>(scale_in));
     }
-    // The key's source and workspace row, for the lanes copying its chunks (by shuffles).
+    // The key's source, for the lanes copying its chunks (by shuffles).
     const auto source_bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(source));
     const auto source_low = static_cast<uint32_t>(source_bits);
     const auto source_high = static_cast<uint32_t>(source_bits >> 32);
-    const auto row_bits =
-        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.values + own_key * p.values_row_bytes));
-    const auto row_low = static_cast<uint32_t>(row_bits);
-    const auto row_high = static_cast<uint32_t>(row_bits >> 32);
+    uint8_t* const tile_rows = p.values + first_key * p.values_row_bytes;
     // The tile's chunks: lane l takes chunks l, l + 32, ... of the tile's 32 * chunks_per_key.
     for (int first = 0; first < p.chunks_per_key; first += kChunksInFlight) {
       T chunk[kChunksInFlight];
@@ -145,19 +167,24 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
         // Straight-line shuffles for all four (a chunk past the key's last is chunk 0's again,
         // and not copied): no branch around them.
         const bool in_key = first + u < p.chunks_per_key;  // the same for the whole warp
-        const auto item = static_cast<uint32_t>((in_key ? first + u : 0) * kTileKeys + lane);
-        const uint32_t key = p.by_chunks_per_key.quotient(item);
-        const uint32_t part = item - key * static_cast<uint32_t>(p.chunks_per_key);
+        const int round = in_key ? first + u : 0;
+        uint32_t key;
+        uint32_t part;
+        if (lanes.whole_keys) {  // the same for the whole launch
+          key = lanes.key + static_cast<uint32_t>(round) * lanes.keys_per_round;
+          part = lanes.part;
+        } else {
+          const auto item = static_cast<uint32_t>(round * kTileKeys + lane);
+          key = p.by_chunks_per_key.quotient(item);
+          part = item - key * static_cast<uint32_t>(p.chunks_per_key);
+        }
         const uint64_t from_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, source_high, key))
                                        << 32 |
                                    __shfl_sync(kAllLanes, source_low, key);
-        const uint64_t to_bits = static_cast<uint64_t>(__shfl_sync(kAllLanes, row_high, key))
-                                     << 32 |
-                                 __shfl_sync(kAllLanes, row_low, key);
         copies[u] = in_key && from_bits != 0;  // no source: the key is not written
         const auto* from = reinterpret_cast<const uint8_t*>(from_bits) + part * kChunk;
         if (copies[u]) chunk[u] = __ldcs(reinterpret_cast<const T*>(from));
-        to[u] = reinterpret_cast<uint8_t*>(to_bits) + part * kChunk;
+        to[u] = tile_rows + key * p.values_row_bytes + part * kChunk;
       }
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
