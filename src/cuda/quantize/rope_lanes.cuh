@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // RoPE (spec §2.2) on the lanes of a quantizing kernel's row, before its quantization: the
 // rotated 64 dims are eight chunks, one slot of eight lanes at D >= 128 (the NeoX partner chunk on
-// the lane four apart) or both slots of every lane at D = 64 (lanes.cuh has the lane layout).
+// the lane four apart) or both slots of every lane at D = 64 (lanes.cuh has the lane layout). A
+// lane's cos / sin entries are loaded once a token (RopeEntries) and rotate each of its rows.
 // The products and sums are rounded as the CPU's, and the rotated values to bf16 by one
 // conversion a pair, so each value has the CPU's bits.
 #pragma once
@@ -51,8 +52,8 @@ inline Rope rope_of(const RopeOptions& options, int head_dim) {
 // multiple of kCount, so on aligned rows they are one 8- or 16-byte load of bf16, one or two
 // 16-byte loads of f32).
 template <int kCount>
-__device__ __forceinline__ void rope_entries(float (&out)[kCount], const Rope& rope,
-                                             int64_t position, int column) {
+__device__ __forceinline__ void rope_entries(float* out, const Rope& rope, int64_t position,
+                                             int column) {
   static_assert(kCount == 4 || kCount == 8, "half or whole 16-byte loads of bf16");
   const int64_t at = position * rope.table_stride + column;
   if (rope.table_vector && rope.table_bf16) {
@@ -99,14 +100,70 @@ __device__ __forceinline__ float rotated_second(float x0, float x1, float c, flo
   return __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
 }
 
-// The interleaved (GPT-J) form on the chunk v of rotated chunk `r` (0..7): its four pairs are
-// pairs 4r..4r + 3.
-__device__ __forceinline__ void rotate_interleaved(float* v, const Rope& rope, int64_t position,
-                                                   int r) {
-  float c[4];
-  float s[4];
-  rope_entries(c, rope, position, 4 * r);
-  rope_entries(s, rope, position, kRopeDims / 2 + 4 * r);
+// The cos / sin entries one lane's rotated chunks take for one token: loaded once a token, so
+// that the rows of one token a group quantizes (the heads of a query) share them.
+//   D = 64: every chunk rotates, lane l's are chunks l and l + 4 (NeoX partners of each other):
+//     NeoX, both chunks take columns 8 l .. 8 l + 7 (c) and 32 + 8 l .. (s); interleaved, chunk
+//     l takes c[0..3] / s[0..3] at 4 l and 32 + 4 l, chunk l + 4 c[4..7] / s[4..7].
+//   D >= 128: the rotated chunks are one slot of eight lanes (rope_chunk), chunk r taking
+//     c / s at 8 (r % 4) and 32 + 8 (r % 4) (NeoX) or c[0..3] / s[0..3] at 4 r, 32 + 4 r.
+struct RopeEntries {
+  bool rotates = false;  // a row in the table, and (D >= 128) this lane holds a rotated chunk
+  float c[kChunkValues];
+  float s[kChunkValues];
+};
+
+// D >= 128: the slot that holds the rotated dims (uniform over the launch), and the lane's rotated
+// chunk r in it (0..7 when the lane rotates).
+template <int kLanes>
+__device__ __forceinline__ int rope_slot(const Rope& rope) {
+  return rope.first_dim / kChunkValues < kLanes ? 0 : 1;
+}
+template <int kLanes>
+__device__ __forceinline__ int rope_chunk(const Rope& rope, int lane) {
+  return lane + rope_slot<kLanes>(rope) * kLanes - rope.first_dim / kChunkValues;
+}
+
+// The entries of row `token` for this lane. A dead row's position is not read (it rotates
+// nothing). Tokens of one launch stay below 2^31 (rows_launch.cuh).
+template <int kLanes>
+__device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& rope, uint32_t token,
+                                                  bool live, int lane) {
+  static_assert(kLanes >= 4, "RoPE needs D >= 64");
+  e.rotates = false;
+  if (!live) return;
+  const int64_t at = static_cast<int64_t>(token) * rope.positions_stride;
+  const int64_t position = rope.positions_i64
+                               ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
+                               : __ldg(static_cast<const int32_t*>(rope.positions) + at);
+  if (position < 0 || position >= rope.table_rows) return;
+  const bool neox = rope.style == static_cast<int>(RopeStyle::kNeox);
+  if constexpr (kLanes == 4) {
+    if (neox) {
+      rope_entries<kChunkValues>(e.c, rope, position, kChunkValues * lane);
+      rope_entries<kChunkValues>(e.s, rope, position, kRopeDims / 2 + kChunkValues * lane);
+    } else {
+      rope_entries<4>(e.c, rope, position, 4 * lane);
+      rope_entries<4>(e.s, rope, position, kRopeDims / 2 + 4 * lane);
+      rope_entries<4>(e.c + 4, rope, position, 4 * (lane + 4));
+      rope_entries<4>(e.s + 4, rope, position, kRopeDims / 2 + 4 * (lane + 4));
+    }
+  } else {
+    const int r = rope_chunk<kLanes>(rope, lane);
+    if (r < 0 || r >= kRopeDims / kChunkValues) return;
+    if (neox) {
+      rope_entries<kChunkValues>(e.c, rope, position, kChunkValues * (r & 3));
+      rope_entries<kChunkValues>(e.s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
+    } else {
+      rope_entries<4>(e.c, rope, position, 4 * r);
+      rope_entries<4>(e.s, rope, position, kRopeDims / 2 + 4 * r);
+    }
+  }
+  e.rotates = true;
+}
+
+// The interleaved (GPT-J) form on a chunk v with its four pairs' entries c[0..3], s[0..3].
+__device__ __forceinline__ void rotate_interleaved(float* v, const float* c, const float* s) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float rotated[2] = {rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]),
@@ -118,12 +175,8 @@ __device__ __forceinline__ void rotate_interleaved(float* v, const Rope& rope, i
 
 // The NeoX form on the chunk v of rotated chunk `r` with `partner`, the chunk r ^ 4 (pair i is
 // dims (i, i + 32): chunks r and r + 4 hold the pairs 8 (r % 4) .. 8 (r % 4) + 7).
-__device__ __forceinline__ void rotate_neox(float* v, const float* partner, const Rope& rope,
-                                            int64_t position, int r) {
-  float c[kChunkValues];
-  float s[kChunkValues];
-  rope_entries(c, rope, position, kChunkValues * (r & 3));
-  rope_entries(s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
+__device__ __forceinline__ void rotate_neox(float* v, const float* partner, const float* c,
+                                            const float* s, int r) {
   float out[kChunkValues];
 #pragma unroll
   for (int j = 0; j < kChunkValues; ++j) {
@@ -136,57 +189,45 @@ __device__ __forceinline__ void rotate_neox(float* v, const float* partner, cons
   for (int j = 0; j < kChunkValues; ++j) v[j] = out[j];
 }
 
-// D >= 128: the rotated chunks are slot kSlot of eight lanes (uniform over the launch); the NeoX
-// partner chunk r ^ 4 is on the lane four apart. Every lane makes the exchange.
+// D >= 128: the rotated chunks are slot kSlot of eight lanes; the NeoX partner chunk r ^ 4 is on
+// the lane four apart. Every lane makes the exchange.
 template <int kLanes, int kSlot>
 __device__ __forceinline__ void rotate_slot(float (&x)[kLaneValues], const Rope& rope,
-                                            int64_t position, bool in_table, int lane,
-                                            unsigned mask) {
+                                            const RopeEntries& e, int lane, unsigned mask) {
   float* v = x + kSlot * kChunkValues;
-  const int r = lane + kSlot * kLanes - rope.first_dim / kChunkValues;
-  const bool rotates = in_table && r >= 0 && r < kRopeDims / kChunkValues;
   if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
     float partner[kChunkValues];
 #pragma unroll
     for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
-    if (rotates) rotate_neox(v, partner, rope, position, r);
-  } else if (rotates) {
-    rotate_interleaved(v, rope, position, r);
+    if (e.rotates) rotate_neox(v, partner, e.c, e.s, rope_chunk<kLanes>(rope, lane));
+  } else if (e.rotates) {
+    rotate_interleaved(v, e.c, e.s);
   }
 }
 
-// Rotates the lane's values of row `token`'s vector in place. Every lane of the group calls it,
-// for live rows and dead ones alike (the NeoX form exchanges chunks between lanes); a dead row's
-// position is not read. Tokens of one launch stay below 2^31 (rows_launch.cuh).
+// Rotates the lane's values of one row with its token's entries. Every lane of the group calls
+// it, for live rows and dead ones alike (the NeoX form exchanges chunks between lanes).
 template <int kLanes>
 __device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
-                                           uint32_t token, bool live, int lane, unsigned mask) {
+                                           const RopeEntries& e, int lane, unsigned mask) {
   static_assert(kLanes >= 4, "RoPE needs D >= 64");
   if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
-  const int64_t at = static_cast<int64_t>(token) * rope.positions_stride;
-  int64_t position = -1;
-  if (live) {
-    position = rope.positions_i64 ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
-                                  : __ldg(static_cast<const int32_t*>(rope.positions) + at);
-  }
-  const bool in_table = position >= 0 && position < rope.table_rows;
   if constexpr (kLanes == 4) {
-    // D = 64: every chunk rotates, lane l's are chunks l and l + 4, NeoX partners of each other.
-    if (!in_table) return;
+    if (!e.rotates) return;
     if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
       float first[kChunkValues];
 #pragma unroll
       for (int j = 0; j < kChunkValues; ++j) first[j] = x[j];
-      rotate_neox(x, x + kChunkValues, rope, position, lane);
-      rotate_neox(x + kChunkValues, first, rope, position, lane + 4);
+      rotate_neox(x, x + kChunkValues, e.c, e.s, lane);
+      rotate_neox(x + kChunkValues, first, e.c, e.s, lane + 4);
     } else {
-      rotate_interleaved(x, rope, position, lane);
-      rotate_interleaved(x + kChunkValues, rope, position, lane + 4);
+      rotate_interleaved(x, e.c, e.s);
+      rotate_interleaved(x + kChunkValues, e.c + 4, e.s + 4);
     }
-  } else if (rope.first_dim / kChunkValues < kLanes) {
-    rotate_slot<kLanes, 0>(x, rope, position, in_table, lane, mask);
+  } else if (rope_slot<kLanes>(rope) == 0) {
+    rotate_slot<kLanes, 0>(x, rope, e, lane, mask);
   } else {
-    rotate_slot<kLanes, 1>(x, rope, position, in_table, lane, mask);
+    rotate_slot<kLanes, 1>(x, rope, e, lane, mask);
   }
 }
 

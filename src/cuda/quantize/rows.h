@@ -79,11 +79,12 @@ inline bool head_dim_supported(int64_t head_dim) {
 constexpr int kRowsPerGroup = 2;
 static_assert(kRowsPerGroup == 2, "fp8_group_scales and mxfp4_block_bytes take a pair of rows");
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
-// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input, or
-// MXFP4 codes at D = 64 (both slots rotate), up to 128 (2 blocks): tighter bounds spilled.
-template <typename In, int kLanes>
+// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input, MXFP4
+// codes at D = 64 (both slots rotate), or element-wise (unaligned) loads, which hold the cos /
+// sin entries besides their loads, up to 128 (2 blocks): tighter bounds spilled.
+template <typename In, int kLanes, bool kVector>
 constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
-  return !rope ? 4 : (sizeof(In) == 4 || (mxfp4 && kLanes == 4) ? 2 : 3);
+  return !rope ? 4 : (sizeof(In) == 4 || !kVector || (mxfp4 && kLanes == 4) ? 2 : 3);
 }
 
 // A row of a launch (below 2^31) and its (outer, inner) split.
@@ -102,6 +103,24 @@ __device__ __forceinline__ RowIndex row_index(const RowJob& job, uint32_t row) {
 // inner dimension).
 __device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& at) {
   return job.rows_per_token == 1 ? at.row : at.outer;
+}
+
+// RoPE on a group's rows: the position and cos / sin entries loaded once for consecutive rows of
+// one token (a query's heads), again only where the token (or the row's liveness) changes.
+template <int kLanes, int kRows, typename Target>
+__device__ __forceinline__ void apply_rope_rows(float (&x)[kRows][kLaneValues], const RowJob& job,
+                                                const RowIndex (&at)[kRows],
+                                                const Target (&target)[kRows], int lane,
+                                                unsigned mask) {
+  RopeEntries entries;
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    const uint32_t token = token_of(job, at[u]);
+    if (u == 0 || token != token_of(job, at[u - 1]) || target[u].live != target[u - 1].live) {
+      load_rope_entries<kLanes>(entries, job.rope, token, target[u].live, lane);
+    }
+    apply_rope<kLanes>(x[u], job.rope, entries, lane, mask);
+  }
 }
 
 // Where one row's codes go and whether it is written at all (a row past the end, in_range

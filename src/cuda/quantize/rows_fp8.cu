@@ -14,7 +14,8 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(kRope, false))
+__global__ void __launch_bounds__(kBlockThreads,
+                                  min_blocks_per_sm<In, kLanes, kVector>(kRope, false))
     fp8_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
@@ -40,12 +41,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(k
         x[u], static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner),
         lane);
   }
-  if constexpr (kRope) {
-#pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
-    }
-  }
+  if constexpr (kRope) apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
   Fp8Scale scale[kRows];
   fp8_group_scales<kLanes>(scale, x, job.floor, lane, mask);
 #pragma unroll

@@ -13,7 +13,8 @@ namespace flashindexer::cuda::quant {
 namespace {
 
 template <typename In, int kLanes, bool kVector, bool kRope>
-__global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(kRope, true))
+__global__ void __launch_bounds__(kBlockThreads,
+                                  min_blocks_per_sm<In, kLanes, kVector>(kRope, true))
     mxfp4_rows_kernel(const RowJob job) {
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
@@ -49,12 +50,7 @@ __global__ void __launch_bounds__(kBlockThreads, min_blocks_per_sm<In, kLanes>(k
       load_lane<In, kVector, kLanes>(x[u], input, lane);
     }
   }
-  if constexpr (kRope) {
-#pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      apply_rope<kLanes>(x[u], job.rope, token_of(job, at[u]), target[u].live, lane, mask);
-    }
-  }
+  if constexpr (kRope) apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
   uint32_t scale_byte[kRows][2];
   if constexpr (kWords) {
     float amax[kRows][2];
