@@ -115,8 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int count =
         p.request_end - tile < kThreads ? static_cast<int>(p.request_end - tile) : kThreads;
-    // The tile's rows in this CTA's share: ks = cu[r], ke = cu[r] + local_len(floor((pos + 1) /
-    // R)).
+    // The tile's rows in this CTA's share: ks = cu[r], ke = cu[r] + n_vis(pos), localized.
     const int64_t tile_query_end = queries_before + tile_queries;
     const int64_t rows_from = query_lo > queries_before ? query_lo : queries_before;
     const int64_t rows_to = query_hi < tile_query_end ? query_hi : tile_query_end;

@@ -105,24 +105,6 @@ __device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& 
   return job.rows_per_token == 1 ? at.row : at.outer;
 }
 
-// RoPE on a group's rows: the position and cos / sin entries loaded once for consecutive rows of
-// one token (a query's heads), again only where the token (or the row's liveness) changes.
-template <int kLanes, int kRows, typename Target>
-__device__ __forceinline__ void apply_rope_rows(float (&x)[kRows][kLaneValues], const RowJob& job,
-                                                const RowIndex (&at)[kRows],
-                                                const Target (&target)[kRows], int lane,
-                                                unsigned mask) {
-  RopeEntries entries;
-#pragma unroll
-  for (int u = 0; u < kRows; ++u) {
-    const uint32_t token = token_of(job, at[u]);
-    if (u == 0 || token != token_of(job, at[u - 1]) || target[u].live != target[u - 1].live) {
-      load_rope_entries<kLanes>(entries, job.rope, token, target[u].live, lane);
-    }
-    apply_rope<kLanes>(x[u], job.rope, entries, lane, mask);
-  }
-}
-
 // Where one row's codes go and whether it is written at all (a row past the end, in_range
 // false, or a cache slot < 0 or past the cache, is not).
 struct RowTarget {
@@ -167,6 +149,24 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowInde
   }
   target.live = true;
   return target;
+}
+
+// RoPE on a group's rows: the position and cos / sin entries loaded once for consecutive rows of
+// one token (a query's heads), again only where the token (or the row's liveness) changes.
+template <int kLanes, int kRows>
+__device__ __forceinline__ void apply_rope_rows(float (&x)[kRows][kLaneValues], const RowJob& job,
+                                                const RowIndex (&at)[kRows],
+                                                const RowTarget (&target)[kRows], int lane,
+                                                unsigned mask) {
+  RopeEntries entries;
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    const uint32_t token = token_of(job, at[u]);
+    if (u == 0 || token != token_of(job, at[u - 1]) || target[u].live != target[u - 1].live) {
+      load_rope_entries<kLanes>(entries, job.rope, token, target[u].live, lane);
+    }
+    apply_rope<kLanes>(x[u], job.rope, entries, lane, mask);
+  }
 }
 
 // The weight of row `at` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
