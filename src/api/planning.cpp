@@ -39,11 +39,7 @@ namespace {
 // A chunk as the planner made it over these lengths.
 void check_chunk(ArgCheck& check, const PrefillChunk& chunk, std::span<const int64_t> seq_lens,
                  std::span<const int64_t> query_lens, const RowBoundsOptions& options) {
-  const int64_t requests = static_cast<int64_t>(seq_lens.size());
-  check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
-                    chunk.request_end <= requests,
-                "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
-                ") are not a non-empty range within the ", requests, " requests");
+  check_chunk_requests(check, chunk, static_cast<int64_t>(seq_lens.size()));
   if (!check.ok()) return;
   int64_t group_queries = 0;
   int64_t group_keys = 0;

@@ -71,11 +71,7 @@ Status build_prefill_row_bounds(const TensorView& ks, const TensorView& ke,
   }
   // The chunk's own ranges (its lengths live on the device): requests within the lengths, query
   // rows that ks and ke hold exactly.
-  const int64_t requests = seq_lens.shape[0];
-  check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
-                    chunk.request_end <= requests,
-                "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
-                ") are not a non-empty range within the ", requests, " requests");
+  check_chunk_requests(check, chunk, seq_lens.shape[0]);
   check.require(chunk.query_begin >= 0 && chunk.query_begin <= chunk.query_end &&
                     chunk.query_end <= kMaxPlanningLength,
                 "chunk query rows [", chunk.query_begin, ", ", chunk.query_end,

@@ -289,10 +289,6 @@ TEST(PlanningCuda, GraphReplayReadsTheLengthsTheDeviceHolds) {
 // The chunk's bounds from lengths no host check saw, restated from planning.h: S clamped to
 // [0, 2^31 - 1], M to [0, S]; rows past the lengths' queries 0 / 0 and token_to_seq entries past
 // the chunk's keys -1; each value stored as i32. For valid lengths, the host op's bounds.
-struct ChunkBounds {
-  std::vector<int32_t> ks, ke, token_to_seq;
-};
-
 ChunkBounds clamped_chunk_bounds(const std::vector<int64_t>& seq_lens,
                                  const std::vector<int64_t>& query_lens, const PrefillChunk& chunk,
                                  int64_t entries, const RowBoundsOptions& bounds) {

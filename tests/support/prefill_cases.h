@@ -18,6 +18,11 @@ struct PrefillBatch {
   std::vector<int64_t> seq_lens, query_lens;
 };
 
+// One chunk's outputs: ks / ke a row, token_to_seq a workspace key.
+struct ChunkBounds {
+  std::vector<int32_t> ks, ke, token_to_seq;
+};
+
 // min_requests .. max_requests requests of S_r in [0, max_len] and M_r <= S_r (all of it 30 % of
 // the time).
 inline PrefillBatch random_prefill_batch(Rng& rng, int64_t max_requests, int64_t max_len,

@@ -64,6 +64,13 @@ void check_chunk_budget(ArgCheck& check, const PrefillChunkBudget& budget, const
                 ", expected 0 <= ", "min_split_key_len <= ", kMaxPlanningLength);
 }
 
+void check_chunk_requests(ArgCheck& check, const PrefillChunk& chunk, int64_t requests) {
+  check.require(chunk.request_begin >= 0 && chunk.request_begin < chunk.request_end &&
+                    chunk.request_end <= requests,
+                "chunk requests [", chunk.request_begin, ", ", chunk.request_end,
+                ") are not a non-empty range within the ", requests, " requests");
+}
+
 void check_row_bound_lengths(ArgCheck& check, const char* seq_name, const char* query_name,
                              std::span<const int64_t> seq_lens,
                              std::span<const int64_t> query_lens) {

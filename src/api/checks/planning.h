@@ -33,6 +33,9 @@ void check_options(ArgCheck& check, const RowBoundsOptions& options);
 void check_chunk_budget(ArgCheck& check, const PrefillChunkBudget& budget, const char* lengths_name,
                         size_t requests);
 
+// A chunk's requests: a non-empty range within the batch's `requests`.
+void check_chunk_requests(ArgCheck& check, const PrefillChunk& chunk, int64_t requests);
+
 // The lengths every chunk's row bounds read: same sizes, in range, query_lens <= seq_lens.
 void check_row_bound_lengths(ArgCheck& check, const char* seq_name, const char* query_name,
                              std::span<const int64_t> seq_lens,

@@ -15,10 +15,6 @@
 namespace fitest {
 namespace {
 
-struct ChunkBounds {
-  std::vector<int32_t> ks, ke, token_to_seq;
-};
-
 ChunkBounds build(const PrefillChunk& chunk, const PrefillBatch& batch,
                   const RowBoundsOptions& options) {
   ChunkBounds out;
