@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """GPU MXFP4 operands against our FP8 ops at the same shapes and against PyTorch, in the same
-run: decode (paged_mqa_logits, indexer_decode), prefill (mqa_logits, indexer_prefill; MXFP4
-calls take the dense path whatever is asked), and the exact fallback's cost (keys whose block
-scales span more binades than e4m3 holds, recomputed by the fix-up kernel).
+run: decode (paged_mqa_logits, indexer_decode on both paths), prefill (mqa_logits,
+indexer_prefill on both paths), and the exact fallback's cost (keys whose block scales span more
+binades than e4m3 holds, recomputed by the fix-up kernel; the fused indexer's rows that meet one
+take its dense fallback).
 
 The MXFP4 operands are random E2M1 codes with UE8M0 scale bytes in 2^-4..2^3 (every block of a
 vector then lies within the exact span); the FP8 ones are the other routines' (bench/inputs.py).
@@ -129,28 +130,34 @@ def _decode_case(ctx, fi, case, decode_table, later, ceilings):
         return lambda: fi.paged_mqa_logits(q_, cache_, inputs.weights, inputs.lens, inputs.table,
                                            clean=False, out=logits)
 
-    def indexer(q_, cache_):
+    def indexer(q_, cache_, path="auto"):
         return lambda: fi.indexer_decode(q_, cache_, inputs.weights, inputs.lens, inputs.table,
-                                         case.k, out=out, workspace=workspace)
+                                         case.k, out=out, workspace=workspace, path=path)
 
+    fused = fi.indexer_decode(q, cache, inputs.weights, inputs.lens, inputs.table, case.k,
+                              sorted=True, workspace=workspace, path="fused")
+    assert torch.equal(fused, expected_topk), f"{name}: fused indexer != top-k of logits"
     times = {
         "mxfp4 scoring": graph_ms(scoring(q, cache), 10, iters, warm),
         "fp8 scoring": graph_ms(scoring(inputs.q, fp8_cache), 10, iters, warm),
         "mxfp4 indexer": graph_ms(indexer(q, cache), 10, iters, warm),
         "fp8 indexer": graph_ms(indexer(inputs.q, fp8_cache), 10, iters, warm),
+        "mxfp4 fused indexer": graph_ms(indexer(q, cache, "fused"), 10, iters, warm),
+        "fp8 fused indexer": graph_ms(indexer(inputs.q, fp8_cache, "fused"), 10, iters, warm),
     }
     k_bytes = int(inputs.lens.long().sum()) * KEY_BYTES
-    for what in ("scoring", "indexer"):
+    for what in ("scoring", "indexer", "fused indexer"):
         if what == "scoring" and case.k != 2048:
             continue  # the scoring does not depend on k: one row per shape
         ms = times[f"mxfp4 {what}"]
         gbs = k_bytes / ms / 1e6
-        label = f"{name} {what}" + (f" k={case.k}" if what == "indexer" else "")
+        label = (f"{name} scoring" if what == "scoring" else
+                 f"{name} indexer k={case.k}" + (", fused path" if what != "indexer" else ""))
         decode_table.add(Row(label, ms, times[f"fp8 {what}"], gbs,
                              gbs / ceilings.copy_gbs_sustained, None,
                              ctx.command("mxfp4", f"decode {name}"),
                              f"MXFP4 decode {label}" if case.heads == 64 and case.ctx == 131072
-                             else None))
+                             and what != "fused indexer" else None))
     if case.k != 2048:
         return
     # PyTorch on the dequantized operands, request by request.
@@ -183,6 +190,13 @@ def _decode_case(ctx, fi, case, decode_table, later, ceilings):
         later["fallback"].append(Row(f"decode {name} scoring, 1/1024 keys out of span",
                                      fallback_ms, ms, gbs, gbs / ceilings.copy_gbs_sustained, None,
                                      ctx.command("mxfp4", f"decode {name}")))
+        # The fused indexer: every row meets such a key and takes the dense fallback.
+        fused_ms = graph_ms(indexer(q, cache, "fused"), 10, iters, warm)
+        gbs = k_bytes / fused_ms / 1e6
+        later["fallback"].append(Row(
+            f"decode {name} indexer k={case.k}, fused path, 1/1024 keys out of span", fused_ms,
+            times["mxfp4 fused indexer"], gbs, gbs / ceilings.copy_gbs_sustained, None,
+            ctx.command("mxfp4", f"decode {name}")))
 
     later["fallback runs"].append(fallback)
 
@@ -240,15 +254,24 @@ def _prefill_case(ctx, fi, case, prefill_table, later, ceilings):
     converted_ms = graph_ms(lambda: fi.mqa_logits(q, keys, fp8.weights, fp8.ks, fp8.ke,
                                                   clean=False, out=logits, workspace=converted),
                             1, iters, warm)
-    indexer_ms = graph_ms(lambda: fi.indexer_prefill(q, keys, fp8.weights, fp8.ks, fp8.ke, k,
-                                                     out=out, workspace=workspace, path="fused"),
-                          1, iters, warm)
+    dense = fi.indexer_prefill(q, keys, fp8.weights, fp8.ks, fp8.ke, k, sorted=True,
+                               workspace=workspace, path="dense")
+    assert torch.equal(dense, selected), f"{name}: dense indexer != fused indexer"
+
+    def indexer(path):
+        return lambda: fi.indexer_prefill(q, keys, fp8.weights, fp8.ks, fp8.ke, k, out=out,
+                                          workspace=workspace, path=path)
+
+    indexer_ms = graph_ms(indexer("fused"), 1, iters, warm)
+    dense_ms = graph_ms(indexer("dense"), 1, iters, warm)
     tflop = 2 * fp8.visible_pairs() * case.heads * DIM / 1e9
     for label, ms, peer in ((f"{name} scoring", mxfp4_ms, fp8_ms),
                             (f"{name} scoring, with a workspace (converted once, FP8 kernel)",
                              converted_ms, fp8_ms),
-                            (f"{name} indexer k={k} (peer: MXFP4 scoring with a workspace)",
-                             indexer_ms, converted_ms)):
+                            (f"{name} indexer k={k}, fused path (peer: MXFP4 scoring with a "
+                             "workspace)", indexer_ms, converted_ms),
+                            (f"{name} indexer k={k}, dense path (peer: MXFP4 scoring with a "
+                             "workspace)", dense_ms, converted_ms)):
         rate = tflop / ms
         prefill_table.add(Row(label, ms, peer, rate, rate / ceilings.fp8_tflops_sustained, None,
                               ctx.command("mxfp4", f"prefill {name}")))
@@ -268,6 +291,12 @@ def _prefill_case(ctx, fi, case, prefill_table, later, ceilings):
                                      fallback_ms, mxfp4_ms, tflop / fallback_ms,
                                      tflop / fallback_ms / ceilings.fp8_tflops_sustained, None,
                                      ctx.command("mxfp4", f"prefill {name}")))
+        # The fused indexer: a key out of span sends every row to the dense fallback.
+        fused_ms = graph_ms(indexer("fused"), 1, iters, warm)
+        later["fallback"].append(Row(
+            f"prefill {name} indexer k={k}, fused path, 1/1024 keys out of span", fused_ms,
+            indexer_ms, tflop / fused_ms, tflop / fused_ms / ceilings.fp8_tflops_sustained, None,
+            ctx.command("mxfp4", f"prefill {name}")))
 
     later["fallback runs"].append(fallback)
 

@@ -84,8 +84,8 @@ struct IndexerOutputs {
 // (kAuto: dense; the caller resolves the prefill choice, cuda_prefill_path): the rows run in
 // batches whose logits fit in options.workspace (indexer_workspace_size(k) bytes or more; a larger
 // workspace means fewer, larger batches), so memory does not grow with rows or keys.
-// options.indexer_path and options.min_row_keys are not read. A candidate output is served by the
-// dense path only (kUnsupported with kFused).
+// options.indexer_path and options.min_row_keys are not read. An MXFP4 call with a candidate
+// output takes the dense path (indexer.cu).
 Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const QuantizedTensor& keys,
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        bool sorted, IndexerPath path, const IndexerOutputs& outputs,

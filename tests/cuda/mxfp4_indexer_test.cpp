@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// indexer_prefill / indexer_decode with MXFP4 operands on CUDA: every path (kDense, kFused, kAuto;
-// MXFP4 takes the dense path whatever is asked) equal to the dense pair topk_per_row(mqa_logits)
-// bit for bit and to the CPU top-k of the GPU's logits; heavy ties, out-of-span vectors (the
-// fix-up), decode batch 1 and 256, next_n 1..4, page sizes 32 / 64 / 128 and V4's wide page (the
-// candidate consumer with MXFP4: candidates_test.cpp). The tests that run kernels skip without a
-// GPU.
+// indexer_prefill / indexer_decode with MXFP4 operands on CUDA: every path (kDense, kFused, kAuto)
+// equal to the dense pair topk_per_row(mqa_logits) bit for bit and to the CPU top-k of the GPU's
+// logits; heavy ties, out-of-span vectors (the fix-up, and the fused path's fallback for the rows
+// that meet one), decode batch 1 and 256, next_n 1..4, page sizes 32 / 64 / 128 and V4's wide
+// page (the candidate consumer with MXFP4: candidates_test.cpp). The tests that run kernels skip
+// without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -122,6 +122,87 @@ TEST(Mxfp4IndexerCuda, DecodePathsEqualTheDensePair) {
         const DeviceBuffer workspace = path_workspace(path, k, 0, table_width);
         const HostTensor got = run_decode(device, p.rows(), k, sorted, workspace, path);
         EXPECT_TRUE(SameTopK(got, expected, k, sorted));
+        EXPECT_TRUE(SameTopK(got, dense, k, true));
+      }
+    }
+  }
+}
+
+// Which vectors of a fused-path case are out of span: none (every row selects from its
+// candidates), a few queries' (their rows take the fallback), or a few keys' too (prefill: one key,
+// so every row falls back; decode: every fourth request's keys, its rows alone).
+enum class OutOfSpan { kNone, kQueries, kKeys };
+
+const char* out_of_span_name(OutOfSpan mode) {
+  return mode == OutOfSpan::kNone ? "in span" : mode == OutOfSpan::kQueries ? "queries" : "keys";
+}
+
+// The fused path with few candidate slots (every row gated: sample, gate, scan, select and the
+// fallback all run) against the dense pair, bit for bit, in batches of rows.
+TEST(Mxfp4IndexerCuda, FusedSelectionAndFallbackEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  constexpr int kCapacity = 1024;
+  int index = 0;
+  for (int heads : {32, 64}) {
+    for (OutOfSpan mode : {OutOfSpan::kNone, OutOfSpan::kQueries, OutOfSpan::kKeys}) {
+      const int k = index % 2 == 0 ? 256 : 64;
+      const bool sorted = index % 3 != 0;
+      ++index;
+      const int64_t rows = rng.uniform_int(120, 220);
+      const int64_t keys = rng.uniform_int(9000, 14000);
+      SCOPED_TRACE(::testing::Message() << "prefill H=" << heads << " k=" << k << " rows=" << rows
+                                        << " keys=" << keys << " " << out_of_span_name(mode));
+      PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
+      if (mode != OutOfSpan::kNone) spread_scales(p.q, rows * heads, 3, 1999);
+      if (mode == OutOfSpan::kKeys) spread_scales(p.keys, keys, keys - 700, keys);
+      const DevicePrefill device(p);
+      const HostTensor dense = gpu_dense_topk(
+          device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
+      // Two batches of rows or more, the converted operands beside them.
+      const size_t bytes = flashindexer::cuda::fused_indexer_workspace_size(
+                               rows / 2, keys, k, flashindexer::cuda::FusedConfig{kCapacity}) +
+                           mqa_logits_cuda_workspace_size(rows, heads, keys) + 4096;
+      const DeviceBuffer workspace = poisoned_device_buffer(bytes);
+      const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused,
+                                         kCapacity);
+      EXPECT_TRUE(SameTopK(got, dense, k, true));
+    }
+  }
+  for (int next_n = 1; next_n <= 4; ++next_n) {
+    for (int heads : {32, 64}) {
+      for (OutOfSpan mode : {OutOfSpan::kNone, OutOfSpan::kQueries, OutOfSpan::kKeys}) {
+        DecodeConfig config;
+        config.format = KFormat::kMXFP4;
+        config.heads = heads;
+        config.next_n = next_n;
+        config.batch = 24;
+        config.page_size = index % 2 == 0 ? 64 : 32;
+        config.max_len = 9000;
+        config.stride_pad_bytes = index % 3 == 0 ? config.page_size * (132 - 68) : 0;
+        const int k = index % 2 == 0 ? 256 : 512;
+        const bool sorted = index % 3 != 1;
+        ++index;
+        SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + " " + out_of_span_name(mode));
+        DecodeProblem p = make_decode_problem(rng, config);
+        if (mode != OutOfSpan::kNone) {
+          spread_scales(p.q, p.rows() * heads, 5, 7 * heads * next_n + 3);
+        }
+        if (mode == OutOfSpan::kKeys) {
+          for (int b = 1; b < config.batch; b += 4) {
+            Operand& keys = p.request_keys[b];
+            spread_scales(keys, keys.values.size(0), keys.values.size(0) / 3, 1500);
+          }
+        }
+        rewrite_cache(p);
+        const DevicePaged device(p);
+        const HostTensor dense =
+            gpu_dense_topk(device, p.rows(), p.width,
+                           RowRanges::decode(device.context_lens.view, next_n), k, sorted);
+        const int64_t table_width = p.block_table.size(1) * config.page_size;
+        const DeviceBuffer workspace = fused_workspace(k, p.rows(), table_width, kCapacity);
+        const HostTensor got =
+            run_decode(device, p.rows(), k, sorted, workspace, IndexerPath::kFused, kCapacity);
         EXPECT_TRUE(SameTopK(got, dense, k, true));
       }
     }

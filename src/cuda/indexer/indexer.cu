@@ -20,12 +20,13 @@ namespace {
 // kAuto is the dense path here: indexer_prefill's kAuto is resolved by the caller (on its
 // min_row_keys, cuda_prefill_path), and at decode the fused path leads on no shape by more than
 // the spread between runs (docs/decisions/prefill-path-thresholds.md).
-// MXFP4 calls take the dense path whatever is asked: the scoring kernel marks out-of-span
-// vectors' logits and a fix-up kernel recomputes them after it (sm90_scoring/format_mxfp4.cuh),
-// which the fused path, selecting as it scores, cannot wait for. The answer is the same
-// (both paths are topk_per_row(mqa_logits(...))); only the speed differs.
-bool use_fused(IndexerPath path, const QuantizedTensor& q) {
-  return path == IndexerPath::kFused && q.values.dtype != DType::kE2M1x2;
+// An MXFP4 source layer takes the dense path whatever is asked: the fused scan folds each score
+// into its block's maximum as it goes, and an out-of-span vector's score is a NaN mark there
+// until the dense pair's fix-up computes it (sm90_scoring/format_mxfp4.cuh). Its answer is the
+// same (both paths are topk_per_row(mqa_logits(...))); only the speed differs.
+bool use_fused(IndexerPath path, const QuantizedTensor& q, const IndexerOutputs& outputs) {
+  return path == IndexerPath::kFused &&
+         !(q.values.dtype == DType::kE2M1x2 && outputs.candidate_source.defined());
 }
 
 }  // namespace
@@ -50,7 +51,7 @@ Status indexer_prefill(const TensorView& out, const QuantizedTensor& q, const Qu
                        const TensorView& weights, const TensorView& ks, const TensorView& ke, int k,
                        bool sorted, IndexerPath path, const IndexerOutputs& outputs,
                        const RunOptions& options) {
-  if (use_fused(path, q)) {
+  if (use_fused(path, q, outputs)) {
     return fused_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, options, {},
                                  outputs.scores, outputs.candidate_source);
   }
@@ -61,7 +62,7 @@ Status indexer_decode(const TensorView& out, const QuantizedTensor& q, const Pag
                       const TensorView& weights, const TensorView& context_lens,
                       const TensorView& block_table, int k, bool sorted, IndexerPath path,
                       const IndexerOutputs& outputs, const RunOptions& options) {
-  if (use_fused(path, q)) {
+  if (use_fused(path, q, outputs)) {
     return fused_indexer_decode(out, q, cache, weights, context_lens, block_table, k, sorted,
                                 options, {}, outputs.scores, outputs.candidate_source);
   }

@@ -128,28 +128,38 @@ struct ConvertedOperands {
   void* workspace = nullptr;  // null: the batches convert on chip
   size_t bytes = 0;
   bool keys_ready = false;
+  int* keys_flagged = nullptr;  // with a flag word asked for (the fused path's, gate.h)
 };
 
 // Carves the row batches of a prefill call with carve(options, batches) (a Status; Batches has
 // `rows`, the rows a batch holds). For an MXFP4 call it then carves them again from the workspace
 // less the converted operands of a batch, and keeps that when a batch still holds at least
 // `min_rows` rows (or all of them); otherwise the batches convert on chip, in the larger slab.
+// with_flag: a word for ConvertedOperands::keys_flagged too, before the operands.
 template <typename Batches, typename Carve>
 Status carve_prefill_batches(const RunOptions& options, const QuantizedTensor& q, int64_t num_keys,
                              int64_t min_rows, Carve carve, Batches* batches,
-                             ConvertedOperands* converted) {
+                             ConvertedOperands* converted, bool with_flag = false) {
   if (Status status = carve(options, batches); !status.ok()) return status;
   const int64_t rows = q.values.shape[0];
   if (q.values.dtype != DType::kE2M1x2 || rows == 0 || num_keys == 0) return Status::Ok();
+  constexpr size_t kFlagBytes = 256;
   const size_t needed = mqa_logits_workspace_size(std::min(batches->rows, rows),
                                                   static_cast<int>(q.values.shape[1]), num_keys);
-  if (options.workspace_bytes <= needed) return Status::Ok();
+  const size_t region = needed + (with_flag ? kFlagBytes : 0);
+  if (options.workspace_bytes <= region) return Status::Ok();
   RunOptions rest = options;
-  rest.workspace_bytes = options.workspace_bytes - needed;
+  rest.workspace_bytes = options.workspace_bytes - region;
   Batches fewer;
   if (!carve(rest, &fewer).ok() || fewer.rows < std::min(min_rows, rows)) return Status::Ok();
   *batches = fewer;
-  converted->workspace = static_cast<unsigned char*>(options.workspace) + rest.workspace_bytes;
+  unsigned char* start = static_cast<unsigned char*>(options.workspace) + rest.workspace_bytes;
+  if (with_flag) {
+    converted->keys_flagged = reinterpret_cast<int*>((reinterpret_cast<uintptr_t>(start) + 15) /
+                                                     16 * 16);
+    start += kFlagBytes;
+  }
+  converted->workspace = start;
   converted->bytes = needed;
   return Status::Ok();
 }

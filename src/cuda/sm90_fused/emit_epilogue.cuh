@@ -73,6 +73,10 @@ struct EmitTraits {
   // the H200. The storing N = 64 kernel keeps two: four was no faster there and lost 0.5 us at
   // batch 1 (docs/history/).
   static constexpr int kTilesPerStep = kN <= 64 ? 4 : scoring::kTilesPerStepFor<kN>;
+  // With MXFP4 register keys (SharedLayout), whose A operands a step holds (16 registers a
+  // tile): four tiles at N = 64 serialized the wgmma for want of registers, and two at N = 128
+  // (H = 32, lane-owned rows) spilled 12 bytes.
+  static constexpr int kRegisterKeyTilesPerStep = kN <= 64 ? 2 : 1;
   static constexpr bool kOneScorePerLane = true;  // TileRows: one (row, key row) per lane
   static constexpr bool kReadOnce = kPaged;       // TileLoader: the cache read evict-first
   // The queues: one per consumer warp, or one per emitter with the same bytes.
@@ -179,6 +183,14 @@ __device__ __forceinline__ void queue_candidate(CandidateQueue<L>& queue, int sl
     queue.keys()[at] = queue_entry(score, slot, static_cast<uint32_t>(key - lo));
   }
   queue.size += __popc(ballot);
+}
+
+// An MXFP4 scan's NaN score may be an out-of-span vector's mark (format_mxfp4.cuh), whose exact
+// score only the fallback's fix-up computes: its row's count goes past the slots, so the select
+// leaves the row to the fallback (the dense pair, fix-up included). Rare: one atomic per such
+// visible score.
+__device__ __forceinline__ void send_row_to_fallback(const EmitParams& e, int64_t row) {
+  atomicMax(e.candidate_counts + row, e.candidate_capacity + 1);
 }
 
 // Hands the queue to its rows' candidate slots in two halves, so that the wait for the atomics
@@ -478,6 +490,10 @@ struct EmitEpilogue {
     using T = typename L::Traits;
     using R = TileRows<kHeads, kN, T::kOneScorePerLane>;
     static constexpr bool kTests = !T::kByEmitters;
+    // The MXFP4 formats' scans (decode) mark their NaN scores' rows for the fallback; the
+    // preconverted prefill scan is the FP8 kernel's, and the gate marks its rows (gate.h).
+    static constexpr bool kMarksNaN = L::Format::kConverts;
+    static_assert(!kMarksNaN || kTests, "the consumers that test their scores mark them");
     // Entries one owned row's key rows may add (queue_candidate once per key row). The room is
     // checked per owned row, not per tile: a tile of H = 32 prefill (8 rows, two owned per lane)
     // may add 128, and flushing whenever that is not free flushed at every tile.
@@ -553,6 +569,11 @@ struct EmitEpilogue {
             for (int r = 0; r < R::kKeyRowsPerLane; ++r) {
               const int32_t key = key0 + 8 * R::key_half(r, lane);
               const float score = owned[u][i][r] * half_scale[u][r];
+              if constexpr (kMarksNaN) {
+                const bool visible = static_cast<uint32_t>(key - lo[i]) <
+                                     static_cast<uint32_t>(hi[i] - lo[i]);
+                if (visible && score != score) send_row_to_fallback(e, row0 + q);
+              }
               queue_candidate(queue, q, row_gate, lo[i], hi[i], key, score, lane);
               if (e.block_max != nullptr) {
                 fold_consumer_score(e, row0 + q, lo[i], hi[i], key, score,

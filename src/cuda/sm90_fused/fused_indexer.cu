@@ -39,6 +39,7 @@
 #include "cuda/candidates/select.h"
 #include "cuda/common/check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/indexer/dense_indexer.h"
 #include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
 #include "cuda/sm90_fused/block_scores.h"
@@ -64,6 +65,30 @@ TensorView device_i32(int32_t* data, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(data, DType::kI32, shape, Device::kCUDA);
 }
 
+QuantizedTensor leading_query_rows(const QuantizedTensor& q, int64_t first, int64_t count) {
+  return {leading_rows(q.values, first, count), leading_rows(q.scales, first, count)};
+}
+
+bool is_mxfp4(const QuantizedTensor& q) { return q.values.dtype == DType::kE2M1x2; }
+
+// The batches' slab and row arrays, carved from the workspace (Carved::rows: a batch's rows).
+struct Carved {
+  Slab slab;
+  RowArrays arrays;
+  int64_t rows = 0;
+};
+
+// An MXFP4 prefill call's operands, preconverted into the workspace batch by batch (the keys by
+// the first batch): its scan is the FP8 emitting kernel's, since the converting kernel's
+// producer warps are its converters where the emitting prefill's are its emitters. Each FP8
+// call carries the raw call's fix-up (fixup_after), which the fallback's scoring runs.
+struct PrefillConversion {
+  ConvertedOperands space;
+  PreconvertedOperands operands;  // the current batch's queries and weights, every key
+  int64_t first = 0;              // the current batch's first row
+  bool skipped = false;           // the workspace cannot hold them: nothing was run
+};
+
 // The prefill / decode differences: how rows [first, first + count) are scored, what their
 // ranges are, and the fallback ranges' form. Rows come in whole row units (next_n for decode).
 struct PrefillForm {
@@ -72,12 +97,66 @@ struct PrefillForm {
   const TensorView& weights;
   const TensorView& ks;
   const TensorView& ke;
+  PrefillConversion* conversion;  // MXFP4 only
   static constexpr bool kPaged = false;
+
+  // carve(options, Carved*) for the workspace less the converted operands' region.
+  template <typename Carve>
+  Status carve_batches(const RunOptions& options, Carve carve, Carved* carved) const {
+    if (conversion == nullptr) return carve(options, carved);
+    // Whole scoring groups (4 rows at H = 64, 8 at H = 32) per batch, as the dense path.
+    const int64_t group_rows = 256 / q.values.shape[1];
+    if (Status status = carve_prefill_batches(options, q, keys.values.shape[0], group_rows, carve,
+                                              carved, &conversion->space, /*with_flag=*/true);
+        !status.ok()) {
+      return status;
+    }
+    conversion->skipped = conversion->space.workspace == nullptr && q.values.shape[0] > 0 &&
+                          keys.values.shape[0] > 0;
+    return Status::Ok();
+  }
+  bool skipped() const { return conversion != nullptr && conversion->skipped; }
+  // MXFP4: converts batch [first, first + count)'s queries, and on the first batch the keys.
+  Status begin_batch(const char* op, const TensorView& logits, int64_t first, int64_t count,
+                     void* stream) const {
+    if (conversion == nullptr) return Status::Ok();
+    ScoringCall raw;
+    const QuantizedTensor rows = leading_query_rows(q, first, count);
+    if (Status status = plan_mqa_logits(op, logits, rows, keys, leading_rows(weights, first, count),
+                                        leading_rows(ks, first, count),
+                                        leading_rows(ke, first, count), &raw);
+        !status.ok()) {
+      return status;
+    }
+    conversion->first = first;
+    ConvertedOperands& space = conversion->space;
+    return preconvert_mxfp4_operands(op, raw, rows, keys, space.workspace, space.bytes,
+                                     &space.keys_ready, space.keys_flagged, stream,
+                                     &conversion->operands);
+  }
+  // The gate's MXFP4 marks (gate.h) of the current batch.
+  void mark_rows(fused::RowState& state) const {
+    if (conversion == nullptr) return;
+    state.keys_flagged = conversion->space.keys_flagged;
+    state.weights = conversion->operands.weights.ptr<float>();
+    state.heads = static_cast<int>(q.values.shape[1]);
+    state.weights_stride = conversion->operands.weights.stride[0];
+  }
 
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
               const TensorView& row_ks, const TensorView& row_ke, ScoringCall* call) const {
-    return plan_mqa_logits(op, logits, {leading_rows(q.values, first, count), q.scales}, keys,
-                           leading_rows(weights, first, count), row_ks, row_ke, call);
+    ScoringCall raw;
+    if (Status status = plan_mqa_logits(op, logits, leading_query_rows(q, first, count), keys,
+                                        leading_rows(weights, first, count), row_ks, row_ke,
+                                        conversion != nullptr ? &raw : call);
+        conversion == nullptr || !status.ok()) {
+      return status;
+    }
+    const int64_t local = first - conversion->first;
+    const PreconvertedOperands& converted = conversion->operands;
+    const PreconvertedOperands rows{leading_query_rows(converted.q, local, count), converted.keys,
+                                    leading_rows(converted.weights, local, count)};
+    return plan_preconverted(op, raw, rows, logits, row_ks, row_ke, call);
   }
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
               ScoringCall* call) const {
@@ -106,12 +185,23 @@ struct DecodeForm {
   int next_n;
   static constexpr bool kPaged = true;
 
+  // MXFP4 decode scores the cache in its own kernels, the emitting one too (no conversion).
+  template <typename Carve>
+  Status carve_batches(const RunOptions& options, Carve carve, Carved* carved) const {
+    return carve(options, carved);
+  }
+  bool skipped() const { return false; }
+  Status begin_batch(const char*, const TensorView&, int64_t, int64_t, void*) const {
+    return Status::Ok();
+  }
+  void mark_rows(fused::RowState&) const {}
+
   Status plan_requests(const char* op, const TensorView& logits, int64_t first, int64_t count,
                        const TensorView& lens, ScoringCall* call) const {
     const int64_t request = first / next_n;
     const int64_t requests = count / next_n;
-    return plan_paged_mqa_logits(op, logits, {leading_rows(q.values, request, requests), q.scales},
-                                 cache, leading_rows(weights, first, count), lens,
+    return plan_paged_mqa_logits(op, logits, leading_query_rows(q, request, requests), cache,
+                                 leading_rows(weights, first, count), lens,
                                  leading_rows(block_table, request, requests), call);
   }
   Status plan(const char* op, const TensorView& logits, int64_t first, int64_t count,
@@ -223,7 +313,6 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
   }
   FusedShape shape(width, k, config.capacity > 0 ? config.capacity : default_capacity(k));
   if (source.defined()) shape.publish_blocks(source.block_size);
-  Slab slab;
   // The kept arrays of as many rows as the region holds with their candidates and samples (no
   // more than all rows need); the rest is the logits slab, which the batch's candidates and
   // sample share with its fallback.
@@ -234,12 +323,25 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
   };
   // The top-k scratch serves the select's fallback and a source layer's top-C of its blocks.
   const int topk_k = source.defined() ? std::max(k, static_cast<int>(source.blocks.shape[1])) : k;
-  if (Status status = carve_slab(op, options, width, topk_k, row_unit, shape.kept_bytes(row_unit),
-                                 shape.overlay_bytes(row_unit), keep, &slab);
-      !status.ok()) {
+  auto carve = [&](const RunOptions& from, Carved* carved) {
+    if (Status status = carve_slab(op, from, width, topk_k, row_unit, shape.kept_bytes(row_unit),
+                                   shape.overlay_bytes(row_unit), keep, &carved->slab);
+        !status.ok()) {
+      return status;
+    }
+    carved->arrays = fused::carve_rows(carved->slab, shape, rows, row_unit);
+    carved->rows = carved->arrays.rows;
+    return Status::Ok();
+  };
+  Carved carved;
+  if (Status status = form.carve_batches(options, carve, &carved); !status.ok() || form.skipped()) {
     return status;
   }
-  const RowArrays arrays = fused::carve_rows(slab, shape, rows, row_unit);
+  const Slab& slab = carved.slab;
+  const RowArrays& arrays = carved.arrays;
+  // MXFP4: rows that meet an out-of-span vector's NaN mark take the fallback, gated or not.
+  const bool mxfp4 = is_mxfp4(form.q);
+  const bool falls_back = shape.gated || mxfp4;
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
   for (int64_t first = 0; first < rows; first += arrays.rows) {
     const int64_t count = std::min(arrays.rows, rows - first);
@@ -248,6 +350,9 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
     TensorView sample_view =
         TensorView::contiguous(arrays.sample, DType::kF32, {count, width}, Device::kCUDA)
             .with_row_stride(shape.sample_stride);
+    if (Status status = form.begin_batch(op, sample_view, first, count, stream); !status.ok()) {
+      return status;
+    }
     ScoringCall call;
     if (Status status = form.plan(op, sample_view, first, count, &call); !status.ok()) {
       return status;
@@ -263,8 +368,11 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
     state.capacity = shape.capacity;
     state.k = k;
     state.fallback_rows = arrays.fallback_rows;
+    state.nan_falls_back = mxfp4;
+    form.mark_rows(state);
     if (shape.gated) {
       ScoringCall sample = call;
+      sample.fixup_after = false;  // the fix-up reads logits laid out by key, not a sample
       sample.params.filter.tile_stride = shape.tile_stride;
       sample.params.filter.tile_shift = shape.tile_shift;
       sample.params.chunk_keys *= shape.tile_stride;
@@ -325,7 +433,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
     select.candidates = arrays.candidates;
     select.counts = arrays.counts;
     select.capacity = shape.capacity;
-    if (shape.gated) {  // only gated rows can be incomplete
+    if (falls_back) {  // only gated rows and MXFP4 rows can be incomplete
       select.fallback_lo = Form::kPaged ? nullptr : arrays.fallback_lo;
       select.fallback_hi = arrays.fallback_hi;
       select.fallback_rows = arrays.fallback_rows;
@@ -350,7 +458,7 @@ Status run_fused(const char* op, const Form& form, const TensorView& out, const 
         return status;
       }
     }
-    if (shape.gated) {
+    if (falls_back) {
       if (Status status =
               run_fallback(op, form, shape, slab, out, scores, first, count, arrays.fallback_lo,
                            arrays.fallback_hi, arrays.fallback_rows, sorted, stream);
@@ -378,9 +486,17 @@ Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
                              const TensorView& ks, const TensorView& ke, int k, bool sorted,
                              const RunOptions& options, const FusedConfig& config,
                              const TensorView& scores, const CandidateOutput& source) {
-  const PrefillForm form{q, keys, weights, ks, ke};
-  return run_fused("indexer_prefill", form, out, scores, source, q.values.shape[0],
-                   keys.values.shape[0], 1, k, sorted, options, config);
+  PrefillConversion conversion;
+  const PrefillForm form{q, keys, weights, ks, ke, is_mxfp4(q) ? &conversion : nullptr};
+  if (Status status = run_fused("indexer_prefill", form, out, scores, source, q.values.shape[0],
+                                keys.values.shape[0], 1, k, sorted, options, config);
+      !status.ok() || !conversion.skipped) {
+    return status;
+  }
+  // The workspace cannot hold the preconverted MXFP4 operands beside the fused arrays: the dense
+  // path, which converts on chip then (the same answer).
+  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, {scores, source},
+                               options);
 }
 
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,

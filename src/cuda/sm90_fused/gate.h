@@ -25,6 +25,18 @@ struct RowState {
   int32_t capacity = 0;            // candidate slots per row
   int k = 0;
   int32_t* fallback_rows = nullptr;  // [1] zeroed here, counted by the select
+  // MXFP4 (format_mxfp4.cuh): a NaN score may mark an out-of-span vector, whose exact score only
+  // the fallback's fix-up computes, so a row that meets one takes the fallback (a count past the
+  // slots; the scan marks the rows of the NaN scores it meets). nan_falls_back: so does a row
+  // with a visible NaN in its sample; keys_flagged (optional, device): every row, when set (the
+  // call's preconverted keys hold an out-of-span vector); weights (optional): a row with a NaN
+  // among its `heads` weights (an out-of-span query's mark, folded into them), row stride
+  // weights_stride.
+  bool nan_falls_back = false;
+  const int* keys_flagged = nullptr;
+  const float* weights = nullptr;
+  int heads = 0;
+  int64_t weights_stride = 0;
 };
 
 // Keys of the sample a row's gate may draw on: sampled tiles of the widest row.

@@ -66,6 +66,17 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
   }
   uint32_t gate = 0;
   bool overflows = false;  // CTA-uniform
+  // An MXFP4 row marked for the fallback (RowState::nan_falls_back), CTA-uniform.
+  bool marked = false;
+  if (s.nan_falls_back) {
+    bool nan = false;
+    if (s.weights != nullptr && static_cast<int>(threadIdx.x) < s.heads) {
+      const float w = s.weights[row * s.weights_stride + threadIdx.x];
+      nan = w != w;
+    }
+    if (s.keys_flagged != nullptr && threadIdx.x == 0) nan = nan || *s.keys_flagged != 0;
+    marked = __syncthreads_or(nan) != 0 && length > 0;
+  }
   if (s.sample != nullptr) {
     // Sample slot i holds key (i / 64) * tile_stride * 64 + i % 64, written only where visible.
     // 32-bit index arithmetic: slots are < 8192, keys < 2^31 (plan checks).
@@ -94,6 +105,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     // Each vector is read and written back whole (a 16-byte access per thread: no bank
     // conflicts, where four 4-byte ones 16 bytes apart conflicted four ways).
     uint32_t valid = 0;  // bit j: slot j holds a visible key
+    bool sampled_nan = false;
 #pragma unroll
     for (int v = 0; v < kSlotsPerThread / 4; ++v) {
       const int32_t i = slot_of(4 * v);
@@ -104,6 +116,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool visible = first + e >= lo && first + e < hi;
+        sampled_nan = sampled_nan || (visible && (key[e] & 0x7fffffffu) > 0x7f800000u);
         key[e] = visible ? score_key(key[e]) : 0u;
         valid |= static_cast<uint32_t>(visible) << (4 * v + e);
       }
@@ -111,7 +124,8 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     }
     const uint32_t warp_valid = __reduce_add_sync(0xffffffffu, __popc(valid));
     if ((threadIdx.x & 31) == 0) warp_sampled[threadIdx.x / 32] = warp_valid;
-    __syncthreads();  // the keys, warp_sampled, and the counters zeroed
+    // The keys, warp_sampled, and the counters zeroed.
+    if (__syncthreads_or(sampled_nan) != 0 && s.nan_falls_back) marked = true;
     // The row's visible slots, summed where needed (a register held across the threshold's
     // select spilled).
     auto sampled = [&] {
@@ -120,7 +134,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
       for (int w = 0; w < topk::kWarps; ++w) n += warp_sampled[w];
       return n;
     };
-    if (length > s.capacity) {
+    if (length > s.capacity && !marked) {
       // The rank-th largest of the slots is the rank-th largest visible key: the others are 0.
       const uint32_t n = sampled();
       if (n > 0) {
@@ -155,6 +169,7 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
       overflows = static_cast<double>(passing) * static_cast<double>(length) >
                   2.0 * static_cast<double>(s.capacity) * static_cast<double>(sampled());
     }
+    overflows = overflows || marked;
     if (overflows) {
       if (threadIdx.x == 0) emitted = static_cast<uint32_t>(s.capacity) + 1;
     } else {
@@ -167,8 +182,9 @@ __global__ void __launch_bounds__(topk::kThreads, kGateCtasPerSm)
     }
   }
   __syncthreads();
+  overflows = overflows || marked;  // a marked row without a sample
   if (threadIdx.x == 0) {
-    s.counts[row] = static_cast<int32_t>(emitted);
+    s.counts[row] = overflows ? s.capacity + 1 : static_cast<int32_t>(emitted);
     // The scan compares scores with the threshold as a float (key_threshold: the same keys pass).
     // A row that overflows already: +inf, so that the scan emits next to nothing (what it
     // emits counts on past the slots).

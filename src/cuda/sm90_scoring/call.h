@@ -7,6 +7,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cuda/sm90_scoring/params.h"
 #include "flashindexer/kcache.h"
 #include "flashindexer/logits.h"
@@ -16,7 +18,8 @@
 namespace flashindexer::cuda {
 namespace scoring {
 
-struct KeysE4M3;  // format_e4m3.cuh
+struct KeysE4M3;      // format_e4m3.cuh
+struct StoreEpilogue;  // store_epilogue.cuh
 
 // One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged), epilogue and
 // keys' format; defined in kernel.cuh, instantiated by the instantiations/*.cu files (the storing
@@ -25,11 +28,14 @@ template <int kHeads, int kN, bool kPaged, typename Epilogue, typename Format = 
 cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
                          const typename Epilogue::Params& epilogue, int grid, cudaStream_t stream);
 
-// The MXFP4 instantiations (format_mxfp4.cuh: the producer warps convert to e4m3), storing
-// epilogue only: the fused indexer takes MXFP4 calls on the dense path (indexer.cu).
-template <int kHeads, int kN, bool kPaged>
+// The MXFP4 instantiations (format_mxfp4.cuh, format_mxfp4_registers.cuh): the storing epilogue
+// (instantiations/*_mxfp4.cu) and, for decode, the fused indexer's emitting one
+// (sm90_fused/instantiations/*_emit_mxfp4.cu). The fused prefill scan scores preconverted
+// operands with the FP8 kernel: the converting format's producer warps are the emitters' warps.
+template <int kHeads, int kN, bool kPaged, typename Epilogue>
 cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
-                               const Mxfp4Params& format, int grid, cudaStream_t stream);
+                               const typename Epilogue::Params& epilogue, const Mxfp4Params& format,
+                               int grid, cudaStream_t stream);
 
 // The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh), storing epilogue only: N = H,
 // blocks of kBlock keys from the packed workspace or the paged cache, in the arithmetic of the
@@ -99,8 +105,12 @@ struct ScoringCall {
   KernelShape kernel;
   int sms = 0;  // SMs the work plan was made for: one persistent CTA each, at most one per item
   bool paged = false;
-  // MXFP4 operands: the MXFP4 instantiations, then the exact fix-up (launch_scoring).
+  // MXFP4 operands: the MXFP4 instantiations (format), then, when `fixup_after`, the exact
+  // fix-up of the stored logits (launch_scoring). An FP8 call over preconverted MXFP4 operands
+  // keeps the raw ones' fix-up too (fixup_after without mxfp4); a call whose logits are not laid
+  // out by key (the fused indexer's sample) clears it.
   bool mxfp4 = false;
+  bool fixup_after = false;
   Mxfp4Params format;
   Mxfp4Fixup fixup;
 };
@@ -108,18 +118,25 @@ struct ScoringCall {
 // The CTAs of a planned call: one per work item, at most one per SM (0: no work).
 int scoring_grid(const ScoringCall& call);
 
-// Launches a planned call with epilogue `Epilogue` (no work: nothing).
+// Launches a planned call's kernel with epilogue `Epilogue` (no work: nothing); not the fix-up
+// (launch_scoring). MXFP4 prefill has storing instantiations only.
 template <typename Epilogue>
 cudaError_t launch_planned(const ScoringCall& call, const typename Epilogue::Params& epilogue,
                            cudaStream_t stream) {
-  // MXFP4 has storing instantiations only (launch_scoring launches them).
-  if (call.mxfp4) return cudaErrorNotSupported;
   const int grid = scoring_grid(call);
   if (grid == 0) return cudaSuccess;
   return visit_shape(call.kernel, [&](auto shape) {
     using S = decltype(shape);
-    return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params, epilogue,
-                                                               grid, stream);
+    if (!call.mxfp4) {
+      return launch_score<S::kHeads, S::kN, S::kPaged, Epilogue>(call.maps, call.params, epilogue,
+                                                                 grid, stream);
+    }
+    if constexpr (S::kPaged || std::is_same_v<Epilogue, StoreEpilogue>) {
+      return launch_score_mxfp4<S::kHeads, S::kN, S::kPaged, Epilogue>(
+          call.maps, call.params, epilogue, call.format, grid, stream);
+    } else {
+      return cudaErrorNotSupported;
+    }
   });
 }
 
@@ -140,6 +157,24 @@ Status plan_paged_mqa_logits(const char* op, const TensorView& logits, const Qua
 // Launches a planned call with the storing epilogue, then the clean fill (-inf outside each
 // row's range) when asked.
 Status launch_scoring(const char* op, const scoring::ScoringCall& call, bool clean, void* stream);
+// A planned MXFP4 prefill call's operands as e4m3 (mxfp4_preconvert.cu): what the converting
+// kernel computes with, in `workspace` (mqa_logits_workspace_size bytes, cuda_ops.h).
+// keys_ready: as cuda::mqa_logits's (cuda_ops.h), may be null. keys_flagged (optional, device):
+// set to 1 when a key vector is out of span, else 0 (written when the keys are converted).
+struct PreconvertedOperands {
+  QuantizedTensor q;
+  QuantizedTensor keys;
+  TensorView weights;
+};
+Status preconvert_mxfp4_operands(const char* op, const scoring::ScoringCall& call,
+                                 const QuantizedTensor& q, const QuantizedTensor& keys,
+                                 void* workspace, size_t workspace_bytes, bool* keys_ready,
+                                 int* keys_flagged, void* stream, PreconvertedOperands* out);
+// The FP8 call over the MXFP4 call's preconverted operands, into `logits` with ranges ks / ke,
+// with the MXFP4 call's fix-up after it (fixup_after): the converting kernel's logits.
+Status plan_preconverted(const char* op, const scoring::ScoringCall& call,
+                         const PreconvertedOperands& operands, const TensorView& logits,
+                         const TensorView& ks, const TensorView& ke, scoring::ScoringCall* fp8);
 // Launches a planned MXFP4 mqa_logits call through the FP8 kernel: its operands converted into
 // `workspace` (mqa_logits_workspace_size bytes, cuda_ops.h), the FP8 call over them, then the
 // MXFP4 call's fix-up (mxfp4_preconvert.cu). The logits have the converting kernel's bits.

@@ -303,7 +303,7 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
                                         int consumer, const FormatArgs& format_args = {}) {
   using T = typename L::Traits;
   using Format = typename L::Format;
-  constexpr int kTilesPerStep = T::kTilesPerStep;
+  constexpr int kTilesPerStep = L::kTilesPerStep;
   constexpr int kParts = kPartsFor<kN>;
   constexpr int kPartN = kN / kParts;
   static_assert(kParts == 1 || kTilesPerStep == 1, "split parts or pair tiles, not both");

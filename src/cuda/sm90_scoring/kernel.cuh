@@ -200,18 +200,20 @@ cudaError_t launch_score(const ScoreMaps& maps, const ScoreParams& params,
       maps, KernelParams<typename Epilogue::Params>{params, epilogue}, grid, stream);
 }
 
-// The MXFP4 instantiations, storing epilogue only (call.h). Decode tiles of up to 192 columns
-// convert their keys in the consumers, into the wgmma's A registers (format_mxfp4_registers.cuh);
-// the 256-column tiles (prefill, decode next_n 4 at H = 64) keep the producer's converters
-// (format_mxfp4.cuh): their accumulators and weights leave no room for 16 more registers.
+// The MXFP4 instantiations (call.h). Decode tiles of up to 192 columns convert their keys in the
+// consumers, into the wgmma's A registers (format_mxfp4_registers.cuh); the 256-column tiles
+// (prefill, decode next_n 4 at H = 64) keep the producer's converters (format_mxfp4.cuh): their
+// accumulators and weights leave no room for 16 more registers.
 template <int kN, bool kPaged>
 using Mxfp4Format =
     std::conditional_t<kPaged && kN <= kMaxRegisterKeyColumns, KeysMXFP4Registers, KeysMXFP4>;
-template <int kHeads, int kN, bool kPaged>
+template <int kHeads, int kN, bool kPaged, typename Epilogue>
 cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
-                               const Mxfp4Params& format, int grid, cudaStream_t stream) {
-  return launch_instance<kHeads, kN, kPaged, StoreEpilogue, Mxfp4Format<kN, kPaged>>(
-      maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
+                               const typename Epilogue::Params& epilogue, const Mxfp4Params& format,
+                               int grid, cudaStream_t stream) {
+  return launch_instance<kHeads, kN, kPaged, Epilogue, Mxfp4Format<kN, kPaged>>(
+      maps, KernelParams<typename Epilogue::Params, Mxfp4Params>{params, epilogue, format}, grid,
+      stream);
 }
 
 // The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh): N = H, one query row per work item.

@@ -84,6 +84,7 @@ Status plan_mxfp4_call(const char* op, scoring::ScoringCall* call, const Quantiz
     return Status::DeviceError(concat(op, ": the MXFP4 out-of-span flag has no device address"));
   }
   call->mxfp4 = true;
+  call->fixup_after = true;
   call->format = {static_cast<const uint8_t*>(q.scales.data), scale_token_stride, flag};
   call->fixup.out_of_span = flag;
   mxfp4_query_operands(call->fixup, q, token_stride, scale_token_stride, weights);
@@ -174,29 +175,19 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
   const ScoreParams& params = call.params;
   if (params.rows == 0 || params.width == 0) return Status::Ok();
   auto* stream = static_cast<cudaStream_t>(stream_handle);
-  if (call.mxfp4) {
-    const int grid = scoring::scoring_grid(call);
-    if (grid > 0) {
-      const cudaError_t launched = scoring::visit_shape(call.kernel, [&](auto shape) {
-        using S = decltype(shape);
-        return scoring::launch_score_mxfp4<S::kHeads, S::kN, S::kPaged>(call.maps, call.params,
-                                                                        call.format, grid, stream);
-      });
-      if (Status status = to_status(launched, op, "MXFP4 scoring kernel launch"); !status.ok()) {
-        return status;
-      }
-      if (Status status = to_status(
-              scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, call.sms, stream), op,
-              "MXFP4 fix-up kernel launch");
-          !status.ok()) {
-        return status;
-      }
-    }
-  } else if (Status status =
-                 to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
-                           "scoring kernel launch");
-             !status.ok()) {
+  if (Status status =
+          to_status(scoring::launch_planned<scoring::StoreEpilogue>(call, {}, stream), op,
+                    call.mxfp4 ? "MXFP4 scoring kernel launch" : "scoring kernel launch");
+      !status.ok()) {
     return status;
+  }
+  if (call.fixup_after && scoring::scoring_grid(call) > 0) {
+    if (Status status = to_status(
+            scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, call.sms, stream), op,
+            "MXFP4 fix-up kernel launch");
+        !status.ok()) {
+      return status;
+    }
   }
   if (!clean) return Status::Ok();
   return to_status(scoring::launch_fill_invisible(params, call.paged, stream), op,

@@ -16,6 +16,9 @@ template <int kHeads, int kN, typename T, typename F>
 struct SharedLayout {
   using Traits = T;
   using Format = F;
+  // Key tiles per consumer step, the epilogue's choice (its Traits), with register keys too.
+  static constexpr int kTilesPerStep =
+      F::kRegisterKeys ? T::kRegisterKeyTilesPerStep : T::kTilesPerStep;
   static constexpr int kTileBytes = F::kTileBytes;
   static constexpr int kTileScaleBytes = F::kTileScaleBytes;
   static constexpr int kQBytes = kN * kHeadDim;

@@ -36,7 +36,8 @@ struct Mxfp4Preconvert {
   float* key_scales_out = nullptr;
   uint8_t* q_out = nullptr;
   float* weights_out = nullptr;
-  int* out_of_span = nullptr;  // Mxfp4Params::out_of_span
+  int* out_of_span = nullptr;   // Mxfp4Params::out_of_span
+  int* keys_flagged = nullptr;  // optional: set when a key vector is out of span
 };
 
 // Vector v of `vectors` (row v / heads, head v % heads) is converted by four consecutive lanes,
@@ -58,6 +59,7 @@ struct Vectors {
   int64_t weights_stride;
   float* weights_out;
   int* out_of_span;
+  int* flagged;  // optional: this conversion's own flag
 };
 
 __global__ void __launch_bounds__(kThreads) convert_vectors_kernel(const Vectors p) {
@@ -95,7 +97,10 @@ __global__ void __launch_bounds__(kThreads) convert_vectors_kernel(const Vectors
         p.weights_out[v] = p.weights[row * p.weights_stride + head] *
                            shift.remaining_scale(mxfp4::kQueryScaleBias);
       }
-      if (shift.flagged) mxfp4::note_out_of_span({nullptr, 0, p.out_of_span});
+      if (shift.flagged) {
+        mxfp4::note_out_of_span({nullptr, 0, p.out_of_span});
+        if (p.flagged != nullptr) *p.flagged = 1;
+      }
     }
   }
 }
@@ -116,7 +121,7 @@ cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert
   const Vectors keys{raw.k_values,           raw.k_row_stride, 0, raw.k_scales,
                      raw.k_scale_row_stride, out.num_keys,     1, out.keys_out,
                      out.key_scales_out,     nullptr,          0, nullptr,
-                     out.out_of_span};
+                     out.out_of_span,        out.keys_flagged};
   if (const cudaError_t error = launch_vectors(keys, sms, stream); error != cudaSuccess) {
     return error;
   }
@@ -133,7 +138,8 @@ cudaError_t launch_mxfp4_preconvert(const Mxfp4Fixup& raw, const Mxfp4Preconvert
                   raw.weights,
                   raw.weights_row_stride,
                   out.weights_out,
-                  out.out_of_span};
+                  out.out_of_span,
+                  nullptr};
   return launch_vectors(q, sms, stream);
 }
 
@@ -171,13 +177,10 @@ PreconvertLayout preconvert_layout(int64_t rows, int heads, int64_t num_keys) {
 
 }  // namespace
 
-// Converts the planned MXFP4 call's operands into the workspace, scores them with the FP8
-// kernel, then runs the MXFP4 call's fix-up (its raw operands, its logits).
-Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
-                                      const TensorView& logits, const QuantizedTensor& q,
-                                      const QuantizedTensor& keys, const TensorView& ks,
-                                      const TensorView& ke, bool clean, void* workspace,
-                                      size_t workspace_bytes, bool* keys_ready, void* stream) {
+Status preconvert_mxfp4_operands(const char* op, const ScoringCall& call,
+                                 const QuantizedTensor& q, const QuantizedTensor& keys,
+                                 void* workspace, size_t workspace_bytes, bool* keys_ready,
+                                 int* keys_flagged, void* stream, PreconvertedOperands* out) {
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
   const int64_t num_keys = keys.values.shape[0];
@@ -189,7 +192,6 @@ Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
   }
   const uintptr_t start = reinterpret_cast<uintptr_t>(workspace);
   auto* base = reinterpret_cast<uint8_t*>((start + 255) / 256 * 256);
-  const scoring::Mxfp4Fixup& raw = call.fixup;
   scoring::Mxfp4Preconvert c;
   c.rows = rows;
   // The queries' region starts after the keys' whatever the rows (preconvert_layout), so the
@@ -201,29 +203,62 @@ Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
   c.q_out = base + l.q;
   c.weights_out = reinterpret_cast<float*>(base + l.weights);
   c.out_of_span = call.format.out_of_span;
+  c.keys_flagged = keys_flagged;
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
-  if (Status status = to_status(scoring::launch_mxfp4_preconvert(raw, c, call.sms, cuda_stream), op,
-                                "MXFP4 conversion kernel launch");
+  if (convert_keys && keys_flagged != nullptr) {
+    if (Status status = to_status(cudaMemsetAsync(keys_flagged, 0, sizeof(int), cuda_stream), op,
+                                  "MXFP4 key flag reset");
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (Status status = to_status(scoring::launch_mxfp4_preconvert(call.fixup, c, call.sms,
+                                                                 cuda_stream),
+                                op, "MXFP4 conversion kernel launch");
       !status.ok()) {
     return status;
   }
   if (keys_ready != nullptr) *keys_ready = true;
-  const QuantizedTensor q8{
-      TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA), {}};
-  const QuantizedTensor keys8{
+  out->q = {TensorView::contiguous(c.q_out, DType::kE4M3, {rows, heads, kHeadDim}, Device::kCUDA),
+            {}};
+  out->keys = {
       TensorView::contiguous(c.keys_out, DType::kE4M3, {num_keys, kHeadDim}, Device::kCUDA),
       TensorView::contiguous(c.key_scales_out, DType::kF32, {num_keys}, Device::kCUDA)};
-  const TensorView weights8 =
-      TensorView::contiguous(c.weights_out, DType::kF32, {rows, heads}, Device::kCUDA);
-  ScoringCall fp8;
-  if (Status status = plan_mqa_logits(op, logits, q8, keys8, weights8, ks, ke, &fp8);
+  out->weights = TensorView::contiguous(c.weights_out, DType::kF32, {rows, heads}, Device::kCUDA);
+  return Status::Ok();
+}
+
+Status plan_preconverted(const char* op, const ScoringCall& call,
+                         const PreconvertedOperands& operands, const TensorView& logits,
+                         const TensorView& ks, const TensorView& ke, ScoringCall* fp8) {
+  if (Status status =
+          plan_mqa_logits(op, logits, operands.q, operands.keys, operands.weights, ks, ke, fp8);
       !status.ok()) {
     return status;
   }
-  if (Status status = launch_scoring(op, fp8, clean, stream); !status.ok()) return status;
-  return to_status(
-      scoring::launch_mxfp4_fixup(call.params, raw, /*paged=*/false, call.sms, cuda_stream), op,
-      "MXFP4 fix-up kernel launch");
+  fp8->fixup_after = true;
+  fp8->fixup = call.fixup;
+  return Status::Ok();
+}
+
+// Converts the planned MXFP4 call's operands into the workspace, scores them with the FP8
+// kernel, then runs the MXFP4 call's fix-up (its raw operands, the same logits and ranges).
+Status launch_mqa_logits_preconverted(const char* op, const ScoringCall& call,
+                                      const TensorView& logits, const QuantizedTensor& q,
+                                      const QuantizedTensor& keys, const TensorView& ks,
+                                      const TensorView& ke, bool clean, void* workspace,
+                                      size_t workspace_bytes, bool* keys_ready, void* stream) {
+  PreconvertedOperands operands;
+  if (Status status = preconvert_mxfp4_operands(op, call, q, keys, workspace, workspace_bytes,
+                                                keys_ready, nullptr, stream, &operands);
+      !status.ok()) {
+    return status;
+  }
+  ScoringCall fp8;
+  if (Status status = plan_preconverted(op, call, operands, logits, ks, ke, &fp8); !status.ok()) {
+    return status;
+  }
+  return launch_scoring(op, fp8, clean, stream);
 }
 
 size_t mqa_logits_workspace_size(int64_t rows, int heads, int64_t num_keys) {

@@ -371,7 +371,7 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   const uint32_t q_bytes = (q_rows * (Format::kConverts ? kHeadDim / 2 : kHeadDim) +
                             static_cast<uint32_t>(p.rows_per_group) * 4) *
                            kHeads;
-  constexpr int kTilesPerStep = T::kTilesPerStep;
+  constexpr int kTilesPerStep = L::kTilesPerStep;
   // Each consumer warpgroup's tiles go to its own half of the ring, at their place in it: a
   // stage is only ever read by one warpgroup, which reads its tiles in order, so a barrier's
   // parity never stands for two phases. (With one shared ring, a warpgroup running a whole ring

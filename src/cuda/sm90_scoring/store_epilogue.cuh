@@ -21,6 +21,7 @@ struct StoreEpilogue {
   template <int kHeads, int kN, bool kPaged>
   struct Traits {
     static constexpr int kTilesPerStep = kTilesPerStepFor<kN>;
+    static constexpr int kRegisterKeyTilesPerStep = kTilesPerStep;  // SharedLayout
     static constexpr bool kOneScorePerLane = false;  // the row-per-lane form (TileRows)
     static constexpr bool kReadOnce = false;         // the cache with the default L2 policy
     static constexpr int kSideWarps = 0;             // every producer warp loads

@@ -4,9 +4,11 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score_mxfp4<64, 256, false>(const ScoreMaps&, const ScoreParams&,
-                                                        const Mxfp4Params&, int, cudaStream_t);
-template cudaError_t launch_score_mxfp4<32, 256, false>(const ScoreMaps&, const ScoreParams&,
-                                                        const Mxfp4Params&, int, cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 256, false, StoreEpilogue>(
+    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
+    cudaStream_t);
+template cudaError_t launch_score_mxfp4<32, 256, false, StoreEpilogue>(
+    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
+    cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
