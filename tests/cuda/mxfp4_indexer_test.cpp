@@ -164,8 +164,8 @@ TEST(Mxfp4IndexerCuda, FusedSelectionAndFallbackEqualTheDensePair) {
                                rows / 2, keys, k, flashindexer::cuda::FusedConfig{kCapacity}) +
                            mqa_logits_cuda_workspace_size(rows, heads, keys) + 4096;
       const DeviceBuffer workspace = poisoned_device_buffer(bytes);
-      const HostTensor got = run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused,
-                                         kCapacity);
+      const HostTensor got =
+          run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, kCapacity);
       EXPECT_TRUE(SameTopK(got, dense, k, true));
     }
   }

@@ -155,8 +155,8 @@ Status carve_prefill_batches(const RunOptions& options, const QuantizedTensor& q
   *batches = fewer;
   unsigned char* start = static_cast<unsigned char*>(options.workspace) + rest.workspace_bytes;
   if (with_flag) {
-    converted->keys_flagged = reinterpret_cast<int*>((reinterpret_cast<uintptr_t>(start) + 15) /
-                                                     16 * 16);
+    converted->keys_flagged =
+        reinterpret_cast<int*>((reinterpret_cast<uintptr_t>(start) + 15) / 16 * 16);
     start += kFlagBytes;
   }
   converted->workspace = start;

@@ -570,8 +570,8 @@ struct EmitEpilogue {
               const int32_t key = key0 + 8 * R::key_half(r, lane);
               const float score = owned[u][i][r] * half_scale[u][r];
               if constexpr (kMarksNaN) {
-                const bool visible = static_cast<uint32_t>(key - lo[i]) <
-                                     static_cast<uint32_t>(hi[i] - lo[i]);
+                const bool visible =
+                    static_cast<uint32_t>(key - lo[i]) < static_cast<uint32_t>(hi[i] - lo[i]);
                 if (visible && score != score) send_row_to_fallback(e, row0 + q);
               }
               queue_candidate(queue, q, row_gate, lo[i], hi[i], key, score, lane);

@@ -111,8 +111,8 @@ struct PrefillForm {
         !status.ok()) {
       return status;
     }
-    conversion->skipped = conversion->space.workspace == nullptr && q.values.shape[0] > 0 &&
-                          keys.values.shape[0] > 0;
+    conversion->skipped =
+        conversion->space.workspace == nullptr && q.values.shape[0] > 0 && keys.values.shape[0] > 0;
     return Status::Ok();
   }
   bool skipped() const { return conversion != nullptr && conversion->skipped; }
@@ -122,9 +122,9 @@ struct PrefillForm {
     if (conversion == nullptr) return Status::Ok();
     ScoringCall raw;
     const QuantizedTensor rows = leading_query_rows(q, first, count);
-    if (Status status = plan_mqa_logits(op, logits, rows, keys, leading_rows(weights, first, count),
-                                        leading_rows(ks, first, count),
-                                        leading_rows(ke, first, count), &raw);
+    if (Status status =
+            plan_mqa_logits(op, logits, rows, keys, leading_rows(weights, first, count),
+                            leading_rows(ks, first, count), leading_rows(ke, first, count), &raw);
         !status.ok()) {
       return status;
     }
@@ -495,8 +495,7 @@ Status fused_indexer_prefill(const TensorView& out, const QuantizedTensor& q,
   }
   // The workspace cannot hold the preconverted MXFP4 operands beside the fused arrays: the dense
   // path, which converts on chip then (the same answer).
-  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, {scores, source},
-                               options);
+  return dense_indexer_prefill(out, q, keys, weights, ks, ke, k, sorted, {scores, source}, options);
 }
 
 Status fused_indexer_decode(const TensorView& out, const QuantizedTensor& q,

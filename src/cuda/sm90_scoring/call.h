@@ -18,7 +18,7 @@
 namespace flashindexer::cuda {
 namespace scoring {
 
-struct KeysE4M3;      // format_e4m3.cuh
+struct KeysE4M3;       // format_e4m3.cuh
 struct StoreEpilogue;  // store_epilogue.cuh
 
 // One instantiation of the scoring kernel per (H, N = rows per Q tile x H, paged), epilogue and

@@ -182,9 +182,9 @@ Status launch_scoring(const char* op, const ScoringCall& call, bool clean, void*
     return status;
   }
   if (call.fixup_after && scoring::scoring_grid(call) > 0) {
-    if (Status status = to_status(
-            scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, call.sms, stream), op,
-            "MXFP4 fix-up kernel launch");
+    if (Status status =
+            to_status(scoring::launch_mxfp4_fixup(params, call.fixup, call.paged, call.sms, stream),
+                      op, "MXFP4 fix-up kernel launch");
         !status.ok()) {
       return status;
     }

@@ -177,10 +177,10 @@ PreconvertLayout preconvert_layout(int64_t rows, int heads, int64_t num_keys) {
 
 }  // namespace
 
-Status preconvert_mxfp4_operands(const char* op, const ScoringCall& call,
-                                 const QuantizedTensor& q, const QuantizedTensor& keys,
-                                 void* workspace, size_t workspace_bytes, bool* keys_ready,
-                                 int* keys_flagged, void* stream, PreconvertedOperands* out) {
+Status preconvert_mxfp4_operands(const char* op, const ScoringCall& call, const QuantizedTensor& q,
+                                 const QuantizedTensor& keys, void* workspace,
+                                 size_t workspace_bytes, bool* keys_ready, int* keys_flagged,
+                                 void* stream, PreconvertedOperands* out) {
   const int64_t rows = q.values.shape[0];
   const int heads = static_cast<int>(q.values.shape[1]);
   const int64_t num_keys = keys.values.shape[0];
@@ -212,9 +212,9 @@ Status preconvert_mxfp4_operands(const char* op, const ScoringCall& call,
       return status;
     }
   }
-  if (Status status = to_status(scoring::launch_mxfp4_preconvert(call.fixup, c, call.sms,
-                                                                 cuda_stream),
-                                op, "MXFP4 conversion kernel launch");
+  if (Status status =
+          to_status(scoring::launch_mxfp4_preconvert(call.fixup, c, call.sms, cuda_stream), op,
+                    "MXFP4 conversion kernel launch");
       !status.ok()) {
     return status;
   }

@@ -4,14 +4,20 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score_mxfp4<32, 32, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<32, 64, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<32, 128, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
+template cudaError_t launch_score_mxfp4<32, 32, true, StoreEpilogue>(const ScoreMaps&,
+                                                                     const ScoreParams&,
+                                                                     const StoreEpilogue::Params&,
+                                                                     const Mxfp4Params&, int,
+                                                                     cudaStream_t);
+template cudaError_t launch_score_mxfp4<32, 64, true, StoreEpilogue>(const ScoreMaps&,
+                                                                     const ScoreParams&,
+                                                                     const StoreEpilogue::Params&,
+                                                                     const Mxfp4Params&, int,
+                                                                     cudaStream_t);
+template cudaError_t launch_score_mxfp4<32, 128, true, StoreEpilogue>(const ScoreMaps&,
+                                                                      const ScoreParams&,
+                                                                      const StoreEpilogue::Params&,
+                                                                      const Mxfp4Params&, int,
+                                                                      cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

@@ -4,17 +4,25 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score_mxfp4<64, 64, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<64, 128, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<64, 192, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<64, 256, true, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 64, true, StoreEpilogue>(const ScoreMaps&,
+                                                                     const ScoreParams&,
+                                                                     const StoreEpilogue::Params&,
+                                                                     const Mxfp4Params&, int,
+                                                                     cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 128, true, StoreEpilogue>(const ScoreMaps&,
+                                                                      const ScoreParams&,
+                                                                      const StoreEpilogue::Params&,
+                                                                      const Mxfp4Params&, int,
+                                                                      cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 192, true, StoreEpilogue>(const ScoreMaps&,
+                                                                      const ScoreParams&,
+                                                                      const StoreEpilogue::Params&,
+                                                                      const Mxfp4Params&, int,
+                                                                      cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 256, true, StoreEpilogue>(const ScoreMaps&,
+                                                                      const ScoreParams&,
+                                                                      const StoreEpilogue::Params&,
+                                                                      const Mxfp4Params&, int,
+                                                                      cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring

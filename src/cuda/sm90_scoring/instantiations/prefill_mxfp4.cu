@@ -4,11 +4,15 @@
 
 namespace flashindexer::cuda::scoring {
 
-template cudaError_t launch_score_mxfp4<64, 256, false, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
-template cudaError_t launch_score_mxfp4<32, 256, false, StoreEpilogue>(
-    const ScoreMaps&, const ScoreParams&, const StoreEpilogue::Params&, const Mxfp4Params&, int,
-    cudaStream_t);
+template cudaError_t launch_score_mxfp4<64, 256, false, StoreEpilogue>(const ScoreMaps&,
+                                                                       const ScoreParams&,
+                                                                       const StoreEpilogue::Params&,
+                                                                       const Mxfp4Params&, int,
+                                                                       cudaStream_t);
+template cudaError_t launch_score_mxfp4<32, 256, false, StoreEpilogue>(const ScoreMaps&,
+                                                                       const ScoreParams&,
+                                                                       const StoreEpilogue::Params&,
+                                                                       const Mxfp4Params&, int,
+                                                                       cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
