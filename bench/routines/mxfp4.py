@@ -329,8 +329,10 @@ def run(ctx):
     fallback_table = Table("GPU MXFP4 exact fallback", "ms", "in span, ours", "GB/s or TFLOP/s",
                            "device copy / FP8 GEMM (sustained)", command=ctx.command("mxfp4"),
                            notes=notes + " One key in 1024 gets block scales 17 binades apart; "
-                                         "the fix-up kernel recomputes its logits. The peer is "
-                                         "the same call with every key in span.")
+                                         "the fix-up kernel recomputes its logits, and every row "
+                                         "of the fused indexer meets such a key and takes its "
+                                         "dense fallback. The peer is the same call with every "
+                                         "key in span.")
     later = {"torch": [], "fallback": [], "fallback runs": []}
     ctx.start(decode_table)
     for case in decode_cases(ctx.preset):
