@@ -38,6 +38,7 @@ RACECHECK_DEFAULT=$(printf '%s:' \
   FusedIndexerCuda.CandidateOverflowFallsBackExactly \
   FusedIndexerCuda.FewRowsFallingBackEqualTheCpuSelection \
   FusedIndexerCuda.DecodeCandidateOverflowFallsBackExactly \
+  Mxfp4IndexerCuda.SmallFusedCasesEqualTheDensePair \
   IndexerDecodeCuda.GraphReplayGivesTheSameIndices \
   TopKCuda.ShortAndEmptyRowsArePaddedWithMinusOne TopKCuda.OneRowAndManyShortRows \
   TopKCuda.SupportsEveryKFromOneTo4096 TopKCuda.DecodeFormsWithNextN \

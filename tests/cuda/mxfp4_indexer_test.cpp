@@ -137,8 +137,65 @@ const char* out_of_span_name(OutOfSpan mode) {
   return mode == OutOfSpan::kNone ? "in span" : mode == OutOfSpan::kQueries ? "queries" : "keys";
 }
 
-// The fused path with few candidate slots (every row gated: sample, gate, scan, select and the
-// fallback all run) against the dense pair, bit for bit, in batches of rows.
+// The fused path with `capacity` candidate slots a row (few: every row gated, so sample, gate,
+// scan, select and the fallback all run) against the dense pair, bit for bit, in batches of rows.
+void check_fused_prefill(Rng& rng, int heads, OutOfSpan mode, int64_t rows, int64_t keys, int k,
+                         bool sorted, int capacity) {
+  SCOPED_TRACE(::testing::Message() << "prefill H=" << heads << " k=" << k << " rows=" << rows
+                                    << " keys=" << keys << " " << out_of_span_name(mode));
+  PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
+  if (mode != OutOfSpan::kNone) spread_scales(p.q, rows * heads, 3, 1999);
+  if (mode == OutOfSpan::kKeys) spread_scales(p.keys, keys, keys - keys / 16, keys);
+  const DevicePrefill device(p);
+  const HostTensor dense = gpu_dense_topk(
+      device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
+  // Two batches of rows or more, the converted operands beside them.
+  const size_t bytes = flashindexer::cuda::fused_indexer_workspace_size(
+                           rows / 2, keys, k, flashindexer::cuda::FusedConfig{capacity}) +
+                       mqa_logits_cuda_workspace_size(rows, heads, keys) + 4096;
+  const DeviceBuffer workspace = poisoned_device_buffer(bytes);
+  const HostTensor got =
+      run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, capacity);
+  EXPECT_TRUE(SameTopK(got, dense, k, true));
+}
+
+void check_fused_decode(Rng& rng, const DecodeConfig& config, OutOfSpan mode, int k, bool sorted,
+                        int capacity) {
+  SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + " " + out_of_span_name(mode));
+  DecodeProblem p = make_decode_problem(rng, config);
+  if (mode != OutOfSpan::kNone) {
+    spread_scales(p.q, p.rows() * config.heads, 5, 7 * config.heads * config.next_n + 3);
+  }
+  if (mode == OutOfSpan::kKeys) {
+    for (int b = 1; b < config.batch; b += 4) {
+      Operand& keys = p.request_keys[b];
+      spread_scales(keys, keys.values.size(0), keys.values.size(0) / 3, 1500);
+    }
+  }
+  rewrite_cache(p);
+  const DevicePaged device(p);
+  const HostTensor dense =
+      gpu_dense_topk(device, p.rows(), p.width,
+                     RowRanges::decode(device.context_lens.view, config.next_n), k, sorted);
+  const int64_t table_width = p.block_table.size(1) * config.page_size;
+  const DeviceBuffer workspace = fused_workspace(k, p.rows(), table_width, capacity);
+  const HostTensor got =
+      run_decode(device, p.rows(), k, sorted, workspace, IndexerPath::kFused, capacity);
+  EXPECT_TRUE(SameTopK(got, dense, k, true));
+}
+
+DecodeConfig fused_decode_config(int heads, int next_n, int batch, int max_len, int index) {
+  DecodeConfig config;
+  config.format = KFormat::kMXFP4;
+  config.heads = heads;
+  config.next_n = next_n;
+  config.batch = batch;
+  config.page_size = index % 2 == 0 ? 64 : 32;
+  config.max_len = max_len;
+  config.stride_pad_bytes = index % 3 == 0 ? config.page_size * (132 - 68) : 0;
+  return config;
+}
+
 TEST(Mxfp4IndexerCuda, FusedSelectionAndFallbackEqualTheDensePair) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -146,67 +203,33 @@ TEST(Mxfp4IndexerCuda, FusedSelectionAndFallbackEqualTheDensePair) {
   int index = 0;
   for (int heads : {32, 64}) {
     for (OutOfSpan mode : {OutOfSpan::kNone, OutOfSpan::kQueries, OutOfSpan::kKeys}) {
-      const int k = index % 2 == 0 ? 256 : 64;
-      const bool sorted = index % 3 != 0;
+      check_fused_prefill(rng, heads, mode, rng.uniform_int(120, 220), rng.uniform_int(9000, 14000),
+                          index % 2 == 0 ? 256 : 64, index % 3 != 0, kCapacity);
       ++index;
-      const int64_t rows = rng.uniform_int(120, 220);
-      const int64_t keys = rng.uniform_int(9000, 14000);
-      SCOPED_TRACE(::testing::Message() << "prefill H=" << heads << " k=" << k << " rows=" << rows
-                                        << " keys=" << keys << " " << out_of_span_name(mode));
-      PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, kHeadDim);
-      if (mode != OutOfSpan::kNone) spread_scales(p.q, rows * heads, 3, 1999);
-      if (mode == OutOfSpan::kKeys) spread_scales(p.keys, keys, keys - 700, keys);
-      const DevicePrefill device(p);
-      const HostTensor dense = gpu_dense_topk(
-          device, rows, keys, RowRanges::prefill(device.ks.view, device.ke.view), k, sorted);
-      // Two batches of rows or more, the converted operands beside them.
-      const size_t bytes = flashindexer::cuda::fused_indexer_workspace_size(
-                               rows / 2, keys, k, flashindexer::cuda::FusedConfig{kCapacity}) +
-                           mqa_logits_cuda_workspace_size(rows, heads, keys) + 4096;
-      const DeviceBuffer workspace = poisoned_device_buffer(bytes);
-      const HostTensor got =
-          run_prefill(device, rows, k, sorted, workspace, k, IndexerPath::kFused, kCapacity);
-      EXPECT_TRUE(SameTopK(got, dense, k, true));
     }
   }
   for (int next_n = 1; next_n <= 4; ++next_n) {
     for (int heads : {32, 64}) {
       for (OutOfSpan mode : {OutOfSpan::kNone, OutOfSpan::kQueries, OutOfSpan::kKeys}) {
-        DecodeConfig config;
-        config.format = KFormat::kMXFP4;
-        config.heads = heads;
-        config.next_n = next_n;
-        config.batch = 24;
-        config.page_size = index % 2 == 0 ? 64 : 32;
-        config.max_len = 9000;
-        config.stride_pad_bytes = index % 3 == 0 ? config.page_size * (132 - 68) : 0;
-        const int k = index % 2 == 0 ? 256 : 512;
-        const bool sorted = index % 3 != 1;
+        check_fused_decode(rng, fused_decode_config(heads, next_n, 24, 9000, index), mode,
+                           index % 2 == 0 ? 256 : 512, index % 3 != 1, kCapacity);
         ++index;
-        SCOPED_TRACE(describe(config) + " k=" + std::to_string(k) + " " + out_of_span_name(mode));
-        DecodeProblem p = make_decode_problem(rng, config);
-        if (mode != OutOfSpan::kNone) {
-          spread_scales(p.q, p.rows() * heads, 5, 7 * heads * next_n + 3);
-        }
-        if (mode == OutOfSpan::kKeys) {
-          for (int b = 1; b < config.batch; b += 4) {
-            Operand& keys = p.request_keys[b];
-            spread_scales(keys, keys.values.size(0), keys.values.size(0) / 3, 1500);
-          }
-        }
-        rewrite_cache(p);
-        const DevicePaged device(p);
-        const HostTensor dense =
-            gpu_dense_topk(device, p.rows(), p.width,
-                           RowRanges::decode(device.context_lens.view, next_n), k, sorted);
-        const int64_t table_width = p.block_table.size(1) * config.page_size;
-        const DeviceBuffer workspace = fused_workspace(k, p.rows(), table_width, kCapacity);
-        const HostTensor got =
-            run_decode(device, p.rows(), k, sorted, workspace, IndexerPath::kFused, kCapacity);
-        EXPECT_TRUE(SameTopK(got, dense, k, true));
       }
     }
   }
+}
+
+// A few small cases of the test above, for the race checker: prefill at H = 32, decode at
+// next_n 1 (register keys, H = 64) and 4 (the converting format's N = 256 tiles).
+TEST(Mxfp4IndexerCuda, SmallFusedCasesEqualTheDensePair) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  constexpr int kCapacity = 256;
+  check_fused_prefill(rng, 32, OutOfSpan::kQueries, 48, 2500, 64, true, kCapacity);
+  check_fused_decode(rng, fused_decode_config(64, 1, 4, 2500, 0), OutOfSpan::kKeys, 64, true,
+                     kCapacity);
+  check_fused_decode(rng, fused_decode_config(64, 4, 4, 2500, 1), OutOfSpan::kQueries, 64, false,
+                     kCapacity);
 }
 
 // Batches of rows through a small workspace: each batch's query scales are its own rows'.
