@@ -21,10 +21,13 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/indexer/selected_scores.h"
 #include "cuda/indexer/slab.h"
+#include "cuda/sm90_scoring/call.h"
 #include "cuda/sm90_scoring/sparse_call.h"
 
 namespace flashindexer::cuda {
 namespace {
+
+using scoring::ScoringCall;
 
 struct SparseBatches {
   candidates::SparseRows arrays;  // for `rows` rows, or every row's when `prebuilt`
@@ -201,11 +204,21 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
   const char* op = "indexer_prefill";
   const int64_t rows = q.values.shape[0];
   SparseBatches batches;
-  if (Status status = carve_sparse_batches(op, options, k, input, 1, rows, &batches);
+  // MXFP4: the keys and each batch's queries as e4m3 at the workspace's end when they fit beside
+  // a batch (the FP8 kernel then scores them: H200, H32 4096 rows x 16384 candidates of 131072
+  // keys, docs/history/mxfp4-scoring.md); else the consumers convert in registers.
+  ConvertedOperands converted;
+  if (Status status = carve_prefill_batches(
+          options, q, keys.values.shape[0], 1,
+          [&](const RunOptions& from, SparseBatches* carved) {
+            return carve_sparse_batches(op, from, k, input, 1, rows, carved);
+          },
+          &batches, &converted);
       !status.ok()) {
     return status;
   }
   auto* stream = static_cast<cudaStream_t>(options.cuda_stream);
+  PreconvertedOperands operands;
   for (int64_t first = 0; first < rows; first += batches.rows) {
     const int64_t count = std::min(batches.rows, rows - first);
     const TensorView batch_ks = leading_rows(ks, first, count);
@@ -223,6 +236,25 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     if (q.scales.defined()) scoring.q_scales = leading_rows(q.scales, first, count);
     scoring.weights = leading_rows(weights, first, count);
     scoring.keys = &keys;
+    if (converted.workspace != nullptr) {
+      // The raw call's operands for the conversion (its logits view is never written).
+      ScoringCall raw;
+      const TensorView unused =
+          TensorView::contiguous(batches.logits, DType::kF32, {count, keys.values.shape[0]},
+                                 Device::kCUDA);
+      if (Status status = plan_mqa_logits(op, unused, {scoring.q, scoring.q_scales}, keys,
+                                          scoring.weights, batch_ks, batch_ke, &raw);
+          !status.ok()) {
+        return status;
+      }
+      if (Status status = preconvert_mxfp4_operands(
+              op, raw, {scoring.q, scoring.q_scales}, keys, converted.workspace, converted.bytes,
+              &converted.keys_ready, nullptr, stream, &operands);
+          !status.ok()) {
+        return status;
+      }
+      scoring.converted = &operands;
+    }
     if (Status status =
             score_and_select(op, batches, arrays, scoring, count, leading_rows(out, first, count),
                              leading_rows(scores, first, count), k, sorted);

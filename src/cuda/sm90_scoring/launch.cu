@@ -483,16 +483,31 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
     } else {
       fixup_keys(fixup, *call.keys);
     }
-    const bool converter_bits =
-        !paged || paged_shape(heads, call.next_n).columns > scoring::kMaxRegisterKeyColumns;
-    const cudaError_t launched =
-        heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block, paged,
-                                                       converter_bits, grid, stream)
-                    : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block, paged,
-                                                       converter_bits, grid, stream);
-    if (Status status = to_status(launched, op, "sparse MXFP4 scoring kernel launch");
-        !status.ok()) {
-      return status;
+    if (call.converted != nullptr && !paged) {
+      // The preconverted operands through the FP8 kernel: the converting format's bits (the
+      // packed form's register conversion computes those too).
+      SparseScoring fp8 = call;
+      fp8.q = call.converted->q.values;
+      fp8.q_scales = {};
+      fp8.weights = call.converted->weights;
+      fp8.keys = &call.converted->keys;
+      fp8.converted = nullptr;
+      if (Status status = launch_sparse_scoring(op, fp8, /*clean=*/false, stream_handle);
+          !status.ok()) {
+        return status;
+      }
+    } else {
+      const bool converter_bits =
+          !paged || paged_shape(heads, call.next_n).columns > scoring::kMaxRegisterKeyColumns;
+      const cudaError_t launched =
+          heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block,
+                                                         paged, converter_bits, grid, stream)
+                      : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block,
+                                                         paged, converter_bits, grid, stream);
+      if (Status status = to_status(launched, op, "sparse MXFP4 scoring kernel launch");
+          !status.ok()) {
+        return status;
+      }
     }
     if (Status status =
             to_status(scoring::launch_mxfp4_fixup(params, fixup, /*paged=*/true, sms, stream), op,

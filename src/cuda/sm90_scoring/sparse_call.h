@@ -13,6 +13,8 @@
 
 namespace flashindexer::cuda {
 
+struct PreconvertedOperands;  // call.h
+
 // Row r of the call is query row r of q (e4m3 [rows, H, 128], or MXFP4 [rows, H, 64] packed with
 // q_scales [rows, H, 4]; H 32 or 64, any row stride that TMA takes) with weights row r ([rows, H]
 // f32); the keys are of q's format. Its sparse column j * sparse_block + o (o <
@@ -34,6 +36,11 @@ struct SparseScoring {
   // The paged MXFP4 form: the next_n of the decode call the rows stand for, which picks the
   // dense call's operand form (format_mxfp4_sparse.cuh).
   int next_n = 1;
+  // The packed MXFP4 form, optionally: these rows' queries and weights and every key as e4m3
+  // (preconvert_mxfp4_operands, call.h), which the FP8 kernel scores instead (the MXFP4 fix-up
+  // follows): the converting format's bits, as the register form's, without the conversion in
+  // the consumers (sparse_indexer.cu).
+  const PreconvertedOperands* converted = nullptr;
 };
 
 Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool clean, void* stream);
