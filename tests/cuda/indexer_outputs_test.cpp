@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "indexer_cases.h"
+#include "mxfp4_cases.h"
 
 namespace fitest {
 namespace {
@@ -214,6 +215,81 @@ TEST(IndexerScoresCuda, DecodeScoresAreThePagedLogitsBitsForNextN1To4) {
             got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
             path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
       }
+    }
+  }
+}
+
+// MXFP4 on every path, some query vectors out of span (and, at decode, some of one request's
+// keys): the scores are the logits' bits, the fix-up's where a vector is out of span, which the
+// fused path's rows meeting one get from its fallback; repeats write the same bytes.
+TEST(IndexerScoresCuda, Mxfp4ScoresAreTheLogitsBitsOnEveryPath) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  struct Run {
+    IndexerPath path;
+    int capacity;  // > 0: the fused entry with this many slots (every row gated)
+  };
+  constexpr Run kRuns[] = {
+      {IndexerPath::kDense, 0}, {IndexerPath::kFused, 0}, {IndexerPath::kFused, 1000}};
+  for (int heads : {32, 64}) {
+    const int k = heads == 32 ? 512 : 64;
+    const int64_t rows = rng.uniform_int(30, 60);
+    const int64_t keys = rng.uniform_int(12000, 20000);
+    SCOPED_TRACE(::testing::Message()
+                 << "prefill H=" << heads << " rows=" << rows << " keys=" << keys);
+    PrefillProblem p = make_prefill_problem(rng, KFormat::kMXFP4, rows, keys, heads, 128);
+    pack_requests(rng, p, 8);
+    spread_scales(p.q, rows * heads, 2, 97);
+    const DevicePrefill device(p);
+    const HostTensor logits = gpu_logits(device, rows, keys);
+    HostTensor expected = poisoned_topk_output(rows, k);
+    FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
+                              RowRanges::prefill(p.ks.view(), p.ke.view()), k, TopKOptions{true}));
+    auto start = [&](int64_t t) { return static_cast<int64_t>(p.ks.data<int32_t>()[t]); };
+    for (const Run& run : kRuns) {
+      SCOPED_TRACE(::testing::Message() << path_name(run.path) << " capacity " << run.capacity);
+      const DeviceBuffer workspace = run.capacity > 0 ? fused_workspace(k, 0, keys, run.capacity)
+                                                      : path_workspace(run.path, k, 0, keys);
+      Outputs first =
+          prefill_with_outputs(device, rows, k, true, workspace, run.path, run.capacity, true);
+      EXPECT_TRUE(SameTopK(first.out, expected, k, true));
+      EXPECT_TRUE(ScoresAreTheLogitsBits(
+          first.scores, first.out, logits, k, start,
+          run.path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
+      Outputs again =
+          prefill_with_outputs(device, rows, k, true, workspace, run.path, run.capacity, true);
+      EXPECT_TRUE(SameBits(first.out, again.out));
+      EXPECT_TRUE(SameBits(first.scores, again.scores));
+    }
+  }
+  for (int next_n : {1, 3}) {
+    DecodeConfig config = cuda_decode_config(rng, next_n, false, 20000);
+    config.format = KFormat::kMXFP4;
+    const int k = 256;
+    SCOPED_TRACE(describe(config));
+    DecodeProblem p = make_decode_problem(rng, config);
+    spread_scales(p.q, p.rows() * config.heads, 1, 131);
+    Operand& first_keys = p.request_keys[0];
+    spread_scales(first_keys, first_keys.values.size(0), first_keys.values.size(0) / 2, 700);
+    rewrite_cache(p);
+    const DevicePaged device(p);
+    const int64_t width = p.block_table.size(1) * config.page_size;
+    const HostTensor logits = gpu_logits(device, p.rows(), width);
+    HostTensor expected = poisoned_topk_output(p.rows(), k);
+    FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
+                              RowRanges::decode(p.context_lens.view(), next_n), k,
+                              TopKOptions{true}));
+    for (IndexerPath path : kPaths) {
+      SCOPED_TRACE(path_name(path));
+      const DeviceBuffer workspace = path_workspace(path, k, 0, width);
+      Outputs got = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
+      EXPECT_TRUE(SameTopK(got.out, expected, k, true));
+      EXPECT_TRUE(ScoresAreTheLogitsBits(
+          got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
+          path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
+      Outputs again = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
+      EXPECT_TRUE(SameBits(got.out, again.out));
+      EXPECT_TRUE(SameBits(got.scores, again.scores));
     }
   }
 }
