@@ -15,7 +15,12 @@
 // room for its keys and one batch's queries converted to e4m3 (mqa_logits_cuda_workspace_size of
 // the batch's rows, H and the keys) when a batch then still holds 4 rows (H = 64) or 8 (H = 32),
 // or all of them: its batches are then scored as mqa_logits with a workspace is, by the FP8
-// kernel, with the same bits; otherwise the scoring kernel converts on chip.
+// kernel, with the same bits; otherwise the scoring kernel converts on chip. Its fused path and
+// the sparse consumer path do the same (the fused path takes the dense one when they do not fit;
+// the sparse one converts in its kernel's registers). Both indexer paths take MXFP4 and give the
+// same answer; on the fused one, a row that meets a vector whose block scales span more binades
+// than e4m3 holds is selected by its dense fallback. An MXFP4 source layer (candidate_source)
+// takes the dense path.
 #pragma once
 
 #include "flashindexer/candidates.h"
