@@ -109,6 +109,38 @@ Outputs prefill_with_outputs(const DevicePrefill& device, int64_t rows, int k, b
   return d.fetch();
 }
 
+// One run of a prefill problem's checks: the path, the workspace's batch of rows (0: the
+// recommended size) and, with capacity > 0, the fused entry with that many slots (overflow; fewer
+// than k at k >= 2048: no gated row is ever complete).
+struct PrefillRun {
+  IndexerPath path;
+  int64_t batch_rows;
+  int capacity;
+};
+
+// The run's top-k is `expected` (the top-k of the GPU's `logits`), each selected key's score
+// their bits (the fused path's -0.0 / NaN corner aside), and a repeat writes the same bytes.
+void expect_prefill_scores_are_the_logits_bits(const DevicePrefill& device, const PrefillProblem& p,
+                                               const HostTensor& logits, const HostTensor& expected,
+                                               int k, bool sorted, const PrefillRun& run) {
+  SCOPED_TRACE(::testing::Message() << path_name(run.path) << " batch rows " << run.batch_rows
+                                    << " capacity " << run.capacity);
+  const DeviceBuffer workspace = run.capacity > 0
+                                     ? fused_workspace(k, 0, p.num_keys, run.capacity)
+                                     : path_workspace(run.path, k, run.batch_rows, p.num_keys);
+  auto start = [&](int64_t t) { return static_cast<int64_t>(p.ks.data<int32_t>()[t]); };
+  Outputs first =
+      prefill_with_outputs(device, p.rows, k, sorted, workspace, run.path, run.capacity, true);
+  EXPECT_TRUE(SameTopK(first.out, expected, k, sorted));
+  EXPECT_TRUE(ScoresAreTheLogitsBits(
+      first.scores, first.out, logits, k, start,
+      run.path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
+  Outputs again =
+      prefill_with_outputs(device, p.rows, k, sorted, workspace, run.path, run.capacity, true);
+  EXPECT_TRUE(SameBits(first.out, again.out));
+  EXPECT_TRUE(SameBits(first.scores, again.scores));
+}
+
 TEST(IndexerScoresCuda, PrefillScoresAreTheLogitsBitsOnEveryPath) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -133,31 +165,11 @@ TEST(IndexerScoresCuda, PrefillScoresAreTheLogitsBitsOnEveryPath) {
       FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
                                 RowRanges::prefill(p.ks.view(), p.ke.view()), k,
                                 TopKOptions{sorted}));
-      auto start = [&](int64_t t) { return static_cast<int64_t>(p.ks.data<int32_t>()[t]); };
-      struct Run {
-        IndexerPath path;
-        int64_t batch_rows;  // 0: the recommended workspace
-        int capacity;        // > 0: the fused entry with this many slots (overflow; fewer
-                             // than k at k >= 2048: no gated row is ever complete)
-      };
-      for (const Run& run : {Run{IndexerPath::kDense, 0, 0}, Run{IndexerPath::kDense, 5, 0},
-                             Run{IndexerPath::kFused, 0, 0}, Run{IndexerPath::kFused, 7, 0},
-                             Run{IndexerPath::kFused, 0, k <= 64 ? 300 : 1000}}) {
-        SCOPED_TRACE(::testing::Message() << path_name(run.path) << " batch rows " << run.batch_rows
-                                          << " capacity " << run.capacity);
-        const DeviceBuffer workspace = run.capacity > 0
-                                           ? fused_workspace(k, 0, keys, run.capacity)
-                                           : path_workspace(run.path, k, run.batch_rows, keys);
-        Outputs first =
-            prefill_with_outputs(device, rows, k, sorted, workspace, run.path, run.capacity, true);
-        EXPECT_TRUE(SameTopK(first.out, expected, k, sorted));
-        EXPECT_TRUE(ScoresAreTheLogitsBits(
-            first.scores, first.out, logits, k, start,
-            run.path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
-        Outputs again =
-            prefill_with_outputs(device, rows, k, sorted, workspace, run.path, run.capacity, true);
-        EXPECT_TRUE(SameBits(first.out, again.out));
-        EXPECT_TRUE(SameBits(first.scores, again.scores));
+      for (const PrefillRun& run :
+           {PrefillRun{IndexerPath::kDense, 0, 0}, PrefillRun{IndexerPath::kDense, 5, 0},
+            PrefillRun{IndexerPath::kFused, 0, 0}, PrefillRun{IndexerPath::kFused, 7, 0},
+            PrefillRun{IndexerPath::kFused, 0, k <= 64 ? 300 : 1000}}) {
+        expect_prefill_scores_are_the_logits_bits(device, p, logits, expected, k, sorted, run);
       }
     }
   }
@@ -188,6 +200,30 @@ DecodeConfig cuda_decode_config(Rng& rng, int next_n, bool two_dim, int64_t max_
   return config;
 }
 
+// A decode problem on both paths: the top-k of the GPU's logits, with each selected key's score
+// their bits (the fused path's -0.0 / NaN corner aside), and a repeat writes the same bytes.
+void expect_decode_scores_are_the_logits_bits(DecodeProblem& p, int k) {
+  const DevicePaged device(p);
+  const int64_t width = p.block_table.size(1) * p.config.page_size;
+  const HostTensor logits = gpu_logits(device, p.rows(), width);
+  HostTensor expected = poisoned_topk_output(p.rows(), k);
+  FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
+                            RowRanges::decode(p.context_lens.view(), p.config.next_n), k,
+                            TopKOptions{true}));
+  for (IndexerPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    const DeviceBuffer workspace = path_workspace(path, k, 0, width);
+    Outputs got = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
+    EXPECT_TRUE(SameTopK(got.out, expected, k, true));
+    EXPECT_TRUE(ScoresAreTheLogitsBits(
+        got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
+        path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
+    Outputs again = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
+    EXPECT_TRUE(SameBits(got.out, again.out));
+    EXPECT_TRUE(SameBits(got.scores, again.scores));
+  }
+}
+
 TEST(IndexerScoresCuda, DecodeScoresAreThePagedLogitsBitsForNextN1To4) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
@@ -199,22 +235,7 @@ TEST(IndexerScoresCuda, DecodeScoresAreThePagedLogitsBitsForNextN1To4) {
       SCOPED_TRACE(describe(config) + " k=" + std::to_string(k));
       DecodeProblem p = make_decode_problem(rng, config);
       huge_weights(rng, p.weights, 2);
-      const DevicePaged device(p);
-      const int64_t width = p.block_table.size(1) * config.page_size;
-      const HostTensor logits = gpu_logits(device, p.rows(), width);
-      HostTensor expected = poisoned_topk_output(p.rows(), k);
-      FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
-                                RowRanges::decode(p.context_lens.view(), next_n), k,
-                                TopKOptions{true}));
-      for (IndexerPath path : kPaths) {
-        SCOPED_TRACE(path_name(path));
-        const DeviceBuffer workspace = path_workspace(path, k, 0, width);
-        Outputs got = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
-        EXPECT_TRUE(SameTopK(got.out, expected, k, true));
-        EXPECT_TRUE(ScoresAreTheLogitsBits(
-            got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
-            path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
-      }
+      expect_decode_scores_are_the_logits_bits(p, k);
     }
   }
 }
@@ -225,12 +246,6 @@ TEST(IndexerScoresCuda, DecodeScoresAreThePagedLogitsBitsForNextN1To4) {
 TEST(IndexerScoresCuda, Mxfp4ScoresAreTheLogitsBitsOnEveryPath) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
-  struct Run {
-    IndexerPath path;
-    int capacity;  // > 0: the fused entry with this many slots (every row gated)
-  };
-  constexpr Run kRuns[] = {
-      {IndexerPath::kDense, 0}, {IndexerPath::kFused, 0}, {IndexerPath::kFused, 1000}};
   for (int heads : {32, 64}) {
     const int k = heads == 32 ? 512 : 64;
     const int64_t rows = rng.uniform_int(30, 60);
@@ -245,21 +260,10 @@ TEST(IndexerScoresCuda, Mxfp4ScoresAreTheLogitsBitsOnEveryPath) {
     HostTensor expected = poisoned_topk_output(rows, k);
     FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
                               RowRanges::prefill(p.ks.view(), p.ke.view()), k, TopKOptions{true}));
-    auto start = [&](int64_t t) { return static_cast<int64_t>(p.ks.data<int32_t>()[t]); };
-    for (const Run& run : kRuns) {
-      SCOPED_TRACE(::testing::Message() << path_name(run.path) << " capacity " << run.capacity);
-      const DeviceBuffer workspace = run.capacity > 0 ? fused_workspace(k, 0, keys, run.capacity)
-                                                      : path_workspace(run.path, k, 0, keys);
-      Outputs first =
-          prefill_with_outputs(device, rows, k, true, workspace, run.path, run.capacity, true);
-      EXPECT_TRUE(SameTopK(first.out, expected, k, true));
-      EXPECT_TRUE(ScoresAreTheLogitsBits(
-          first.scores, first.out, logits, k, start,
-          run.path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
-      Outputs again =
-          prefill_with_outputs(device, rows, k, true, workspace, run.path, run.capacity, true);
-      EXPECT_TRUE(SameBits(first.out, again.out));
-      EXPECT_TRUE(SameBits(first.scores, again.scores));
+    for (const PrefillRun& run :
+         {PrefillRun{IndexerPath::kDense, 0, 0}, PrefillRun{IndexerPath::kFused, 0, 0},
+          PrefillRun{IndexerPath::kFused, 0, 1000}}) {
+      expect_prefill_scores_are_the_logits_bits(device, p, logits, expected, k, true, run);
     }
   }
   for (int next_n : {1, 3}) {
@@ -272,25 +276,7 @@ TEST(IndexerScoresCuda, Mxfp4ScoresAreTheLogitsBitsOnEveryPath) {
     Operand& first_keys = p.request_keys[0];
     spread_scales(first_keys, first_keys.values.size(0), first_keys.values.size(0) / 2, 700);
     rewrite_cache(p);
-    const DevicePaged device(p);
-    const int64_t width = p.block_table.size(1) * config.page_size;
-    const HostTensor logits = gpu_logits(device, p.rows(), width);
-    HostTensor expected = poisoned_topk_output(p.rows(), k);
-    FI_ASSERT_OK(topk_per_row(expected.view(), logits.view(),
-                              RowRanges::decode(p.context_lens.view(), next_n), k,
-                              TopKOptions{true}));
-    for (IndexerPath path : kPaths) {
-      SCOPED_TRACE(path_name(path));
-      const DeviceBuffer workspace = path_workspace(path, k, 0, width);
-      Outputs got = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
-      EXPECT_TRUE(SameTopK(got.out, expected, k, true));
-      EXPECT_TRUE(ScoresAreTheLogitsBits(
-          got.scores, got.out, logits, k, [](int64_t) { return int64_t{0}; },
-          path == IndexerPath::kFused ? ScoreBits::kFusedKeys : ScoreBits::kExact));
-      Outputs again = decode_with_outputs(device, p.rows(), k, true, workspace, path, true);
-      EXPECT_TRUE(SameBits(got.out, again.out));
-      EXPECT_TRUE(SameBits(got.scores, again.scores));
-    }
+    expect_decode_scores_are_the_logits_bits(p, k);
   }
 }
 
