@@ -28,6 +28,10 @@
 // makes the block scores (block_scores.h), and the top-C of select_candidate_blocks follows.
 // So the answer is topk_per_row(mqa_logits(...)) bit for bit: the candidates are the very scores
 // the dense path stores, and a row either holds every key above its k-th or takes the dense path.
+// MXFP4 (sm90_scoring/format_mxfp4.cuh): an out-of-span vector's scores are NaN marks until the
+// fix-up computes them, so a row that meets one (the scan and the gate mark it, gate.h) takes the
+// fallback, gated or not, whose scoring runs the fix-up; decode scans with the MXFP4 emitting
+// kernels, prefill converts its operands into the workspace first (PrefillConversion).
 // All decisions on the host come from shapes: no host sync, graph-capturable.
 #include <cuda_runtime.h>
 
@@ -111,8 +115,8 @@ struct PrefillForm {
         !status.ok()) {
       return status;
     }
-    conversion->skipped =
-        conversion->space.workspace == nullptr && q.values.shape[0] > 0 && keys.values.shape[0] > 0;
+    // (No keys: nothing to convert, and the dense path answers the empty rows.)
+    conversion->skipped = conversion->space.workspace == nullptr && q.values.shape[0] > 0;
     return Status::Ok();
   }
   bool skipped() const { return conversion != nullptr && conversion->skipped; }
