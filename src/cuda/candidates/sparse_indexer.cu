@@ -239,9 +239,8 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     if (converted.workspace != nullptr) {
       // The raw call's operands for the conversion (its logits view is never written).
       ScoringCall raw;
-      const TensorView unused =
-          TensorView::contiguous(batches.logits, DType::kF32, {count, keys.values.shape[0]},
-                                 Device::kCUDA);
+      const TensorView unused = TensorView::contiguous(
+          batches.logits, DType::kF32, {count, keys.values.shape[0]}, Device::kCUDA);
       if (Status status = plan_mqa_logits(op, unused, {scoring.q, scoring.q_scales}, keys,
                                           scoring.weights, batch_ks, batch_ke, &raw);
           !status.ok()) {

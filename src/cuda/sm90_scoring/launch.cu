@@ -500,10 +500,10 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       const bool converter_bits =
           !paged || paged_shape(heads, call.next_n).columns > scoring::kMaxRegisterKeyColumns;
       const cudaError_t launched =
-          heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block,
-                                                         paged, converter_bits, grid, stream)
-                      : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block,
-                                                         paged, converter_bits, grid, stream);
+          heads == 64 ? launch_sparse_mxfp4_instance<64>(maps, params, planned.format, block, paged,
+                                                         converter_bits, grid, stream)
+                      : launch_sparse_mxfp4_instance<32>(maps, params, planned.format, block, paged,
+                                                         converter_bits, grid, stream);
       if (Status status = to_status(launched, op, "sparse MXFP4 scoring kernel launch");
           !status.ok()) {
         return status;
