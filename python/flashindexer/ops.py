@@ -415,8 +415,9 @@ def indexer_prefill(q, keys, weights, ks, ke, k, *, sorted=False, out=None, work
     candidate_source: a DeepSeek-V4.1 source layer's candidate output, C (an int: [M, C] int32 is
     allocated) or an [M, C] int32 tensor to fill, blocks of ``candidate_source_block_size``
     positions: exactly select_candidate_blocks(mqa_logits(...), ks, ke, C, cb), while ``out``
-    stays the unrestricted top-k. On CUDA it takes the dense path ("fused" raises
-    NotImplementedError); not with candidates.
+    stays the unrestricted top-k. On CUDA the fused path publishes them when the block size is
+    a multiple of 8 (else "fused" raises NotImplementedError and "auto" takes the dense path);
+    MXFP4 takes the dense path. Not with candidates.
     Returns out, or IndexerOutputs(topk, scores, candidate_blocks) when scores or
     candidate_source is given.
     """
