@@ -320,25 +320,25 @@ __device__ __forceinline__ uint32_t word_of(__nv_bfloat162 pair) {
 // the codes in the low nibbles of the word's halves. For values with bf16's 8 bits (bf16 input),
 // where the kernels' f32 form (codes::e2m1_code_of, about 14 instructions a value) bounded the
 // MXFP4 quantizers by their instructions: the scaling is exact in bf16 (a power of two; bf16 has
-// f32's exponents), and each step below works on both halves of a word at once (about 10 a value in
-// the SASS). Per half, with a = |y| and NaN taken as 0 (max keeps the non-NaN operand):
-//   below 1, the grid's step is 1/2: round(2 min(a, 1)) is 64 + min(a, 1) rounded to bf16's step
-//   1/2 there, less 64;
-//   from 1 up, it is bf16 rounded to one mantissa bit: b = bits of min(max(a, 1), 6) rounded to
-//   nearest even at bit 6 (no carry leaves a half: b <= 0x40C0), b >> 6 is 252 + the code;
-// the code is their sum less 64's bits and 254 (each is exact where the other is 1's). The sign
-// is y's unless y is NaN (+0, as the CPU writes it).
+// f32's exponents), and each step below works on both halves of a word at once (about 6 a value
+// in the SASS). Per half, with a = min(|x| 2^-e, 6) and NaN taken as 0 (max keeps the non-NaN
+// operand): a's binade 2^k (k clamped to 0..2, as e2m1_code_of) is where the grid's step is
+// 2^(k-1), and a + 65 2^k (2^(6+k) and two steps) in bf16, 7 mantissa bits, is a rounded to
+// nearest even onto that step (the two steps keep the parity): its mantissa is 2 + the count r
+// of steps, below 2^7, with no carry into the exponent. The code r + 2k is the low three bits
+// of that sum plus the binade's bits >> 6 (0xFE + 2k). The sign is x's (the scale is positive)
+// unless x is NaN (+0, as the CPU writes it). |x| is the amax's own operand, shared with it.
 __device__ __forceinline__ uint32_t e2m1_pair(uint32_t x_pair, __nv_bfloat162 inverse) {
-  const uint32_t y = word_of(__hmul2(as_bf16x2(x_pair), inverse));
-  const uint32_t magnitude = y & 0x7FFF7FFFu;
-  const __nv_bfloat162 one = __float2bfloat162_rn(1.0f);
-  const __nv_bfloat162 a = __hmax2(as_bf16x2(magnitude), __float2bfloat162_rn(0.0f));
-  const uint32_t small = word_of(__hadd2(__hmin2(a, one), __float2bfloat162_rn(64.0f)));
-  const uint32_t high = word_of(__hmin2(__hmax2(a, one), __float2bfloat162_rn(6.0f)));
-  const uint32_t big = ((high + 0x001F001Fu + ((high >> 6) & 0x00010001u)) >> 6) & 0x01FF01FFu;
-  const uint32_t code = small + big - 0x437E437Eu;               // per half: 0x4280 (64) + 254
+  const uint32_t magnitude = x_pair & 0x7FFF7FFFu;
+  const __nv_bfloat162 y = __hmul2(as_bf16x2(magnitude), inverse);
+  const __nv_bfloat162 a =
+      __hmin2(__hmax2(y, __float2bfloat162_rn(0.0f)), __float2bfloat162_rn(6.0f));
+  const __nv_bfloat162 binade =
+      __hmax2(as_bf16x2(word_of(a) & 0x7F807F80u), __float2bfloat162_rn(1.0f));
+  const uint32_t sum = word_of(__hfma2(binade, __float2bfloat162_rn(65.0f), a));
+  const uint32_t code = (sum + (word_of(binade) >> 6)) & 0x00070007u;
   const uint32_t nan = (magnitude + 0x007F007Fu) & 0x80008000u;  // magnitude above 0x7F80
-  return code | ((y & ~nan & 0x80008000u) >> 12);
+  return code | ((x_pair & ~nan & 0x80008000u) >> 12);
 }
 
 // A chunk's eight E2M1 codes from its values as four bf16 pairs, divided by 2^(byte - 127): a
@@ -347,14 +347,18 @@ __device__ __forceinline__ uint32_t chunk_codes_of_pairs(const uint32_t* pairs, 
   // 2^-127 (byte 254) is a bf16 subnormal: the top half of its float bits, exact too.
   const uint32_t half = __float_as_uint(pow2(127 - static_cast<int>(byte))) >> 16;
   const __nv_bfloat162 inverse_pair = as_bf16x2(half | half << 16);
-  uint32_t bytes[kChunkValues / 2];
+  uint32_t codes[kChunkValues / 2];
 #pragma unroll
-  for (int i = 0; i < kChunkValues / 2; ++i) {
-    const uint32_t codes = e2m1_pair(pairs[i], inverse_pair);
-    bytes[i] = codes | codes >> 12;  // the pair's byte in the low 8 bits
+  for (int i = 0; i < kChunkValues / 2; ++i) codes[i] = e2m1_pair(pairs[i], inverse_pair);
+  // Two pairs' nibbles at bits 0, 8 (their first elements) and 16, 24 (their second): folding
+  // the upper ones down by 12 bits gives the two bytes in the low half.
+  uint32_t halves[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t both = codes[2 * h] + (codes[2 * h + 1] << 8);
+    halves[h] = both | both >> 12;
   }
-  return __byte_perm(__byte_perm(bytes[0], bytes[1], 0x0040),
-                     __byte_perm(bytes[2], bytes[3], 0x0040), 0x5410);
+  return __byte_perm(halves[0], halves[1], 0x5410);
 }
 
 // The lane's sixteen values as E2M1 codes, slot s's chunk as x / 2^(byte[s] - 127): a word of
