@@ -162,68 +162,104 @@ __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& ro
   e.rotates = true;
 }
 
-// The interleaved (GPT-J) form on a chunk v with its four pairs' entries c[0..3], s[0..3].
-__device__ __forceinline__ void rotate_interleaved(float* v, const float* c, const float* s) {
+// The rotated values of a chunk v, before their rounding to bf16: the interleaved (GPT-J) form
+// with its four pairs' entries c[0..3], s[0..3]; the NeoX form of rotated chunk `r` with
+// `partner`, the chunk r ^ 4 (pair i is dims (i, i + 32): chunks r and r + 4 hold the pairs
+// 8 (r % 4) .. 8 (r % 4) + 7).
+__device__ __forceinline__ void interleaved_values(float* out, const float* v, const float* c,
+                                                   const float* s) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    float rotated[2] = {rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]),
-                        rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i])};
-    bf16_round_pair(rotated);
-    v[2 * i] = rotated[0], v[2 * i + 1] = rotated[1];
+    out[2 * i] = rotated_first(v[2 * i], v[2 * i + 1], c[i], s[i]);
+    out[2 * i + 1] = rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i]);
   }
 }
-
-// The NeoX form on the chunk v of rotated chunk `r` with `partner`, the chunk r ^ 4 (pair i is
-// dims (i, i + 32): chunks r and r + 4 hold the pairs 8 (r % 4) .. 8 (r % 4) + 7).
-__device__ __forceinline__ void rotate_neox(float* v, const float* partner, const float* c,
-                                            const float* s, int r) {
-  float out[kChunkValues];
+__device__ __forceinline__ void neox_values(float* out, const float* v, const float* partner,
+                                            const float* c, const float* s, int r) {
 #pragma unroll
   for (int j = 0; j < kChunkValues; ++j) {
     out[j] = r < 4 ? rotated_first(v[j], partner[j], c[j], s[j])
                    : rotated_second(partner[j], v[j], c[j], s[j]);
   }
+}
+
+// A chunk of rotated values rounded to bf16 into v (floats) or into its four words (bf16 pairs,
+// element 0 in the low half).
+__device__ __forceinline__ void round_into(float* v, float* out) {
 #pragma unroll
   for (int j = 0; j < kChunkValues; j += 2) bf16_round_pair(out + j);
 #pragma unroll
   for (int j = 0; j < kChunkValues; ++j) v[j] = out[j];
 }
+__device__ __forceinline__ void round_into(uint32_t* words, const float* out) {
+#pragma unroll
+  for (int i = 0; i < kChunkValues / 2; ++i) {
+    words[i] = word_of(__floats2bfloat162_rn(out[2 * i], out[2 * i + 1]));
+  }
+}
+
+// A lane's values in either form: sixteen floats, or eight words of bf16 pairs (a chunk is four
+// words); chunk(values, slot) is slot's chunk, and chunk_floats its eight values as floats.
+__device__ __forceinline__ float* chunk(float (&x)[kLaneValues], int slot) {
+  return x + slot * kChunkValues;
+}
+__device__ __forceinline__ uint32_t* chunk(uint32_t (&words)[kLaneValues / 2], int slot) {
+  return words + slot * (kChunkValues / 2);
+}
+__device__ __forceinline__ void chunk_floats(float* v, const float* x) {
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) v[j] = x[j];
+}
+__device__ __forceinline__ void chunk_floats(float* v, const uint32_t* words) {
+#pragma unroll
+  for (int i = 0; i < kChunkValues / 2; ++i) bf16_word_floats(words[i], v + 2 * i);
+}
 
 // D >= 128: the rotated chunks are slot kSlot of eight lanes; the NeoX partner chunk r ^ 4 is on
 // the lane four apart. Every lane makes the exchange.
-template <int kLanes, int kSlot>
-__device__ __forceinline__ void rotate_slot(float (&x)[kLaneValues], const Rope& rope,
-                                            const RopeEntries& e, int lane, unsigned mask) {
-  float* v = x + kSlot * kChunkValues;
+template <int kLanes, int kSlot, typename Values>
+__device__ __forceinline__ void rotate_slot(Values& x, const Rope& rope, const RopeEntries& e,
+                                            int lane, unsigned mask) {
+  auto* target = chunk(x, kSlot);
+  float v[kChunkValues];
+  chunk_floats(v, target);
+  float out[kChunkValues];
   if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
     float partner[kChunkValues];
 #pragma unroll
     for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
-    if (e.rotates) rotate_neox(v, partner, e.c, e.s, rope_chunk<kLanes>(rope, lane));
-  } else if (e.rotates) {
-    rotate_interleaved(v, e.c, e.s);
+    if (!e.rotates) return;
+    neox_values(out, v, partner, e.c, e.s, rope_chunk<kLanes>(rope, lane));
+  } else {
+    if (!e.rotates) return;
+    interleaved_values(out, v, e.c, e.s);
   }
+  round_into(target, out);
 }
 
-// Rotates the lane's values of one row with its token's entries. Every lane of the group calls
-// it, for live rows and dead ones alike (the NeoX form exchanges chunks between lanes).
-template <int kLanes>
-__device__ __forceinline__ void apply_rope(float (&x)[kLaneValues], const Rope& rope,
-                                           const RopeEntries& e, int lane, unsigned mask) {
+// Rotates the lane's values of one row (floats, or bf16 words: the rotated values come out in
+// the same form, rounded to bf16) with its token's entries. Every lane of the group calls it,
+// for live rows and dead ones alike (the NeoX form exchanges chunks between lanes).
+template <int kLanes, typename Values>
+__device__ __forceinline__ void apply_rope(Values& x, const Rope& rope, const RopeEntries& e,
+                                           int lane, unsigned mask) {
   static_assert(kLanes >= 4, "RoPE needs D >= 64");
   if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
   if constexpr (kLanes == 4) {
     if (!e.rotates) return;
+    float first[kChunkValues], second[kChunkValues], out[kChunkValues];
+    chunk_floats(first, chunk(x, 0));
+    chunk_floats(second, chunk(x, 1));
     if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
-      float first[kChunkValues];
-#pragma unroll
-      for (int j = 0; j < kChunkValues; ++j) first[j] = x[j];
-      rotate_neox(x, x + kChunkValues, e.c, e.s, lane);
-      rotate_neox(x + kChunkValues, first, e.c, e.s, lane + 4);
+      neox_values(out, first, second, e.c, e.s, lane);
+      round_into(chunk(x, 0), out);
+      neox_values(out, second, first, e.c, e.s, lane + 4);
     } else {
-      rotate_interleaved(x, e.c, e.s);
-      rotate_interleaved(x + kChunkValues, e.c + 4, e.s + 4);
+      interleaved_values(out, first, e.c, e.s);
+      round_into(chunk(x, 0), out);
+      interleaved_values(out, second, e.c + 4, e.s + 4);
     }
+    round_into(chunk(x, 1), out);
   } else if (rope_slot<kLanes>(rope) == 0) {
     rotate_slot<kLanes, 0>(x, rope, e, lane, mask);
   } else {

@@ -151,10 +151,11 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowInde
   return target;
 }
 
-// RoPE on a group's rows: the position and cos / sin entries loaded once for consecutive rows of
-// one token (a query's heads), again only where the token (or the row's liveness) changes.
-template <int kLanes, int kRows>
-__device__ __forceinline__ void apply_rope_rows(float (&x)[kRows][kLaneValues], const RowJob& job,
+// RoPE on a group's rows (each a lane's floats or bf16 words, apply_rope): the position and
+// cos / sin entries loaded once for consecutive rows of one token (a query's heads), again only
+// where the token (or the row's liveness) changes.
+template <int kLanes, int kRows, typename Values>
+__device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob& job,
                                                 const RowIndex (&at)[kRows],
                                                 const RowTarget (&target)[kRows], int lane,
                                                 unsigned mask) {

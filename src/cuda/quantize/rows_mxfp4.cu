@@ -29,9 +29,10 @@ __global__ void __launch_bounds__(kBlockThreads,
   const int scale_count = job.head_dim / kMxfp4BlockSize;
   RowIndex at[kRows];
   RowTarget target[kRows];
-  // Aligned bf16 rows without RoPE stay in their loaded words (chunk_amax_bf16: the same bits
-  // with fewer ALU instructions); every other job widens its values to floats.
-  constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector && !kRope;
+  // Aligned bf16 rows stay in their loaded words (chunk_amax_bf16, chunk_codes_of_pairs: the
+  // same bits with fewer ALU instructions), RoPE widening only the chunks it rotates and
+  // rounding them back into words; every other job widens its values to floats.
+  constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector;
   uint32_t words[kRows][kLaneValues / 2];
   float x[kRows][kLaneValues];
 #pragma unroll
@@ -50,7 +51,11 @@ __global__ void __launch_bounds__(kBlockThreads,
       load_lane<In, kVector, kLanes>(x[u], input, lane);
     }
   }
-  if constexpr (kRope) apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
+  if constexpr (kRope && kWords) {
+    apply_rope_rows<kLanes>(words, job, at, target, lane, mask);
+  } else if constexpr (kRope) {
+    apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
+  }
   uint32_t scale_byte[kRows][2];
   if constexpr (kWords) {
     float amax[kRows][2];
