@@ -220,16 +220,15 @@ __device__ __forceinline__ Fp8Scale fp8_scale_of(float amax, float floor) {
   return {pow2(exponent), pow2_reciprocal(exponent)};
 }
 
-// The scales of a group's two rows: each computed once, by lane u of the pair of lanes 2i,
-// 2i + 1 for row u, and shuffled to the group, so the division and the exponent's bit work are
-// per row, not per lane.
+// The scales of a group's two rows from their lane amaxes: each computed once, by lane u of the
+// pair of lanes 2i, 2i + 1 for row u, and shuffled to the group, so the division and the
+// exponent's bit work are per row, not per lane.
 template <int kLanes>
-__device__ __forceinline__ void fp8_group_scales(Fp8Scale (&out)[2],
-                                                 const float (&x)[2][kLaneValues], float floor,
-                                                 int lane, unsigned mask) {
+__device__ __forceinline__ void fp8_group_scales_of(Fp8Scale (&out)[2], const float (&lane_max)[2],
+                                                    float floor, int lane, unsigned mask) {
   float amax[2];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) amax[u] = group_max<kLanes>(lane_amax(x[u]), mask);
+  for (int u = 0; u < 2; ++u) amax[u] = group_max<kLanes>(lane_max[u], mask);
   const Fp8Scale scale = fp8_scale_of((lane & 1) != 0 ? amax[1] : amax[0], floor);
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
@@ -237,14 +236,29 @@ __device__ __forceinline__ void fp8_group_scales(Fp8Scale (&out)[2],
     out[u].inverse = __shfl_sync(mask, scale.inverse, u, kLanes);
   }
 }
+template <int kLanes>
+__device__ __forceinline__ void fp8_group_scales(Fp8Scale (&out)[2],
+                                                 const float (&x)[2][kLaneValues], float floor,
+                                                 int lane, unsigned mask) {
+  const float lane_max[2] = {lane_amax(x[0]), lane_amax(x[1])};
+  fp8_group_scales_of<kLanes>(out, lane_max, floor, lane, mask);
+}
 
-// The lane's sixteen e4m3 codes of x * inverse (x / scale, exactly).
+// The lane's sixteen e4m3 codes of x * inverse (x / scale, exactly), from its floats or from its
+// bf16 words (widened here, where the codes need them).
 __device__ __forceinline__ uint4 fp8_codes(const float (&x)[kLaneValues], float inverse) {
   float y[kLaneValues];
 #pragma unroll
   for (int k = 0; k < kLaneValues; ++k) y[k] = __fmul_rn(x[k], inverse);
   return make_uint4(e4m3x4(y[0], y[1], y[2], y[3]), e4m3x4(y[4], y[5], y[6], y[7]),
                     e4m3x4(y[8], y[9], y[10], y[11]), e4m3x4(y[12], y[13], y[14], y[15]));
+}
+__device__ __forceinline__ uint4 fp8_codes(const uint32_t (&words)[kLaneValues / 2],
+                                           float inverse) {
+  float x[kLaneValues];
+#pragma unroll
+  for (int w = 0; w < kLaneValues / 2; ++w) bf16_word_floats(words[w], x + 2 * w);
+  return fp8_codes(x, inverse);
 }
 
 // MXFP4 (spec §3.3): a block of 32 values is four chunks, chunks [4b, 4b + 4): with D >= 64

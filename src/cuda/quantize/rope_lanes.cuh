@@ -215,6 +215,20 @@ __device__ __forceinline__ void chunk_floats(float* v, const uint32_t* words) {
   for (int i = 0; i < kChunkValues / 2; ++i) bf16_word_floats(words[i], v + 2 * i);
 }
 
+// The chunk of the lane four apart, as floats: exchanged as they are held (eight floats, or four
+// words, fewer shuffles and registers).
+__device__ __forceinline__ void partner_chunk(float* partner, const float* v, unsigned mask) {
+#pragma unroll
+  for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
+}
+__device__ __forceinline__ void partner_chunk(float* partner, const uint32_t* words,
+                                              unsigned mask) {
+#pragma unroll
+  for (int i = 0; i < kChunkValues / 2; ++i) {
+    bf16_word_floats(__shfl_xor_sync(mask, words[i], 4), partner + 2 * i);
+  }
+}
+
 // D >= 128: the rotated chunks are slot kSlot of eight lanes; the NeoX partner chunk r ^ 4 is on
 // the lane four apart. Every lane makes the exchange.
 template <int kLanes, int kSlot, typename Values>
@@ -226,8 +240,7 @@ __device__ __forceinline__ void rotate_slot(Values& x, const Rope& rope, const R
   float out[kChunkValues];
   if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
     float partner[kChunkValues];
-#pragma unroll
-    for (int j = 0; j < kChunkValues; ++j) partner[j] = __shfl_xor_sync(mask, v[j], 4);
+    partner_chunk(partner, target, mask);
     if (!e.rotates) return;
     neox_values(out, v, partner, e.c, e.s, rope_chunk<kLanes>(rope, lane));
   } else {

@@ -79,12 +79,18 @@ inline bool head_dim_supported(int64_t head_dim) {
 constexpr int kRowsPerGroup = 2;
 static_assert(kRowsPerGroup == 2, "fp8_group_scales and mxfp4_block_bytes take a pair of rows");
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
-// bf16 loads in flight (128 of f32); the RoPE kernels up to 80 (3 blocks), with f32 input, MXFP4
-// codes at D = 64 (both slots rotate), or element-wise (unaligned) loads, which hold the cos /
-// sin entries besides their loads, up to 128 (2 blocks): tighter bounds spilled.
+// bf16 loads in flight (128 of f32). The RoPE kernels wait for two loads in a row (the position,
+// then its cos / sin entries), so they need the warps: aligned bf16 rows at D >= 128 hold their
+// values as words (rows_fp8.cu, rows_mxfp4.cu) and fit 64 too, with two values spilled (their
+// one reload near the end; at 80 registers and 3 blocks the FP8 query + RoPE ran 0.1521 ms
+// against 0.1365 at 64 and 4, MXFP4 0.1666 against 0.1524, on the H200). The other RoPE
+// kernels take up to 80 (3 blocks), and with f32 input, MXFP4 codes at D = 64 (both slots
+// rotate), or element-wise (unaligned) loads, which hold the cos / sin entries besides their
+// loads, up to 128 (2 blocks): tighter bounds spilled.
 template <typename In, int kLanes, bool kVector>
 constexpr int min_blocks_per_sm(bool rope, bool mxfp4) {
-  return !rope ? 4 : (sizeof(In) == 4 || !kVector || (mxfp4 && kLanes == 4) ? 2 : 3);
+  if (!rope || (kVector && sizeof(In) == 2 && kLanes >= 8)) return 4;
+  return sizeof(In) == 4 || !kVector || (mxfp4 && kLanes == 4) ? 2 : 3;
 }
 
 // A row of a launch (below 2^31) and its (outer, inner) split.

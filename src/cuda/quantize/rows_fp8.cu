@@ -28,7 +28,12 @@ __global__ void __launch_bounds__(kBlockThreads,
   const unsigned mask = kFullWarp;
   RowIndex at[kRows];
   RowTarget target[kRows];
-  float x[kRows][kLaneValues];
+  // Aligned bf16 rows with RoPE stay in their loaded words until their codes (RoPE widens the
+  // chunks it rotates and rounds them back, the amax is the words' own): half the registers of
+  // floats, which the rotation's cos / sin entries need. The other jobs hold floats.
+  constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector && kRope;
+  using Values = std::conditional_t<kWords, uint32_t[kLaneValues / 2], float[kLaneValues]>;
+  Values x[kRows];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     // A row past the end reads the last row (no branch around the loads, no zeros to set)
@@ -37,13 +42,26 @@ __global__ void __launch_bounds__(kBlockThreads,
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
     target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
-    load_lane<In, kVector, kLanes>(
-        x[u], static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner),
-        lane);
+    const In* input =
+        static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
+    if constexpr (kWords) {
+      load_lane_bf16_words<kLanes>(x[u], input, lane);
+    } else {
+      load_lane<In, kVector, kLanes>(x[u], input, lane);
+    }
   }
   if constexpr (kRope) apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
   Fp8Scale scale[kRows];
-  fp8_group_scales<kLanes>(scale, x, job.floor, lane, mask);
+  if constexpr (kWords) {
+    float lane_max[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      lane_max[u] = fmaxf(chunk_amax_bf16(x[u]), chunk_amax_bf16(x[u] + kChunkValues / 2));
+    }
+    fp8_group_scales_of<kLanes>(scale, lane_max, job.floor, lane, mask);
+  } else {
+    fp8_group_scales<kLanes>(scale, x, job.floor, lane, mask);
+  }
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
