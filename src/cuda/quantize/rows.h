@@ -115,19 +115,18 @@ __device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& 
 }
 
 // Where one row's codes go and whether it is written at all (a row past the end, in_range
-// false, or a cache slot < 0 or past the cache, is not).
+// false, or a cache slot < 0 or past the cache, is not): decided with the row's loads (a slot is
+// a load), turned into addresses only at the stores (row_addresses). Until then it is one pair of
+// words: the row's (outer, inner) split for a view, its slot for the cache. So the destination
+// and the row's split do not both stay live through the quantization; the RoPE kernels at 64
+// registers spilled a destination address held from the start.
 struct RowTarget {
   bool live = false;
-  uint8_t* values = nullptr;
-  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
+  uint32_t key[2] = {0, 0};  // a view: outer, inner; the cache: the slot's low and high words
 };
 
-// value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
-// scale_element: bytes of one element of the scales view. Slots split into pages with a 32-bit
-// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots.
 __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowIndex& at,
-                                                bool in_range, int value_bytes, int scale_bytes,
-                                                int scale_element) {
+                                                bool in_range) {
   RowTarget target;
   if (!in_range) return target;
   const Destination& to = job.destination;
@@ -135,6 +134,31 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowInde
     const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
                                       : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
     if (slot < 0 || slot >= to.num_slots) return target;
+    target.key[0] = static_cast<uint32_t>(slot);
+    target.key[1] = static_cast<uint32_t>(static_cast<uint64_t>(slot) >> 32);
+  } else {
+    target.key[0] = at.outer;
+    target.key[1] = at.inner;
+  }
+  target.live = true;
+  return target;
+}
+
+struct RowAddresses {
+  uint8_t* values = nullptr;
+  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
+};
+
+// value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
+// scale_element: bytes of one element of the scales view. Slots split into pages with a 32-bit
+// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots. For a live target.
+__device__ __forceinline__ RowAddresses row_addresses(const RowJob& job, const RowTarget& target,
+                                                      int value_bytes, int scale_bytes,
+                                                      int scale_element) {
+  RowAddresses out;
+  const Destination& to = job.destination;
+  if (to.slots != nullptr) {
+    const uint64_t slot = target.key[0] | static_cast<uint64_t>(target.key[1]) << 32;
     uint8_t* page;
     uint64_t in_page;
     if (to.slots_fit_32) {  // the same branch for the whole launch
@@ -143,21 +167,20 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowInde
       in_page = slot32 - page_index * static_cast<uint32_t>(to.page_size);
       page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
     } else {
-      const uint64_t page_index = to.by_page_size_64.quotient(static_cast<uint64_t>(slot));
-      in_page = static_cast<uint64_t>(slot) - page_index * static_cast<uint64_t>(to.page_size);
+      const uint64_t page_index = to.by_page_size_64.quotient(slot);
+      in_page = slot - page_index * static_cast<uint64_t>(to.page_size);
       page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
     }
-    target.values = page + in_page * static_cast<uint32_t>(value_bytes);
-    target.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
+    out.values = page + in_page * static_cast<uint32_t>(value_bytes);
+    out.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
   } else {
-    target.values = to.values + to.value_rows.at(at.outer, at.inner);
+    out.values = to.values + to.value_rows.at(target.key[0], target.key[1]);
     if (to.scales != nullptr) {
-      target.scales =
-          static_cast<uint8_t*>(to.scales) + to.scale_rows.at(at.outer, at.inner) * scale_element;
+      out.scales = static_cast<uint8_t*>(to.scales) +
+                   to.scale_rows.at(target.key[0], target.key[1]) * scale_element;
     }
   }
-  target.live = true;
-  return target;
+  return out;
 }
 
 // RoPE on a group's rows (each a lane's floats or bf16 words, apply_rope): the position and
@@ -168,22 +191,29 @@ __device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob
                                                 const RowIndex (&at)[kRows],
                                                 const RowTarget (&target)[kRows], int lane,
                                                 unsigned mask) {
+  // Which rows load entries, decided before any rotation: only a row's token and that bit stay
+  // live through the rotations before it (registers the RoPE kernels are short of).
+  uint32_t token[kRows];
+  bool load[kRows];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    token[u] = token_of(job, at[u]);
+    load[u] = u == 0 || token[u] != token[u - 1] || target[u].live != target[u - 1].live;
+  }
   RopeEntries entries;
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    const uint32_t token = token_of(job, at[u]);
-    if (u == 0 || token != token_of(job, at[u - 1]) || target[u].live != target[u - 1].live) {
-      load_rope_entries<kLanes>(entries, job.rope, token, target[u].live, lane);
-    }
+    if (load[u]) load_rope_entries<kLanes>(entries, job.rope, token[u], target[u].live, lane);
     apply_rope<kLanes>(x[u], job.rope, entries, lane, mask);
   }
 }
 
-// The weight of row `at` (lane 0 of its group writes it): (w * sigma) * weight_scale in the FP8
-// form, w * weight_scale in the MXFP4 form (sigma null).
-__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowIndex& at,
+// The weight of a live view row (lane 0 of its group writes it; jobs with weights write views):
+// (w * sigma) * weight_scale in the FP8 form, w * weight_scale in the MXFP4 form (sigma null).
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowTarget& target,
                                             const float* sigma) {
   if (fold.weights == nullptr) return;
+  const RowIndex at{0, target.key[0], target.key[1]};
   const int64_t in = fold.weight_rows.at(at.outer, at.inner);
   float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + in)
                               : load_float(static_cast<const float*>(fold.weights) + in);

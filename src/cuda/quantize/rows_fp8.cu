@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kBlockThreads,
     const uint32_t row = first_row + u;
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
-    target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
+    target[u] = row_target(job, at[u], in_range);
     const In* input =
         static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
     if constexpr (kWords) {
@@ -65,16 +65,17 @@ __global__ void __launch_bounds__(kBlockThreads,
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
-    store_fp8_lane<kVector, kLanes>(target[u].values, fp8_codes(x[u], scale[u].inverse), lane);
+    const RowAddresses to = row_addresses(job, target[u], job.head_dim, 4, sizeof(float));
+    store_fp8_lane<kVector, kLanes>(to.values, fp8_codes(x[u], scale[u].inverse), lane);
     if (lane != 0) continue;
-    if (target[u].scales != nullptr) {
+    if (to.scales != nullptr) {
       if (job.destination.slots != nullptr) {
-        store_u32<kVector>(target[u].scales, __float_as_uint(scale[u].scale));  // 4 bytes of a page
+        store_u32<kVector>(to.scales, __float_as_uint(scale[u].scale));  // 4 bytes of a page
       } else {
-        *reinterpret_cast<float*>(target[u].scales) = scale[u].scale;  // an f32 view's element
+        *reinterpret_cast<float*>(to.scales) = scale[u].scale;  // an f32 view's element
       }
     }
-    fold_weight(job.weights, at[u], &scale[u].scale);  // the query form folds it into W
+    fold_weight(job.weights, target[u], &scale[u].scale);  // the query form folds it into W
   }
 }
 

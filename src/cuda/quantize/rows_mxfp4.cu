@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kBlockThreads,
     const uint32_t row = first_row + u;
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
-    target[u] = row_target(job, at[u], in_range, value_bytes, scale_count, 1);
+    target[u] = row_target(job, at[u], in_range);
     const In* input =
         static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
     if constexpr (kWords) {
@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kBlockThreads,
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (!target[u].live) continue;
+    const RowAddresses to = row_addresses(job, target[u], value_bytes, scale_count, 1);
     uint2 codes;
     if constexpr (kWords) {
       codes = make_uint2(chunk_codes_of_pairs(words[u], scale_byte[u][0]),
@@ -78,9 +79,9 @@ __global__ void __launch_bounds__(kBlockThreads,
     } else {
       codes = mxfp4_codes<std::is_same_v<In, Bf16Bits>>(x[u], scale_byte[u]);
     }
-    store_mxfp4_lane<kVector, kLanes>(target[u].values, codes, lane);
-    store_mxfp4_scales<kLanes>(target[u].scales, scale_byte[u], lane);
-    if (lane == 0) fold_weight(job.weights, at[u], nullptr);  // not q-scaled in MXFP4
+    store_mxfp4_lane<kVector, kLanes>(to.values, codes, lane);
+    store_mxfp4_scales<kLanes>(to.scales, scale_byte[u], lane);
+    if (lane == 0) fold_weight(job.weights, target[u], nullptr);  // not q-scaled in MXFP4
   }
 }
 
