@@ -114,26 +114,99 @@ __device__ __forceinline__ uint32_t token_of(const RowJob& job, const RowIndex& 
   return job.rows_per_token == 1 ? at.row : at.outer;
 }
 
+struct RowAddresses {
+  uint8_t* values = nullptr;
+  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
+};
+
+// The addresses of cache slot `slot`'s codes and scales. value_bytes / scale_bytes: per key in a
+// cache page (FP8 D and 4, MXFP4 D/2 and D/32). Slots split into pages with a 32-bit
+// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots.
+__device__ __forceinline__ RowAddresses slot_addresses(const Destination& to, uint64_t slot,
+                                                       int value_bytes, int scale_bytes) {
+  uint8_t* page;
+  uint64_t in_page;
+  if (to.slots_fit_32) {  // the same branch for the whole launch
+    const auto slot32 = static_cast<uint32_t>(slot);
+    const uint32_t page_index = to.by_page_size.quotient(slot32);
+    in_page = slot32 - page_index * static_cast<uint32_t>(to.page_size);
+    page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+  } else {
+    const uint64_t page_index = to.by_page_size_64.quotient(slot);
+    in_page = slot - page_index * static_cast<uint64_t>(to.page_size);
+    page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
+  }
+  RowAddresses out;
+  out.values = page + in_page * static_cast<uint32_t>(value_bytes);
+  out.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
+  return out;
+}
+
+// The addresses of view row (outer, inner); scale_element: bytes of one element of the scales
+// view.
+__device__ __forceinline__ RowAddresses view_addresses(const Destination& to, uint32_t outer,
+                                                       uint32_t inner, int scale_element) {
+  RowAddresses out;
+  out.values = to.values + to.value_rows.at(outer, inner);
+  if (to.scales != nullptr) {
+    out.scales = static_cast<uint8_t*>(to.scales) + to.scale_rows.at(outer, inner) * scale_element;
+  }
+  return out;
+}
+
+// Row `at`'s cache slot, and whether it is written (a slot < 0 or past the cache is not).
+__device__ __forceinline__ bool row_slot(const RowJob& job, const RowIndex& at, int64_t& slot) {
+  const Destination& to = job.destination;
+  slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
+                      : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
+  return slot >= 0 && slot < to.num_slots;
+}
+
 // Where one row's codes go and whether it is written at all (a row past the end, in_range
-// false, or a cache slot < 0 or past the cache, is not): decided with the row's loads (a slot is
-// a load), turned into addresses only at the stores (row_addresses). Until then it is one pair of
-// words: the row's (outer, inner) split for a view, its slot for the cache. So the destination
-// and the row's split do not both stay live through the quantization; the RoPE kernels at 64
-// registers spilled a destination address held from the start.
+// false, or a skipped slot, is not), decided with the row's loads (a slot is a load), in one of
+// two forms. RowTarget, the kernels without RoPE: the addresses themselves. RowKey, the RoPE
+// kernels: one pair of words until the stores (row_addresses), the row's (outer, inner) split for
+// a view or its slot for the cache, so that the destination and the row's split do not both stay
+// live through the rotation and the quantization (at 64 registers they spilled an address held
+// from the start). Without RoPE the registers are there, and the addresses computed at the
+// stores ran 1-2 % slower on the H200.
 struct RowTarget {
+  bool live = false;
+  uint8_t* values = nullptr;
+  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
+};
+struct RowKey {
   bool live = false;
   uint32_t key[2] = {0, 0};  // a view: outer, inner; the cache: the slot's low and high words
 };
 
+// scale_element: bytes of one element of the scales view.
 __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowIndex& at,
-                                                bool in_range) {
+                                                bool in_range, int value_bytes, int scale_bytes,
+                                                int scale_element) {
   RowTarget target;
   if (!in_range) return target;
   const Destination& to = job.destination;
+  RowAddresses addresses;
   if (to.slots != nullptr) {
-    const int64_t slot = to.slots_i64 ? __ldg(static_cast<const int64_t*>(to.slots) + at.row)
-                                      : __ldg(static_cast<const int32_t*>(to.slots) + at.row);
-    if (slot < 0 || slot >= to.num_slots) return target;
+    int64_t slot;
+    if (!row_slot(job, at, slot)) return target;
+    addresses = slot_addresses(to, static_cast<uint64_t>(slot), value_bytes, scale_bytes);
+  } else {
+    addresses = view_addresses(to, at.outer, at.inner, scale_element);
+  }
+  target.values = addresses.values;
+  target.scales = addresses.scales;
+  target.live = true;
+  return target;
+}
+
+__device__ __forceinline__ RowKey row_key(const RowJob& job, const RowIndex& at, bool in_range) {
+  RowKey target;
+  if (!in_range) return target;
+  if (job.destination.slots != nullptr) {
+    int64_t slot;
+    if (!row_slot(job, at, slot)) return target;
     target.key[0] = static_cast<uint32_t>(slot);
     target.key[1] = static_cast<uint32_t>(static_cast<uint64_t>(slot) >> 32);
   } else {
@@ -144,36 +217,18 @@ __device__ __forceinline__ RowTarget row_target(const RowJob& job, const RowInde
   return target;
 }
 
-struct RowAddresses {
-  uint8_t* values = nullptr;
-  uint8_t* scales = nullptr;  // FP8: the cache's 4 scale bytes or the scales view's f32
-};
-
-// value_bytes / scale_bytes: per key in a cache page (FP8 D and 4, MXFP4 D/2 and D/32);
-// scale_element: bytes of one element of the scales view. Slots split into pages with a 32-bit
-// FastDivisor, or a 64-bit one for a cache of more than 2^31 slots. For a live target.
-__device__ __forceinline__ RowAddresses row_addresses(const RowJob& job, const RowTarget& target,
+// The addresses of a live row_key.
+__device__ __forceinline__ RowAddresses row_addresses(const RowJob& job, const RowKey& target,
                                                       int value_bytes, int scale_bytes,
                                                       int scale_element) {
-  RowAddresses out;
   const Destination& to = job.destination;
+  RowAddresses out;
   if (to.slots != nullptr) {
     const uint64_t slot = target.key[0] | static_cast<uint64_t>(target.key[1]) << 32;
-    uint8_t* page;
-    uint64_t in_page;
-    if (to.slots_fit_32) {  // the same branch for the whole launch
-      const auto slot32 = static_cast<uint32_t>(slot);
-      const uint32_t page_index = to.by_page_size.quotient(slot32);
-      in_page = slot32 - page_index * static_cast<uint32_t>(to.page_size);
-      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
-    } else {
-      const uint64_t page_index = to.by_page_size_64.quotient(slot);
-      in_page = slot - page_index * static_cast<uint64_t>(to.page_size);
-      page = to.cache + static_cast<int64_t>(page_index) * to.page_stride;
-    }
-    out.values = page + in_page * static_cast<uint32_t>(value_bytes);
-    out.scales = page + to.scales_in_page + in_page * static_cast<uint32_t>(scale_bytes);
+    out = slot_addresses(to, slot, value_bytes, scale_bytes);
   } else {
+    // Written out, not view_addresses: through that helper these kernels compiled to other
+    // instructions than the form measured on the H200 (rows_fp8.cu, rows_mxfp4.cu).
     out.values = to.values + to.value_rows.at(target.key[0], target.key[1]);
     if (to.scales != nullptr) {
       out.scales = static_cast<uint8_t*>(to.scales) +
@@ -182,14 +237,24 @@ __device__ __forceinline__ RowAddresses row_addresses(const RowJob& job, const R
   }
   return out;
 }
+__device__ __forceinline__ RowAddresses row_addresses(const RowJob&, const RowTarget& target, int,
+                                                      int, int) {
+  return {target.values, target.scales};
+}
+
+// The (outer, inner) split of a live view row, from either form.
+__device__ __forceinline__ RowIndex view_row(const RowIndex& at, const RowTarget&) { return at; }
+__device__ __forceinline__ RowIndex view_row(const RowIndex&, const RowKey& target) {
+  return {0, target.key[0], target.key[1]};
+}
 
 // RoPE on a group's rows (each a lane's floats or bf16 words, apply_rope): the position and
 // cos / sin entries loaded once for consecutive rows of one token (a query's heads), again only
 // where the token (or the row's liveness) changes.
-template <int kLanes, int kRows, typename Values>
+template <int kLanes, int kRows, typename Values, typename Target>
 __device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob& job,
                                                 const RowIndex (&at)[kRows],
-                                                const RowTarget (&target)[kRows], int lane,
+                                                const Target (&target)[kRows], int lane,
                                                 unsigned mask) {
   // Which rows load entries, decided before any rotation: only a row's token and that bit stay
   // live through the rotations before it (registers the RoPE kernels are short of).
@@ -208,12 +273,11 @@ __device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob
   }
 }
 
-// The weight of a live view row (lane 0 of its group writes it; jobs with weights write views):
+// The weight of view row `at` (lane 0 of its group writes it; jobs with weights write views):
 // (w * sigma) * weight_scale in the FP8 form, w * weight_scale in the MXFP4 form (sigma null).
-__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowTarget& target,
+__device__ __forceinline__ void fold_weight(const WeightFold& fold, const RowIndex& at,
                                             const float* sigma) {
   if (fold.weights == nullptr) return;
-  const RowIndex at{0, target.key[0], target.key[1]};
   const int64_t in = fold.weight_rows.at(at.outer, at.inner);
   float w = fold.weights_bf16 ? load_float(static_cast<const Bf16Bits*>(fold.weights) + in)
                               : load_float(static_cast<const float*>(fold.weights) + in);

@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(kBlockThreads,
   if (warp_first_row >= job.rows) return;
   const unsigned mask = kFullWarp;
   RowIndex at[kRows];
-  RowTarget target[kRows];
+  // A row's destination: its addresses, or with RoPE a key until the stores (rows.h).
+  std::conditional_t<kRope, RowKey, RowTarget> target[kRows];
   // Aligned bf16 rows with RoPE stay in their loaded words until their codes (RoPE widens the
   // chunks it rotates and rounds them back, the amax is the words' own): half the registers of
   // floats, which the rotation's cos / sin entries need. The other jobs hold floats.
@@ -41,7 +42,11 @@ __global__ void __launch_bounds__(kBlockThreads,
     const uint32_t row = first_row + u;
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
-    target[u] = row_target(job, at[u], in_range);
+    if constexpr (kRope) {
+      target[u] = row_key(job, at[u], in_range);
+    } else {
+      target[u] = row_target(job, at[u], in_range, job.head_dim, 4, sizeof(float));
+    }
     const In* input =
         static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
     if constexpr (kWords) {
@@ -75,7 +80,8 @@ __global__ void __launch_bounds__(kBlockThreads,
         *reinterpret_cast<float*>(to.scales) = scale[u].scale;  // an f32 view's element
       }
     }
-    fold_weight(job.weights, target[u], &scale[u].scale);  // the query form folds it into W
+    // The query form folds the scale into W.
+    fold_weight(job.weights, view_row(at[u], target[u]), &scale[u].scale);
   }
 }
 

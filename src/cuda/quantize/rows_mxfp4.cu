@@ -28,7 +28,8 @@ __global__ void __launch_bounds__(kBlockThreads,
   const int value_bytes = job.head_dim / 2;
   const int scale_count = job.head_dim / kMxfp4BlockSize;
   RowIndex at[kRows];
-  RowTarget target[kRows];
+  // A row's destination: its addresses, or with RoPE a key until the stores (rows.h).
+  std::conditional_t<kRope, RowKey, RowTarget> target[kRows];
   // Aligned bf16 rows stay in their loaded words (chunk_amax_bf16, chunk_codes_of_pairs: the
   // same bits with fewer ALU instructions), RoPE widening only the chunks it rotates and
   // rounding them back into words; every other job widens its values to floats.
@@ -42,7 +43,11 @@ __global__ void __launch_bounds__(kBlockThreads,
     const uint32_t row = first_row + u;
     const bool in_range = row < job.rows;
     at[u] = row_index(job, in_range ? row : static_cast<uint32_t>(job.rows - 1));
-    target[u] = row_target(job, at[u], in_range);
+    if constexpr (kRope) {
+      target[u] = row_key(job, at[u], in_range);
+    } else {
+      target[u] = row_target(job, at[u], in_range, value_bytes, scale_count, 1);
+    }
     const In* input =
         static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
     if constexpr (kWords) {
@@ -81,7 +86,8 @@ __global__ void __launch_bounds__(kBlockThreads,
     }
     store_mxfp4_lane<kVector, kLanes>(to.values, codes, lane);
     store_mxfp4_scales<kLanes>(to.scales, scale_byte[u], lane);
-    if (lane == 0) fold_weight(job.weights, target[u], nullptr);  // not q-scaled in MXFP4
+    // MXFP4 weights are not q-scaled.
+    if (lane == 0) fold_weight(job.weights, view_row(at[u], target[u]), nullptr);
   }
 }
 
