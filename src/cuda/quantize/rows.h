@@ -81,9 +81,9 @@ static_assert(kRowsPerGroup == 2, "fp8_group_scales and mxfp4_block_bytes take a
 // Registers: at most 64 a thread (4 blocks of 256 threads per SM), each thread with 64 bytes of
 // bf16 loads in flight (128 of f32). The RoPE kernels wait for two loads in a row (the position,
 // then its cos / sin entries), so they need the warps: aligned bf16 rows at D >= 128 hold their
-// values as words (rows_fp8.cu, rows_mxfp4.cu) and fit 64 too, with two values spilled (their
-// one reload near the end; at 80 registers and 3 blocks the FP8 query + RoPE ran 0.1521 ms
-// against 0.1365 at 64 and 4, MXFP4 0.1666 against 0.1524, on the H200). The other RoPE
+// values as words (rows_fp8.cu, rows_mxfp4.cu) and their destinations as keys (RowKey), and fit
+// 64 too (at 80 registers and 3 blocks the FP8 query + RoPE ran 0.1521 ms against 0.1365 at 64
+// and 4, MXFP4 0.1666 against 0.1524, on the H200). The other RoPE
 // kernels take up to 80 (3 blocks), and with f32 input, MXFP4 codes at D = 64 (both slots
 // rotate), or element-wise (unaligned) loads, which hold the cos / sin entries besides their
 // loads, up to 128 (2 blocks): tighter bounds spilled. The plain MXFP4 kernel on aligned bf16 rows
