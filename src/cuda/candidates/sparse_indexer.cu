@@ -27,8 +27,6 @@
 namespace flashindexer::cuda {
 namespace {
 
-using scoring::ScoringCall;
-
 struct SparseBatches {
   candidates::SparseRows arrays;  // for `rows` rows, or every row's when `prebuilt`
   bool prebuilt = false;          // CandidateInput::sparse_rows: the step's, built once
@@ -237,18 +235,13 @@ Status sparse_candidate_indexer_prefill(const TensorView& out, const QuantizedTe
     scoring.weights = leading_rows(weights, first, count);
     scoring.keys = &keys;
     if (converted.workspace != nullptr) {
-      // The raw call's operands for the conversion (its logits view is never written).
-      ScoringCall raw;
+      // The logits view only shapes the raw call's plan; it is never written.
       const TensorView unused = TensorView::contiguous(
           batches.logits, DType::kF32, {count, keys.values.shape[0]}, Device::kCUDA);
-      if (Status status = plan_mqa_logits(op, unused, {scoring.q, scoring.q_scales}, keys,
-                                          scoring.weights, batch_ks, batch_ke, &raw);
-          !status.ok()) {
-        return status;
-      }
-      if (Status status = preconvert_mxfp4_operands(
-              op, raw, {scoring.q, scoring.q_scales}, keys, converted.workspace, converted.bytes,
-              &converted.keys_ready, nullptr, stream, &operands);
+      if (Status status = preconvert_mxfp4_rows(op, unused, {scoring.q, scoring.q_scales}, keys,
+                                                scoring.weights, batch_ks, batch_ke,
+                                                converted.workspace, converted.bytes,
+                                                &converted.keys_ready, nullptr, stream, &operands);
           !status.ok()) {
         return status;
       }

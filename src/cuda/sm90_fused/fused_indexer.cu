@@ -124,19 +124,12 @@ struct PrefillForm {
   Status begin_batch(const char* op, const TensorView& logits, int64_t first, int64_t count,
                      void* stream) const {
     if (conversion == nullptr) return Status::Ok();
-    ScoringCall raw;
-    const QuantizedTensor rows = leading_query_rows(q, first, count);
-    if (Status status =
-            plan_mqa_logits(op, logits, rows, keys, leading_rows(weights, first, count),
-                            leading_rows(ks, first, count), leading_rows(ke, first, count), &raw);
-        !status.ok()) {
-      return status;
-    }
     conversion->first = first;
     ConvertedOperands& space = conversion->space;
-    return preconvert_mxfp4_operands(op, raw, rows, keys, space.workspace, space.bytes,
-                                     &space.keys_ready, space.keys_flagged, stream,
-                                     &conversion->operands);
+    return preconvert_mxfp4_rows(
+        op, logits, leading_query_rows(q, first, count), keys, leading_rows(weights, first, count),
+        leading_rows(ks, first, count), leading_rows(ke, first, count), space.workspace,
+        space.bytes, &space.keys_ready, space.keys_flagged, stream, &conversion->operands);
   }
   // The gate's MXFP4 marks (gate.h) of the current batch.
   void mark_rows(fused::RowState& state) const {

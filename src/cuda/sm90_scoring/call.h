@@ -170,6 +170,14 @@ Status preconvert_mxfp4_operands(const char* op, const scoring::ScoringCall& cal
                                  const QuantizedTensor& q, const QuantizedTensor& keys,
                                  void* workspace, size_t workspace_bytes, bool* keys_ready,
                                  int* keys_flagged, void* stream, PreconvertedOperands* out);
+// The operands of q's rows over `keys` as preconvert_mxfp4_operands converts them, for the MXFP4
+// mqa_logits call of those rows it plans first (`logits` only shapes that plan: nothing is written
+// there): a row batch's conversion.
+Status preconvert_mxfp4_rows(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, void* workspace,
+                             size_t workspace_bytes, bool* keys_ready, int* keys_flagged,
+                             void* stream, PreconvertedOperands* out);
 // The FP8 call over the MXFP4 call's preconverted operands, into `logits` with ranges ks / ke,
 // with the MXFP4 call's fix-up after it (fixup_after): the converting kernel's logits.
 Status plan_preconverted(const char* op, const scoring::ScoringCall& call,

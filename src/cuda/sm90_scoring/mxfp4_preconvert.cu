@@ -228,6 +228,19 @@ Status preconvert_mxfp4_operands(const char* op, const ScoringCall& call, const 
   return Status::Ok();
 }
 
+Status preconvert_mxfp4_rows(const char* op, const TensorView& logits, const QuantizedTensor& q,
+                             const QuantizedTensor& keys, const TensorView& weights,
+                             const TensorView& ks, const TensorView& ke, void* workspace,
+                             size_t workspace_bytes, bool* keys_ready, int* keys_flagged,
+                             void* stream, PreconvertedOperands* out) {
+  ScoringCall raw;
+  if (Status status = plan_mqa_logits(op, logits, q, keys, weights, ks, ke, &raw); !status.ok()) {
+    return status;
+  }
+  return preconvert_mxfp4_operands(op, raw, q, keys, workspace, workspace_bytes, keys_ready,
+                                   keys_flagged, stream, out);
+}
+
 Status plan_preconverted(const char* op, const ScoringCall& call,
                          const PreconvertedOperands& operands, const TensorView& logits,
                          const TensorView& ks, const TensorView& ke, ScoringCall* fp8) {
