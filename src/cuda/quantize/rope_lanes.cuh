@@ -106,7 +106,8 @@ __device__ __forceinline__ float rotated_second(float x0, float x1, float c, flo
 //     NeoX, both chunks take columns 8 l .. 8 l + 7 (c) and 32 + 8 l .. (s); interleaved, chunk
 //     l takes c[0..3] / s[0..3] at 4 l and 32 + 4 l, chunk l + 4 c[4..7] / s[4..7].
 //   D >= 128: the rotated chunks are one slot of eight lanes (rope_chunk), chunk r taking
-//     c / s at 8 (r % 4) and 32 + 8 (r % 4) (NeoX) or c[0..3] / s[0..3] at 4 r, 32 + 4 r.
+//     c / s at 8 (r % 4) and 32 + 8 (r % 4) (NeoX, s negated for r < 4) or c[0..3] / s[0..3] at
+//     4 r, 32 + 4 r.
 struct RopeEntries {
   bool rotates = false;  // a row in the table, and (D >= 128) this lane holds a rotated chunk
   float c[kChunkValues];
@@ -154,6 +155,9 @@ __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& ro
     if (neox) {
       rope_entries<kChunkValues>(e.c, rope, position, kChunkValues * (r & 3));
       rope_entries<kChunkValues>(e.s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
+      // The first half's chunks take -s (neox_values).
+#pragma unroll
+      for (int j = 0; j < kChunkValues; ++j) e.s[j] = r < 4 ? -e.s[j] : e.s[j];
     } else {
       rope_entries<4>(e.c, rope, position, 4 * r);
       rope_entries<4>(e.s, rope, position, kRopeDims / 2 + 4 * r);
@@ -163,8 +167,8 @@ __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& ro
 }
 
 // The rotated values of a chunk v, before their rounding to bf16: the interleaved (GPT-J) form
-// with its four pairs' entries c[0..3], s[0..3]; the NeoX form of rotated chunk `r` with
-// `partner`, the chunk r ^ 4 (pair i is dims (i, i + 32): chunks r and r + 4 hold the pairs
+// with its four pairs' entries c[0..3], s[0..3]; the NeoX form of rotated chunk r with `partner`,
+// the chunk r ^ 4 (pair i is dims (i, i + 32): chunks r and r + 4 hold the pairs
 // 8 (r % 4) .. 8 (r % 4) + 7).
 __device__ __forceinline__ void interleaved_values(float* out, const float* v, const float* c,
                                                    const float* s) {
@@ -174,12 +178,17 @@ __device__ __forceinline__ void interleaved_values(float* out, const float* v, c
     out[2 * i + 1] = rotated_second(v[2 * i], v[2 * i + 1], c[i], s[i]);
   }
 }
+// The NeoX form as one expression for both chunks of a pair: r0 = x0 c - x1 s is x0 c + x1 (-s)
+// exactly (a product's sign is its factors', and a - b is a + (-b)), and r1 = x1 c + x0 s, so a
+// chunk takes its own values times c plus its partner's times s signed for its half (kNegate: the
+// first half, from unsigned entries; D >= 128 signs them once a token, load_rope_entries). One
+// form on every lane where the two forms cost the warp both.
+template <bool kNegate>
 __device__ __forceinline__ void neox_values(float* out, const float* v, const float* partner,
-                                            const float* c, const float* s, int r) {
+                                            const float* c, const float* s) {
 #pragma unroll
   for (int j = 0; j < kChunkValues; ++j) {
-    out[j] = r < 4 ? rotated_first(v[j], partner[j], c[j], s[j])
-                   : rotated_second(partner[j], v[j], c[j], s[j]);
+    out[j] = __fadd_rn(__fmul_rn(v[j], c[j]), __fmul_rn(partner[j], kNegate ? -s[j] : s[j]));
   }
 }
 
@@ -242,7 +251,7 @@ __device__ __forceinline__ void rotate_slot(Values& x, const Rope& rope, const R
     float partner[kChunkValues];
     partner_chunk(partner, target, mask);
     if (!e.rotates) return;
-    neox_values(out, v, partner, e.c, e.s, rope_chunk<kLanes>(rope, lane));
+    neox_values<false>(out, v, partner, e.c, e.s);
   } else {
     if (!e.rotates) return;
     interleaved_values(out, v, e.c, e.s);
@@ -264,9 +273,9 @@ __device__ __forceinline__ void apply_rope(Values& x, const Rope& rope, const Ro
     chunk_floats(first, chunk(x, 0));
     chunk_floats(second, chunk(x, 1));
     if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
-      neox_values(out, first, second, e.c, e.s, lane);
+      neox_values<true>(out, first, second, e.c, e.s);
       round_into(chunk(x, 0), out);
-      neox_values(out, second, first, e.c, e.s, lane + 4);
+      neox_values<false>(out, second, first, e.c, e.s);
     } else {
       interleaved_values(out, first, e.c, e.s);
       round_into(chunk(x, 0), out);
