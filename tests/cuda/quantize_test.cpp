@@ -89,6 +89,29 @@ TEST(DeviceCodes, ScaleExponentsMatchTheCpu) {
   }
 }
 
+// The kernels' MXFP4 scale byte against the CPU's (a division, then ue8m0_ceil) on every float
+// whose mantissa is near the 1.5 edge or the ends of its binade, in every binade, and on a stride
+// over all of them: infinity, the smallest-amax clamp and -0 among them.
+TEST(DeviceCodes, Mxfp4ScaleByteMatchesTheCpuDivision) {
+  constexpr float kSmallestAmax = kE2M1Max * 0x1p-126f;
+  std::vector<uint32_t> bits = edge_bits();
+  for (uint32_t field = 0; field <= 0xFF; ++field) {
+    for (uint32_t m : {0u, 1u, 2u, 0x3FFFFEu, 0x3FFFFFu, 0x400000u, 0x400001u, 0x400002u, 0x7FFFFEu,
+                       0x7FFFFFu}) {
+      bits.push_back(field << 23 | m);
+    }
+  }
+  for (uint64_t b = 0; b <= 0x7F800000ull; b += 4093) bits.push_back(static_cast<uint32_t>(b));
+  bits.push_back(0x7F800000u);
+  bits.push_back(0x80000000u);  // -0
+  for (uint32_t b : bits) {
+    const float amax = bits_float(b);
+    if (std::isnan(amax) || amax < 0.0f) continue;
+    ASSERT_EQ(codes::e2m1_scale_byte(b), ue8m0_ceil(std::max(amax, kSmallestAmax) / kE2M1Max))
+        << "bits " << std::hex << b;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Inputs
 

@@ -106,4 +106,19 @@ FI_HOST_DEVICE uint32_t ue8m0_byte(uint32_t bits) {
   return static_cast<uint32_t>(e + 127);
 }
 
+// The UE8M0 scale byte of an MXFP4 block, ue8m0_ceil(max(amax, 6 x 2^-126) / 6), from the
+// amax's bits without the division (a called sequence with a slow path, the largest part of a
+// quantizing lane's scale work). amax is non-negative or -0, never NaN. x = max(amax, 6 x 2^-126)
+// = 1.m x 2^a is normal, and x / 6 = (1.m / 1.5) x 2^(a - 2) rounds to a float inside binade
+// a - 2 when 1.m > 1.5 (ceil(log2) a - 1), and otherwise to 2^(a - 2) or into binade a - 3 (ceil
+// a - 2; the rounding never reaches the next power of two): the byte is x's exponent field - 2,
+// plus 1 when its mantissa is above 0x400000, which adding 0x3FFFFF carries into the field. An
+// infinite amax has frexp's exponent 0: byte 127.
+FI_HOST_DEVICE uint32_t e2m1_scale_byte(uint32_t amax_bits) {
+  constexpr uint32_t kSmallestBits = 0x01C00000u;  // 6 x 2^-126 = 1.5 x 2^-124
+  uint32_t x = amax_bits & kAbsMask;
+  x = x < kSmallestBits ? kSmallestBits : x;
+  return x >= kInfBits ? 127u : ((x + 0x3FFFFFu) >> 23) - 2u;
+}
+
 }  // namespace flashindexer::codes

@@ -267,8 +267,7 @@ __device__ __forceinline__ uint4 fp8_codes(const uint32_t (&words)[kLaneValues /
 static_assert(kMxfp4BlockSize == 4 * kChunkValues, "a block is four chunks");
 
 __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
-  constexpr float kSmallestAmax = kE2M1Max * 0x1p-126f;
-  return codes::ue8m0_byte(__float_as_uint(__fdiv_rn(fmaxf(block_amax, kSmallestAmax), kE2M1Max)));
+  return codes::e2m1_scale_byte(__float_as_uint(block_amax));
 }
 
 // The UE8M0 scale byte of the block of each slot of the group's two rows. The lanes of a block
@@ -340,19 +339,19 @@ __device__ __forceinline__ uint32_t word_of(__nv_bfloat162 pair) {
 // 2^(k-1), and a + 65 2^k (2^(6+k) and two steps) in bf16, 7 mantissa bits, is a rounded to
 // nearest even onto that step (the two steps keep the parity): its mantissa is 2 + the count r
 // of steps, below 2^7, with no carry into the exponent. The code r + 2k is the low three bits
-// of that sum plus the binade's bits >> 6 (0xFE + 2k). The sign is x's (the scale is positive)
-// unless x is NaN (+0, as the CPU writes it). |x| is the amax's own operand, shared with it.
+// of that sum plus the binade's bits >> 6 (0xFE + 2k). The sign is y = x 2^-e's: x's (the scale
+// is positive, and a product that underflows keeps its sign, -0 encoding as the CPU's tiny
+// negative products do) unless x is NaN, whose product is the positive canonical NaN (+0, as the
+// CPU writes it), so no NaN test is needed for the sign.
 __device__ __forceinline__ uint32_t e2m1_pair(uint32_t x_pair, __nv_bfloat162 inverse) {
-  const uint32_t magnitude = x_pair & 0x7FFF7FFFu;
-  const __nv_bfloat162 y = __hmul2(as_bf16x2(magnitude), inverse);
-  const __nv_bfloat162 a =
-      __hmin2(__hmax2(y, __float2bfloat162_rn(0.0f)), __float2bfloat162_rn(6.0f));
+  const uint32_t y = word_of(__hmul2(as_bf16x2(x_pair), inverse));
+  const __nv_bfloat162 a = __hmin2(__hmax2(as_bf16x2(y & 0x7FFF7FFFu), __float2bfloat162_rn(0.0f)),
+                                   __float2bfloat162_rn(6.0f));
   const __nv_bfloat162 binade =
       __hmax2(as_bf16x2(word_of(a) & 0x7F807F80u), __float2bfloat162_rn(1.0f));
   const uint32_t sum = word_of(__hfma2(binade, __float2bfloat162_rn(65.0f), a));
   const uint32_t code = (sum + (word_of(binade) >> 6)) & 0x00070007u;
-  const uint32_t nan = (magnitude + 0x007F007Fu) & 0x80008000u;  // magnitude above 0x7F80
-  return code | ((x_pair & ~nan & 0x80008000u) >> 12);
+  return code | ((y & 0x80008000u) >> 12);
 }
 
 // A chunk's eight E2M1 codes from its values as four bf16 pairs, divided by 2^(byte - 127): a
@@ -408,13 +407,18 @@ __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
 // quantizers are bound by their ALU instructions (ncu on the H200: the ALU pipe the busiest, the
 // issue slots 60-70 % busy), and the float forms spend about three of them a value widening each
 // bf16 to a float and packing the pairs again. The values are the same, so are the bits: the
-// max of the magnitudes (sign bits cleared) in bf16, whose max keeps the non-NaN operand as
-// fmaxf does, from 0.
+// max of the magnitudes in bf16, whose max keeps the non-NaN operand as fmaxf does, from 0.
 __device__ __forceinline__ float chunk_amax_bf16(const uint32_t* words) {
-  __nv_bfloat162 m = __hmax2(as_bf16x2(words[0] & 0x7FFF7FFFu), as_bf16x2(words[1] & 0x7FFF7FFFu));
-  m = __hmax2(m, __hmax2(as_bf16x2(words[2] & 0x7FFF7FFFu), as_bf16x2(words[3] & 0x7FFF7FFFu)));
-  const uint32_t pair = word_of(m);
-  return fmaxf(fmaxf(0.0f, __uint_as_float(pair << 16)), __uint_as_float(pair & 0xFFFF0000u));
+  // max.xorsign.abs takes the magnitudes itself (the sign it gives is unused): one instruction a
+  // pair of words where masking both signs first took three.
+  auto max_abs = [](uint32_t a, uint32_t b) {
+    uint32_t m;
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+    return m;
+  };
+  const uint32_t pair = max_abs(max_abs(words[0], words[1]), max_abs(words[2], words[3]));
+  return fmaxf(fmaxf(0.0f, fabsf(__uint_as_float(pair << 16))),
+               fabsf(__uint_as_float(pair & 0xFFFF0000u)));
 }
 
 // Where the group's lanes write a row's MXFP4 scale bytes: the first lane of a block's four
