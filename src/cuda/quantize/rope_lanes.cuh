@@ -20,8 +20,8 @@ namespace flashindexer::cuda::quant {
 
 // RoPE of spec §2.2 on the lanes of one row (see flashindexer/rope.h).
 struct Rope {
-  int style = 0;  // a RopeStyle
-  int first_dim = 0;
+  int style = 0;                // a RopeStyle (the kernels take it as a template parameter too)
+  int first_chunk = 0;          // the first rotated dim / 8
   const void* table = nullptr;  // [rows, 64]
   bool table_bf16 = false;
   bool table_vector = false;  // rows start on 16 bytes: a lane's entries in 16-byte loads
@@ -36,7 +36,7 @@ inline Rope rope_of(const RopeOptions& options, int head_dim) {
   Rope rope;
   rope.style = static_cast<int>(options.style);
   if (!options.enabled()) return rope;
-  rope.first_dim = options.dims == RopeDims::kLast64 ? head_dim - kRopeDims : 0;
+  rope.first_chunk = (options.dims == RopeDims::kLast64 ? head_dim - kRopeDims : 0) / 8;
   rope.table = options.cos_sin_cache.data;
   rope.table_bf16 = options.cos_sin_cache.dtype == DType::kBF16;
   rope.table_rows = options.cos_sin_cache.shape[0];
@@ -118,19 +118,20 @@ struct RopeEntries {
 // chunk r in it (0..7 when the lane rotates).
 template <int kLanes>
 __device__ __forceinline__ int rope_slot(const Rope& rope) {
-  return rope.first_dim / kChunkValues < kLanes ? 0 : 1;
+  return rope.first_chunk < kLanes ? 0 : 1;
 }
 template <int kLanes>
 __device__ __forceinline__ int rope_chunk(const Rope& rope, int lane) {
-  return lane + rope_slot<kLanes>(rope) * kLanes - rope.first_dim / kChunkValues;
+  return lane + rope_slot<kLanes>(rope) * kLanes - rope.first_chunk;
 }
 
 // The entries of row `token` for this lane. A dead row's position is not read (it rotates
 // nothing). Tokens of one launch stay below 2^31 (rows_launch.cuh).
-template <int kLanes>
+template <int kLanes, RopeStyle kStyle>
 __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& rope, uint32_t token,
                                                   bool live, int lane) {
   static_assert(kLanes >= 4, "RoPE needs D >= 64");
+  static_assert(kStyle != RopeStyle::kNone, "a rotating kernel");
   e.rotates = false;
   if (!live) return;
   const int64_t at = static_cast<int64_t>(token) * rope.positions_stride;
@@ -138,9 +139,9 @@ __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& ro
                                ? __ldg(static_cast<const int64_t*>(rope.positions) + at)
                                : __ldg(static_cast<const int32_t*>(rope.positions) + at);
   if (position < 0 || position >= rope.table_rows) return;
-  const bool neox = rope.style == static_cast<int>(RopeStyle::kNeox);
+  constexpr bool neox = kStyle == RopeStyle::kNeox;
   if constexpr (kLanes == 4) {
-    if (neox) {
+    if constexpr (neox) {
       rope_entries<kChunkValues>(e.c, rope, position, kChunkValues * lane);
       rope_entries<kChunkValues>(e.s, rope, position, kRopeDims / 2 + kChunkValues * lane);
     } else {
@@ -152,7 +153,7 @@ __device__ __forceinline__ void load_rope_entries(RopeEntries& e, const Rope& ro
   } else {
     const int r = rope_chunk<kLanes>(rope, lane);
     if (r < 0 || r >= kRopeDims / kChunkValues) return;
-    if (neox) {
+    if constexpr (neox) {
       rope_entries<kChunkValues>(e.c, rope, position, kChunkValues * (r & 3));
       rope_entries<kChunkValues>(e.s, rope, position, kRopeDims / 2 + kChunkValues * (r & 3));
       // The first half's chunks take -s (neox_values).
@@ -240,14 +241,14 @@ __device__ __forceinline__ void partner_chunk(float* partner, const uint32_t* wo
 
 // D >= 128: the rotated chunks are slot kSlot of eight lanes; the NeoX partner chunk r ^ 4 is on
 // the lane four apart. Every lane makes the exchange.
-template <int kLanes, int kSlot, typename Values>
+template <int kLanes, int kSlot, RopeStyle kStyle, typename Values>
 __device__ __forceinline__ void rotate_slot(Values& x, const Rope& rope, const RopeEntries& e,
                                             int lane, unsigned mask) {
   auto* target = chunk(x, kSlot);
   float v[kChunkValues];
   chunk_floats(v, target);
   float out[kChunkValues];
-  if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+  if constexpr (kStyle == RopeStyle::kNeox) {
     float partner[kChunkValues];
     partner_chunk(partner, target, mask);
     if (!e.rotates) return;
@@ -262,17 +263,16 @@ __device__ __forceinline__ void rotate_slot(Values& x, const Rope& rope, const R
 // Rotates the lane's values of one row (floats, or bf16 words: the rotated values come out in
 // the same form, rounded to bf16) with its token's entries. Every lane of the group calls it,
 // for live rows and dead ones alike (the NeoX form exchanges chunks between lanes).
-template <int kLanes, typename Values>
+template <int kLanes, RopeStyle kStyle, typename Values>
 __device__ __forceinline__ void apply_rope(Values& x, const Rope& rope, const RopeEntries& e,
                                            int lane, unsigned mask) {
   static_assert(kLanes >= 4, "RoPE needs D >= 64");
-  if (rope.style == static_cast<int>(RopeStyle::kNone)) return;
   if constexpr (kLanes == 4) {
     if (!e.rotates) return;
     float first[kChunkValues], second[kChunkValues], out[kChunkValues];
     chunk_floats(first, chunk(x, 0));
     chunk_floats(second, chunk(x, 1));
-    if (rope.style == static_cast<int>(RopeStyle::kNeox)) {
+    if constexpr (kStyle == RopeStyle::kNeox) {
       neox_values<true>(out, first, second, e.c, e.s);
       round_into(chunk(x, 0), out);
       neox_values<false>(out, second, first, e.c, e.s);
@@ -283,9 +283,9 @@ __device__ __forceinline__ void apply_rope(Values& x, const Rope& rope, const Ro
     }
     round_into(chunk(x, 1), out);
   } else if (rope_slot<kLanes>(rope) == 0) {
-    rotate_slot<kLanes, 0>(x, rope, e, lane, mask);
+    rotate_slot<kLanes, 0, kStyle>(x, rope, e, lane, mask);
   } else {
-    rotate_slot<kLanes, 1>(x, rope, e, lane, mask);
+    rotate_slot<kLanes, 1, kStyle>(x, rope, e, lane, mask);
   }
 }
 

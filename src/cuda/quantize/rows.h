@@ -258,7 +258,7 @@ __device__ __forceinline__ RowIndex view_row(const RowIndex&, const RowKey& targ
 // RoPE on a group's rows (each a lane's floats or bf16 words, apply_rope): the position and
 // cos / sin entries loaded once for consecutive rows of one token (a query's heads), again only
 // where the token (or the row's liveness) changes.
-template <int kLanes, int kRows, typename Values, typename Target>
+template <int kLanes, RopeStyle kStyle, int kRows, typename Values, typename Target>
 __device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob& job,
                                                 const RowIndex (&at)[kRows],
                                                 const Target (&target)[kRows], int lane,
@@ -275,8 +275,10 @@ __device__ __forceinline__ void apply_rope_rows(Values (&x)[kRows], const RowJob
   RopeEntries entries;
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    if (load[u]) load_rope_entries<kLanes>(entries, job.rope, token[u], target[u].live, lane);
-    apply_rope<kLanes>(x[u], job.rope, entries, lane, mask);
+    if (load[u]) {
+      load_rope_entries<kLanes, kStyle>(entries, job.rope, token[u], target[u].live, lane);
+    }
+    apply_rope<kLanes, kStyle>(x[u], job.rope, entries, lane, mask);
   }
 }
 

@@ -13,10 +13,12 @@
 namespace flashindexer::cuda::quant {
 namespace {
 
-template <typename In, int kLanes, bool kVector, bool kRope>
+template <typename In, int kLanes, bool kVector, RopeStyle kStyle>
 __global__ void __launch_bounds__(kBlockThreads,
-                                  min_blocks_per_sm<In, kLanes, kVector>(kRope, false))
+                                  min_blocks_per_sm<In, kLanes, kVector>(kStyle != RopeStyle::kNone,
+                                                                         false))
     fp8_rows_kernel(const RowJob job) {
+  constexpr bool kRope = kStyle != RopeStyle::kNone;
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(kBlockThreads,
       target[u] = row_target(job, at[u], in_range, slot[u], job.head_dim, 4, sizeof(float));
     }
   }
-  if constexpr (kRope) apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
+  if constexpr (kRope) apply_rope_rows<kLanes, kStyle>(x, job, at, target, lane, mask);
   Fp8Scale scale[kRows];
   if constexpr (kWords) {
     float lane_max[kRows];
@@ -101,10 +103,10 @@ __global__ void __launch_bounds__(kBlockThreads,
 // The kernel for launch_rows (rows_launch.cuh).
 struct Fp8Rows {
   static constexpr int64_t kScaleElement = 4;  // bytes of an element of a scales view
-  template <typename In, int kLanes, bool kVector, bool kRope>
+  template <typename In, int kLanes, bool kVector, RopeStyle kStyle>
   static void launch(const RowJob& job, cudaStream_t stream) {
     const unsigned blocks = rows_launch::blocks_for(job, kLanes, kRowsPerGroup);
-    fp8_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
+    fp8_rows_kernel<In, kLanes, kVector, kStyle><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };
 

@@ -12,10 +12,12 @@
 namespace flashindexer::cuda::quant {
 namespace {
 
-template <typename In, int kLanes, bool kVector, bool kRope>
+template <typename In, int kLanes, bool kVector, RopeStyle kStyle>
 __global__ void __launch_bounds__(kBlockThreads,
-                                  min_blocks_per_sm<In, kLanes, kVector>(kRope, true))
+                                  min_blocks_per_sm<In, kLanes, kVector>(kStyle != RopeStyle::kNone,
+                                                                         true))
     mxfp4_rows_kernel(const RowJob job) {
+  constexpr bool kRope = kStyle != RopeStyle::kNone;
   // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
@@ -70,9 +72,9 @@ __global__ void __launch_bounds__(kBlockThreads,
     }
   }
   if constexpr (kRope && kWords) {
-    apply_rope_rows<kLanes>(words, job, at, target, lane, mask);
+    apply_rope_rows<kLanes, kStyle>(words, job, at, target, lane, mask);
   } else if constexpr (kRope) {
-    apply_rope_rows<kLanes>(x, job, at, target, lane, mask);
+    apply_rope_rows<kLanes, kStyle>(x, job, at, target, lane, mask);
   }
   uint32_t scale_byte[kRows][2];
   if constexpr (kWords) {
@@ -107,10 +109,10 @@ __global__ void __launch_bounds__(kBlockThreads,
 // The kernel for launch_rows (rows_launch.cuh).
 struct Mxfp4Rows {
   static constexpr int64_t kScaleElement = 1;  // bytes of an element of a scales view
-  template <typename In, int kLanes, bool kVector, bool kRope>
+  template <typename In, int kLanes, bool kVector, RopeStyle kStyle>
   static void launch(const RowJob& job, cudaStream_t stream) {
     const unsigned blocks = rows_launch::blocks_for(job, kLanes, kRowsPerGroup);
-    mxfp4_rows_kernel<In, kLanes, kVector, kRope><<<blocks, kBlockThreads, 0, stream>>>(job);
+    mxfp4_rows_kernel<In, kLanes, kVector, kStyle><<<blocks, kBlockThreads, 0, stream>>>(job);
   }
 };
 
