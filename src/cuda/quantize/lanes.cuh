@@ -408,17 +408,56 @@ __device__ __forceinline__ uint2 mxfp4_codes(const float (&x)[kLaneValues],
 // issue slots 60-70 % busy), and the float forms spend about three of them a value widening each
 // bf16 to a float and packing the pairs again. The values are the same, so are the bits: the
 // max of the magnitudes in bf16, whose max keeps the non-NaN operand as fmaxf does, from 0.
+// max.xorsign.abs takes the magnitudes itself (the sign it gives is unused): one instruction a
+// pair of words where masking both signs first took three.
+__device__ __forceinline__ uint32_t max_abs_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t m;
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  return m;
+}
+// The magnitudes' maximum of a chunk's four words, per half (signs unused).
+__device__ __forceinline__ uint32_t chunk_max_abs_bf16(const uint32_t* words) {
+  return max_abs_bf16x2(max_abs_bf16x2(words[0], words[1]), max_abs_bf16x2(words[2], words[3]));
+}
+// The bf16 half of a word (0: low) as a float >= 0: its magnitude, 0 for NaN.
+__device__ __forceinline__ float bf16_magnitude(uint32_t word, int half) {
+  const uint32_t bits = half == 0 ? word << 16 : word & 0xFFFF0000u;
+  return fmaxf(0.0f, fabsf(__uint_as_float(bits)));
+}
 __device__ __forceinline__ float chunk_amax_bf16(const uint32_t* words) {
-  // max.xorsign.abs takes the magnitudes itself (the sign it gives is unused): one instruction a
-  // pair of words where masking both signs first took three.
-  auto max_abs = [](uint32_t a, uint32_t b) {
-    uint32_t m;
-    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
-    return m;
-  };
-  const uint32_t pair = max_abs(max_abs(words[0], words[1]), max_abs(words[2], words[3]));
-  return fmaxf(fmaxf(0.0f, fabsf(__uint_as_float(pair << 16))),
-               fabsf(__uint_as_float(pair & 0xFFFF0000u)));
+  const uint32_t pair = chunk_max_abs_bf16(words);
+  return fmaxf(bf16_magnitude(pair, 0), fabsf(__uint_as_float(pair & 0xFFFF0000u)));
+}
+// Both slots' amaxes of a lane's row in one word, slot s in half s (signs unused): a block's four
+// lanes then exchange one word a row, in bf16, where two floats took twice the shuffles and the
+// widening of every half first.
+__device__ __forceinline__ uint32_t slot_amaxes_bf16(const uint32_t (&words)[kLaneValues / 2]) {
+  const uint32_t first = chunk_max_abs_bf16(words);
+  const uint32_t second = chunk_max_abs_bf16(words + 4);
+  return max_abs_bf16x2(__byte_perm(first, second, 0x5410), __byte_perm(first, second, 0x7632));
+}
+
+// mxfp4_block_bytes_of from each row's slot_amaxes_bf16 word (D >= 64: a block is four lanes).
+template <int kLanes>
+__device__ __forceinline__ void mxfp4_block_bytes_of_words(uint32_t (&bytes)[2][2],
+                                                           uint32_t (&amaxes)[2], int lane,
+                                                           unsigned mask) {
+  static_assert(kLanes >= 4, "a block on four lanes");
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int offset = 1; offset < 4; offset *= 2) {
+      amaxes[u] = max_abs_bf16x2(amaxes[u], __shfl_xor_sync(mask, amaxes[u], offset));
+    }
+  }
+  // Lane q of the block's four derives byte (row q / 2, slot q % 2).
+  const int q = lane & 3;
+  const uint32_t byte = mxfp4_scale_byte(bf16_magnitude(q < 2 ? amaxes[0] : amaxes[1], q & 1));
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
+  }
 }
 
 // Where the group's lanes write a row's MXFP4 scale bytes: the first lane of a block's four

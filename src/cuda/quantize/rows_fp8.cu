@@ -19,14 +19,15 @@ __global__ void __launch_bounds__(kBlockThreads,
                                                                          false))
     fp8_rows_kernel(const RowJob job) {
   constexpr bool kRope = kStyle != RopeStyle::kNone;
-  // 32-bit indices: a launch has fewer than 2^30 rows (rows_launch.cuh).
+  // 32-bit indices and compares: a launch has fewer than 2^30 rows (rows_launch.cuh).
   constexpr int kRows = kRowsPerGroup;
+  const auto row_count = static_cast<uint32_t>(job.rows);
   const uint32_t group = blockIdx.x * (kBlockThreads / kLanes) + threadIdx.x / kLanes;
   const uint32_t first_row = group * kRows;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   // A warp leaves only when all its groups are past the end (its shuffles name the whole warp).
   const uint32_t warp_first_row = (group & ~static_cast<uint32_t>(32 / kLanes - 1)) * kRows;
-  if (warp_first_row >= job.rows) return;
+  if (warp_first_row >= row_count) return;
   const unsigned mask = kFullWarp;
   RowIndex at[kRows];
   // A row's destination: its addresses, or with RoPE a key until the stores (rows.h).
@@ -56,13 +57,13 @@ __global__ void __launch_bounds__(kBlockThreads,
     // A row past the end reads the last row (no branch around the loads, no zeros to set)
     // and writes nothing; so do rows whose slot is skipped.
     const uint32_t row = first_row + u;
-    at[u] = row_index(job, row < job.rows ? row : static_cast<uint32_t>(job.rows - 1));
+    at[u] = row_index(job, row < row_count ? row : row_count - 1);
     slot[u] = load_slot(job, at[u]);
     if constexpr (!kRope) load_values(u);
   }
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
-    const bool in_range = first_row + u < job.rows;
+    const bool in_range = first_row + u < row_count;
     if constexpr (kRope) {
       target[u] = row_key(job, at[u], in_range, slot[u]);
       load_values(u);
