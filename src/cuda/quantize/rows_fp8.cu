@@ -38,39 +38,8 @@ __global__ void __launch_bounds__(kBlockThreads,
   constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector && kRope;
   using Values = std::conditional_t<kWords, uint32_t[kLaneValues / 2], float[kLaneValues]>;
   Values x[kRows];
-  // Every row's slot is loaded before any row's target is decided (rows.h, load_slot); the
-  // kernels without RoPE load every row's values first too. The RoPE kernels load a row's values
-  // once its target is decided, as they did before the slots moved (the FP8 query + RoPE ran
-  // 0.1404 ms with its values loaded first, 0.1323 this way, on the H200).
-  int64_t slot[kRows];
-  auto load_values = [&](int u) {
-    const In* input =
-        static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
-    if constexpr (kWords) {
-      load_lane_bf16_words<kLanes>(x[u], input, lane);
-    } else {
-      load_lane<In, kVector, kLanes>(x[u], input, lane);
-    }
-  };
-#pragma unroll
-  for (int u = 0; u < kRows; ++u) {
-    // A row past the end reads the last row (no branch around the loads, no zeros to set)
-    // and writes nothing; so do rows whose slot is skipped.
-    const uint32_t row = first_row + u;
-    at[u] = row_index(job, row < row_count ? row : row_count - 1);
-    slot[u] = load_slot(job, at[u]);
-    if constexpr (!kRope) load_values(u);
-  }
-#pragma unroll
-  for (int u = 0; u < kRows; ++u) {
-    const bool in_range = first_row + u < row_count;
-    if constexpr (kRope) {
-      target[u] = row_key(job, at[u], in_range, slot[u]);
-      load_values(u);
-    } else {
-      target[u] = row_target(job, at[u], in_range, slot[u], job.head_dim, 4, sizeof(float));
-    }
-  }
+  begin_rows(job, first_row, row_count, job.head_dim, 4, sizeof(float), at, target,
+             [&](int u) { load_row_values<In, kLanes, kVector>(x[u], job, at[u], lane); });
   if constexpr (kRope) apply_rope_rows<kLanes, kStyle>(x, job, at, target, lane, mask);
   Fp8Scale scale[kRows];
   if constexpr (kWords) {

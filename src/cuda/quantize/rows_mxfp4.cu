@@ -39,39 +39,13 @@ __global__ void __launch_bounds__(kBlockThreads,
   constexpr bool kWords = std::is_same_v<In, Bf16Bits> && kVector;
   uint32_t words[kRows][kLaneValues / 2];
   float x[kRows][kLaneValues];
-  // Every row's slot is loaded before any row's target is decided (rows.h, load_slot); the
-  // kernels without RoPE load every row's values first too. The RoPE kernels load a row's values
-  // once its target is decided, as they did before the slots moved (the FP8 query + RoPE ran
-  // 0.1404 ms with its values loaded first, 0.1323 this way, on the H200).
-  int64_t slot[kRows];
-  auto load_values = [&](int u) {
-    const In* input =
-        static_cast<const In*>(job.input) + job.input_rows.at(at[u].outer, at[u].inner);
+  begin_rows(job, first_row, row_count, value_bytes, scale_count, 1, at, target, [&](int u) {
     if constexpr (kWords) {
-      load_lane_bf16_words<kLanes>(words[u], input, lane);
+      load_row_values<In, kLanes, kVector>(words[u], job, at[u], lane);
     } else {
-      load_lane<In, kVector, kLanes>(x[u], input, lane);
+      load_row_values<In, kLanes, kVector>(x[u], job, at[u], lane);
     }
-  };
-#pragma unroll
-  for (int u = 0; u < kRows; ++u) {
-    // A row past the end reads the last row (no branch around the loads, no zeros to set)
-    // and writes nothing; so do rows whose slot is skipped.
-    const uint32_t row = first_row + u;
-    at[u] = row_index(job, row < row_count ? row : row_count - 1);
-    slot[u] = load_slot(job, at[u]);
-    if constexpr (!kRope) load_values(u);
-  }
-#pragma unroll
-  for (int u = 0; u < kRows; ++u) {
-    const bool in_range = first_row + u < row_count;
-    if constexpr (kRope) {
-      target[u] = row_key(job, at[u], in_range, slot[u]);
-      load_values(u);
-    } else {
-      target[u] = row_target(job, at[u], in_range, slot[u], value_bytes, scale_count, 1);
-    }
-  }
+  });
   if constexpr (kRope && kWords) {
     apply_rope_rows<kLanes, kStyle>(words, job, at, target, lane, mask);
   } else if constexpr (kRope) {
