@@ -272,7 +272,7 @@ __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
 
 // The UE8M0 scale byte of the block of each slot of the group's two rows. The lanes of a block
 // all hold its amax after the shuffles; of its four (row, slot) bytes each lane derives one (the
-// division and the exponent's bit work once a lane, not once a byte) and the lanes exchange them.
+// exponent's bit work once a lane, not once a byte) and the lanes exchange them.
 // amax[u][s]: the amax of slot s's chunk of row u on this lane.
 template <int kLanes>
 __device__ __forceinline__ void mxfp4_block_bytes_of(uint32_t (&bytes)[2][2], float (&amax)[2][2],
