@@ -7,6 +7,7 @@
 // arithmetic beyond an XOR that keeps them alive, to measure the gathered-read rate the consumer
 // could at best reach, beside a device copy of 1 GiB in the same run.
 //
+//   build/l2_gather_probe (built with the tests when CUDA is), or
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a dev/probes/l2_gather_probe.cu \
 //        -o l2_gather_probe && ./l2_gather_probe
 //
