@@ -21,7 +21,7 @@ namespace flashindexer::cuda::quant {
 // RoPE of spec §2.2 on the lanes of one row (see flashindexer/rope.h).
 struct Rope {
   int style = 0;                // a RopeStyle (the kernels take it as a template parameter too)
-  int first_chunk = 0;          // the first rotated dim / 8
+  int first_chunk = 0;          // the chunk of the first rotated dim (dim / kChunkValues)
   const void* table = nullptr;  // [rows, 64]
   bool table_bf16 = false;
   bool table_vector = false;  // rows start on 16 bytes: a lane's entries in 16-byte loads
@@ -36,7 +36,7 @@ inline Rope rope_of(const RopeOptions& options, int head_dim) {
   Rope rope;
   rope.style = static_cast<int>(options.style);
   if (!options.enabled()) return rope;
-  rope.first_chunk = (options.dims == RopeDims::kLast64 ? head_dim - kRopeDims : 0) / 8;
+  rope.first_chunk = (options.dims == RopeDims::kLast64 ? head_dim - kRopeDims : 0) / kChunkValues;
   rope.table = options.cos_sin_cache.data;
   rope.table_bf16 = options.cos_sin_cache.dtype == DType::kBF16;
   rope.table_rows = options.cos_sin_cache.shape[0];
