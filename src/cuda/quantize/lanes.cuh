@@ -270,6 +270,17 @@ __device__ __forceinline__ uint32_t mxfp4_scale_byte(float block_amax) {
   return codes::e2m1_scale_byte(__float_as_uint(block_amax));
 }
 
+// Lane q of each block's four holds byte (row q / 2, slot q % 2) of the group's two rows: every
+// lane of the block gets all four.
+__device__ __forceinline__ void share_block_bytes(uint32_t (&bytes)[2][2], uint32_t byte,
+                                                  unsigned mask) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
+  }
+}
+
 // The UE8M0 scale byte of the block of each slot of the group's two rows. The lanes of a block
 // all hold its amax after the shuffles; of its four (row, slot) bytes each lane derives one (the
 // exponent's bit work once a lane, not once a byte) and the lanes exchange them.
@@ -287,12 +298,7 @@ __device__ __forceinline__ void mxfp4_block_bytes_of(uint32_t (&bytes)[2][2], fl
     const int q = lane & 3;
     float mine = (q & 1) != 0 ? amax[0][1] : amax[0][0];
     mine = q == 2 ? amax[1][0] : (q == 3 ? amax[1][1] : mine);
-    const uint32_t byte = mxfp4_scale_byte(mine);
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-#pragma unroll
-      for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
-    }
+    share_block_bytes(bytes, mxfp4_scale_byte(mine), mask);
   } else {
     static_assert(kLanes == 2, "D = 32: one block a row");
     float row_amax[2];
@@ -452,12 +458,8 @@ __device__ __forceinline__ void mxfp4_block_bytes_of_words(uint32_t (&bytes)[2][
   }
   // Lane q of the block's four derives byte (row q / 2, slot q % 2).
   const int q = lane & 3;
-  const uint32_t byte = mxfp4_scale_byte(bf16_magnitude(q < 2 ? amaxes[0] : amaxes[1], q & 1));
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) bytes[u][s] = __shfl_sync(mask, byte, u * 2 + s, 4);
-  }
+  share_block_bytes(bytes, mxfp4_scale_byte(bf16_magnitude(q < 2 ? amaxes[0] : amaxes[1], q & 1)),
+                    mask);
 }
 
 // Where the group's lanes write a row's MXFP4 scale bytes: the first lane of a block's four
