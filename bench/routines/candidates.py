@@ -230,6 +230,20 @@ def _measure_case(ctx, fi, case, table, ceilings):
                   ctx.command("candidates", case.name), None))
 
 
+def published_candidates(visible):
+    """Candidates as a source layer would publish them for rows of `visible` positions: C
+    distinct blocks inside each row (the newest one among them), in no particular order."""
+    rows = visible.shape[0]
+    row_blocks = (visible + CB - 1) // CB
+    draw = torch.rand(rows, int(row_blocks.max()), device="cuda")
+    draw[torch.arange(draw.shape[1], device="cuda")[None, :] >= row_blocks[:, None]] = -1.0
+    draw.scatter_(1, (row_blocks - 1).clamp(min=0)[:, None], 2.0)
+    top = torch.topk(draw, min(C, draw.shape[1]), dim=1)
+    blocks = torch.full((rows, C), -1, dtype=torch.int32, device="cuda")
+    blocks[:, :top.indices.shape[1]] = torch.where(top.values >= 0, top.indices, -1).int()
+    return blocks
+
+
 def _measure_consumer(ctx, fi, case, table, ceilings, fmt="fp8"):
     """One consumer layer both ways: the dense-masked path (all the context scored into the
     workspace's logits slab, then the selection inside the blocks) and the sparse path (only the
@@ -275,15 +289,7 @@ def _measure_consumer(ctx, fi, case, table, ceilings, fmt="fp8"):
         batch = 10
     rows = case.rows
     workspace = torch.empty(fi.indexer_cuda_workspace_size(K), dtype=torch.uint8, device="cuda")
-    # Candidates as a source layer would publish them: C distinct blocks inside each row (the
-    # newest one among them), in no particular order.
-    row_blocks = (visible + CB - 1) // CB
-    draw = torch.rand(rows, int(row_blocks.max()), device="cuda")
-    draw[torch.arange(draw.shape[1], device="cuda")[None, :] >= row_blocks[:, None]] = -1.0
-    draw.scatter_(1, (row_blocks - 1).clamp(min=0)[:, None], 2.0)
-    top = torch.topk(draw, min(C, draw.shape[1]), dim=1)
-    blocks = torch.full((rows, C), -1, dtype=torch.int32, device="cuda")
-    blocks[:, :top.indices.shape[1]] = torch.where(top.values >= 0, top.indices, -1).int()
+    blocks = published_candidates(visible)
     dense_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     sparse_out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     layer(dense_out, "dense")
