@@ -254,6 +254,19 @@ __device__ __forceinline__ void cp_async_16(void* shared, const void* global) {
                : "memory");
 }
 
+// The same for 4 bytes (both addresses 4-byte aligned).
+__device__ __forceinline__ void cp_async_4(void* shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_address(shared)), "l"(global)
+               : "memory");
+}
+
+// Arrives on `barrier` once every cp.async this thread issued before it has landed, without
+// raising the barrier's expected count (.noinc): the barrier is initialised to count these.
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_address(barrier))
+               : "memory");
+}
+
 // Waits for this thread's cp_async_8 / cp_async_16 copies; a barrier then makes them visible to
 // the CTA.
 __device__ __forceinline__ void cp_async_wait_all() {

@@ -37,6 +37,12 @@ cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
                                const typename Epilogue::Params& epilogue, const Mxfp4Params& format,
                                int grid, cudaStream_t stream);
 
+// The sparse FP8 instantiations (format_sparse.cuh), storing epilogue only: N = H, blocks of
+// kBlock keys gathered from the packed workspace or the paged cache at `source`.
+template <int kHeads, int kBlock, bool kPagedSource>
+cudaError_t launch_score_sparse(const ScoreMaps& maps, const ScoreParams& params,
+                                const SparseSource& source, int grid, cudaStream_t stream);
+
 // The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh), storing epilogue only: N = H,
 // blocks of kBlock keys from the packed workspace or the paged cache, in the arithmetic of the
 // converting format (kConverterBits) or of the register format.

@@ -52,6 +52,14 @@ static_assert(128 * kConvertingProducerRegisters + 256 * kConvertingConsumerRegi
                   kThreads * kLaunchRegisters,
               "converting register split exceeds the CTA's registers");
 
+// A gathering format's producer (format_sparse.cuh): the lanes' block entries and copy addresses
+// spilled 8-20 bytes at 56; its consumers (N = H) need far fewer than 216.
+constexpr int kGatherProducerRegisters = 72;
+constexpr int kGatherConsumerRegisters = 216;
+static_assert(128 * kGatherProducerRegisters + 256 * kGatherConsumerRegisters <=
+                  kThreads * kLaunchRegisters,
+              "gathering split exceeds the CTA's registers");
+
 // The widest Q tile whose consumers convert MXFP4 keys in registers (kernel.cuh, Mxfp4Format):
 // 256 columns' accumulators and weights leave no room for the A registers.
 constexpr int kMaxRegisterKeyColumns = 192;

@@ -371,6 +371,9 @@ __device__ __forceinline__ void consume(const ScoreParams& p, const TileFilter& 
         stages[u] = consumer * L::kHalfStages + place % L::kHalfStages;
         if (u < tiles) ptx::mbarrier_wait(&full[stages[u]], (place / L::kHalfStages) & 1);
       }
+      // A gathering format's stages were written through the generic proxy (cp.async), and the
+      // wgmma reads them through the async proxy.
+      if constexpr (Format::kThreadGather) ptx::fence_proxy_async_shared();
       my_tiles += tiles;
       // Every thread arrives after its own reads of the stage. Those are ld.shared (generic
       // proxy) and the stage is refilled by TMA (async proxy), so the arrival waits behind a

@@ -35,6 +35,8 @@ struct KeysE4M3 {
   static constexpr bool kConverts = false;
   static constexpr bool kConvertsKeys = false;
   static constexpr bool kRegisterKeys = false;
+  // kThreadGather: the producer warp's lanes copy each tile themselves (format_sparse.cuh).
+  static constexpr bool kThreadGather = false;
   using Params = void;
   static constexpr int kRawSlotBytes = 0;
   template <int kN>

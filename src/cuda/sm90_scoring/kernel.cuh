@@ -52,6 +52,7 @@
 #include "cuda/sm90_scoring/format_mxfp4.cuh"
 #include "cuda/sm90_scoring/format_mxfp4_registers.cuh"
 #include "cuda/sm90_scoring/format_mxfp4_sparse.cuh"
+#include "cuda/sm90_scoring/format_sparse.cuh"
 #include "cuda/sm90_scoring/layout.cuh"
 #include "cuda/sm90_scoring/params.h"
 #include "cuda/sm90_scoring/producer.cuh"
@@ -104,12 +105,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // producer kept up with the consumers, though 7 % slower before that).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   constexpr bool kWideProducer = kPaged || T::kSideWarps > 0;
-  constexpr int kProducerShare = Format::kRegisterKeys ? kRegisterKeysProducerRegisters
-                                 : Format::kConverts   ? kConvertingProducerRegisters
-                                                       : kProducerRegisters<kWideProducer>;
-  constexpr int kConsumerShare = Format::kRegisterKeys ? kRegisterKeysConsumerRegisters
-                                 : Format::kConverts   ? kConvertingConsumerRegisters
-                                                       : kConsumerRegisters<kWideProducer>;
+  constexpr int kProducerShare = Format::kRegisterKeys   ? kRegisterKeysProducerRegisters
+                                 : Format::kConverts     ? kConvertingProducerRegisters
+                                 : Format::kThreadGather ? kGatherProducerRegisters
+                                                         : kProducerRegisters<kWideProducer>;
+  constexpr int kConsumerShare = Format::kRegisterKeys   ? kRegisterKeysConsumerRegisters
+                                 : Format::kConverts     ? kConvertingConsumerRegisters
+                                 : Format::kThreadGather ? kGatherConsumerRegisters
+                                                         : kConsumerRegisters<kWideProducer>;
 
   if (threadIdx.x == 0) {
     uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         return;
       }
     }
-    if constexpr (Format::kConverts) {
+    if constexpr (Format::kConverts || Format::kThreadGather) {
       produce<kHeads, kN, kPaged, L>(params, params.filter, &q_map, &w_map, &key_map, &scale_map,
                                      smem, args.format);
     } else {
@@ -223,6 +226,14 @@ cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& 
   return launch_instance<kHeads, kHeads, true, StoreEpilogue,
                          SparseKeysMXFP4Registers<kBlock, kPagedSource, kConverterBits>>(
       maps, KernelParams<StoreEpilogue::Params, Mxfp4Params>{params, {}, format}, grid, stream);
+}
+
+// The sparse FP8 instantiations (format_sparse.cuh): N = H, one query row per work item.
+template <int kHeads, int kBlock, bool kPagedSource>
+cudaError_t launch_score_sparse(const ScoreMaps& maps, const ScoreParams& params,
+                                const SparseSource& source, int grid, cudaStream_t stream) {
+  return launch_instance<kHeads, kHeads, true, StoreEpilogue, SparseKeysE4M3<kBlock, kPagedSource>>(
+      maps, KernelParams<StoreEpilogue::Params, SparseSource>{params, {}, source}, grid, stream);
 }
 
 }  // namespace flashindexer::cuda::scoring

@@ -370,21 +370,32 @@ namespace {
 
 // The sparse instantiation for (H, sparse block, source): N = H, one row per work item.
 template <int kHeads>
-cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& params, int block,
-                                   bool paged, int grid, cudaStream_t stream) {
-  using scoring::SparseKeysE4M3;
-  using scoring::StoreEpilogue;
+cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& params,
+                                   const scoring::SparseSource& source, int block, bool paged,
+                                   int grid, cudaStream_t stream) {
+  using scoring::launch_score_sparse;
   if (block == 8) {
-    return paged ? scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
-                                         SparseKeysE4M3<8, true>>(maps, params, {}, grid, stream)
-                 : scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
-                                         SparseKeysE4M3<8, false>>(maps, params, {}, grid, stream);
+    return paged ? launch_score_sparse<kHeads, 8, true>(maps, params, source, grid, stream)
+                 : launch_score_sparse<kHeads, 8, false>(maps, params, source, grid, stream);
   }
-  return paged
-             ? scoring::launch_score<kHeads, kHeads, true, StoreEpilogue, SparseKeysE4M3<16, true>>(
-                   maps, params, {}, grid, stream)
-             : scoring::launch_score<kHeads, kHeads, true, StoreEpilogue,
-                                     SparseKeysE4M3<16, false>>(maps, params, {}, grid, stream);
+  return paged ? launch_score_sparse<kHeads, 16, true>(maps, params, source, grid, stream)
+               : launch_score_sparse<kHeads, 16, false>(maps, params, source, grid, stream);
+}
+
+// Where the FP8 sparse kernel's lanes gather the keys from (format_sparse.cuh).
+scoring::SparseSource sparse_source(const SparseScoring& call) {
+  scoring::SparseSource source;
+  if (call.cache != nullptr) {
+    source.keys = static_cast<const uint8_t*>(call.cache->data);
+    source.page_stride = call.cache->page_stride_bytes;
+    source.page_size = call.cache->page_size;
+  } else {
+    source.keys = static_cast<const uint8_t*>(call.keys->values.data);
+    source.key_stride = call.keys->values.stride[0];
+    source.num_keys = call.keys->values.shape[0];
+    source.scales = call.keys->scales.ptr<float>();
+  }
+  return source;
 }
 
 // The sparse MXFP4 instantiation in the arithmetic of the dense call the rows stand for
@@ -457,7 +468,9 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       !status.ok()) {
     return status;
   }
-  // The packed form's scale copies start on an aligned key before the block (format_sparse.cuh).
+  // The keys' maps: the MXFP4 formats copy blocks through them (the packed form's scale copies
+  // start on an aligned key before the block, format_sparse.cuh); for FP8 their encoding checks
+  // the alignment and strides that its lanes' 16-byte copies need as well.
   const int packed_scale_box = block == 8 ? scoring::SparseBlocks<8, false, 1>::kScaleBox
                                           : scoring::SparseBlocks<16, false, 1>::kScaleBox;
   if (Status status = call.cache != nullptr
@@ -516,9 +529,11 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       return status;
     }
   } else {
-    const cudaError_t launched =
-        heads == 64 ? launch_sparse_instance<64>(maps, params, block, paged, grid, stream)
-                    : launch_sparse_instance<32>(maps, params, block, paged, grid, stream);
+    const cudaError_t launched = heads == 64
+                                     ? launch_sparse_instance<64>(maps, params, sparse_source(call),
+                                                                  block, paged, grid, stream)
+                                     : launch_sparse_instance<32>(maps, params, sparse_source(call),
+                                                                  block, paged, grid, stream);
     if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
       return status;
     }

@@ -73,6 +73,20 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
                   sizeof(ScoreParams) == 184,
               "the scoring kernel's parameter layout (see above)");
 
+// What the FP8 sparse kernels take beyond ScoreParams (their KernelParams' third member,
+// format_sparse.cuh): the keys' addresses, which their producer lanes gather with plain
+// asynchronous copies. Packed: key row i < num_keys at keys + i key_stride, its scale at
+// scales[i]. Paged: page p at keys + p page_stride, its page_size rows of 128 bytes, then their
+// fp32 scales.
+struct SparseSource {
+  const uint8_t* keys = nullptr;
+  const float* scales = nullptr;  // packed only
+  int64_t key_stride = 0;         // packed: bytes between key rows
+  int64_t num_keys = 0;           // packed: rows of keys
+  int64_t page_stride = 0;        // paged: bytes between pages
+  int page_size = 0;              // paged: keys a page
+};
+
 // What the MXFP4 kernels take beyond ScoreParams (their KernelParams' third member,
 // format_mxfp4.cuh): the query scales, read by a converting producer warp with plain loads (a fifth
 // tensor map would change every kernel's signature). The four scales of one (row, head) are

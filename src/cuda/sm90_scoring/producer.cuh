@@ -56,7 +56,8 @@ struct TileLoader {
   __device__ __forceinline__ void load(int64_t group, int32_t tile, uint8_t* keys, float* scales,
                                        uint64_t* full, int lane) {
     if constexpr (Format::kSparseBlock > 0) {
-      // Sparse (format_sparse.cuh): the group is one query row, its entries a row of
+      // Sparse by TMA (format_sparse.cuh's SparseBlocks, the MXFP4 sparse formats; the FP8 one
+      // gathers with its lanes, produce): the group is one query row, its entries a row of
       // block_table with unit stride. Lane c reads the entry of the tile's block c (the tile's
       // entries are one 16- or 32-byte load), notes its place (note_block) and copies it; the
       // notes are made and the expected bytes set before any copy, so the arrive publishes the
@@ -133,6 +134,17 @@ struct RawEntry {
 };
 
 constexpr int kConverters = kProducerWarps - 1;
+
+// A thread-gathering format's entry window for a warp whose own tiles are kStride apart
+// (format_sparse.cuh); nothing for the others.
+template <typename Format, int kStride, bool = Format::kThreadGather>
+struct EntryWindowOf {
+  struct type {};
+};
+template <typename Format, int kStride>
+struct EntryWindowOf<Format, kStride, true> {
+  using type = typename Format::template Window<kStride>;
+};
 
 template <typename L>
 struct RawRing {
@@ -385,6 +397,10 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
   // both consumers' tiles in step order.
   // (A converting format's warp 0 is a single loader too.)
   constexpr bool kOneLoader = T::kSideWarps > 0 || Format::kConvertsKeys;
+  static_assert(!kOneLoader || !Format::kThreadGather, "a gathering warp loads its own places");
+  // A gathering format's entries of this warp's coming tiles: its tiles of an item are a step
+  // pair of the two consumers apart.
+  typename EntryWindowOf<Format, kConsumerGroups * kTilesPerStep>::type window;
   const int consumer = warp / 2;  // (a single loader: both)
   uint32_t step_count = 0;        // consumer steps so far (as consume counts them)
   uint32_t place = 0;        // tiles given to this warp's consumer (a single loader: consumer 0)
@@ -401,9 +417,14 @@ __device__ __forceinline__ void produce(const ScoreParams& p, const TileFilter& 
                        });
       } else {
         ptx::mbarrier_wait(&empty[stage], empty_parity);
-        loader.load(group, tile, smem + L::kKeys + stage * L::kTileBytes,
-                    reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes),
-                    &full[stage], lane);
+        uint8_t* keys = smem + L::kKeys + stage * L::kTileBytes;
+        auto* scales = reinterpret_cast<float*>(smem + L::kScales + stage * L::kTileScaleBytes);
+        if constexpr (Format::kThreadGather) {
+          const int slot = window.slot(p, group, tile, lane);
+          Format::gather(keys, scales, &full[stage], window.current, slot, format_args, lane);
+        } else {
+          loader.load(group, tile, keys, scales, &full[stage], lane);
+        }
       }
     }
     ++at;
