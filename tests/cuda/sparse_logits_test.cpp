@@ -21,13 +21,54 @@ namespace {
 
 constexpr int kPad = 5;
 
+// The sparse logits of p's rows (M rows, N keys) over the candidate blocks `cand` of block_size
+// positions against the dense logits of every key, clean and not.
+void expect_prefill_sparse_bits(const PrefillProblem& p, int64_t M, int64_t N,
+                                const HostTensor& cand, int block_size) {
+  const int sparse_block = block_size == 8 ? 8 : 16;
+  HostTensor all_ks(DType::kI32, {M});
+  HostTensor all_ke(DType::kI32, {M});
+  all_ks.fill<int32_t>(0);
+  all_ke.fill<int32_t>(static_cast<int32_t>(N));
+  const DevicePrefill device(p);
+  DeviceTensor device_all_ks = to_device(all_ks);
+  DeviceTensor device_all_ke = to_device(all_ke);
+  HostTensor dense = poisoned_logits(M, N);
+  DeviceTensor device_dense = to_device(dense);
+  FI_ASSERT_OK(mqa_logits(device_dense.view, device.q.view(), device.keys.view(),
+                          device.weights.view, device_all_ks.view, device_all_ke.view,
+                          LogitsOptions{true}));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  to_host(dense, device_dense);
+  const int64_t S = cand.size(1) * (block_size / sparse_block);
+  HostTensor indices(DType::kI32, {M, S});
+  HostTensor end(DType::kI32, {M});
+  FI_ASSERT_OK(candidate_blocks_to_sparse_indices(indices.view(), end.view(), cand.view(),
+                                                  CandidateRows::prefill(p.ks.view(), p.ke.view()),
+                                                  block_size, sparse_block));
+  DeviceTensor device_indices = to_device(indices);
+  DeviceTensor device_end = to_device(end);
+  const DeviceBuffer workspace = poisoned_device_buffer(sparse_logits_cuda_workspace_size(M, S));
+  for (bool clean : {true, false}) {
+    HostTensor got = poisoned_logits(M, S * sparse_block + kPad);
+    DeviceTensor device_got = to_device(got);
+    FI_ASSERT_OK(sparse_mqa_logits(device_got.view, device.q.view(), device.keys.view(),
+                                   device.weights.view, device_indices.view, device_end.view,
+                                   CandidateRows::prefill(device.ks.view, device.ke.view),
+                                   sparse_block, LogitsOptions{clean}, with_workspace(workspace)));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    to_host(got, device_got);
+    EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, sparse_block, clean,
+                                  packed_firsts(p.ks, sparse_block)));
+  }
+}
+
 TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
   SKIP_WITHOUT_GPU();
   FI_SEEDED_RNG(rng);
   for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
     for (int heads : {32, 64}) {
       for (int block_size : {8, 16, 32}) {
-        const int sparse_block = block_size == 8 ? 8 : 16;
         const int64_t M = rng.uniform_int(10, 90);
         const int64_t N = rng.uniform_int(100, 9000);
         const int num_blocks = static_cast<int>(rng.pick(std::vector<int64_t>{4, 64, 1024}));
@@ -39,49 +80,43 @@ TEST(SparseLogitsCuda, PrefillColumnsHaveTheDenseLogitsBits) {
           spread_scales(p.keys, N, 1, 7);
           spread_scales(p.q, M * heads, 3, 11);
         }
-        HostTensor all_ks(DType::kI32, {M});
-        HostTensor all_ke(DType::kI32, {M});
-        all_ks.fill<int32_t>(0);
-        all_ke.fill<int32_t>(static_cast<int32_t>(N));
-        const DevicePrefill device(p);
-        DeviceTensor device_all_ks = to_device(all_ks);
-        DeviceTensor device_all_ke = to_device(all_ke);
-        HostTensor dense = poisoned_logits(M, N);
-        DeviceTensor device_dense = to_device(dense);
-        FI_ASSERT_OK(mqa_logits(device_dense.view, device.q.view(), device.keys.view(),
-                                device.weights.view, device_all_ks.view, device_all_ke.view,
-                                LogitsOptions{true}));
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        to_host(dense, device_dense);
         std::vector<int64_t> row_blocks(M);
         for (int64_t t = 0; t < M; ++t) {
           const int64_t n = p.ke.data<int32_t>()[t] - p.ks.data<int32_t>()[t];
           row_blocks[t] = (n + block_size - 1) / block_size;
         }
-        const HostTensor cand = distinct_candidates(rng, M, num_blocks, row_blocks);
-        const int64_t S = int64_t{num_blocks} * (block_size / sparse_block);
-        HostTensor indices(DType::kI32, {M, S});
-        HostTensor end(DType::kI32, {M});
-        FI_ASSERT_OK(candidate_blocks_to_sparse_indices(
-            indices.view(), end.view(), cand.view(),
-            CandidateRows::prefill(p.ks.view(), p.ke.view()), block_size, sparse_block));
-        DeviceTensor device_indices = to_device(indices);
-        DeviceTensor device_end = to_device(end);
-        const DeviceBuffer workspace =
-            poisoned_device_buffer(sparse_logits_cuda_workspace_size(M, S));
-        for (bool clean : {true, false}) {
-          HostTensor got = poisoned_logits(M, S * sparse_block + kPad);
-          DeviceTensor device_got = to_device(got);
-          FI_ASSERT_OK(sparse_mqa_logits(device_got.view, device.q.view(), device.keys.view(),
-                                         device.weights.view, device_indices.view, device_end.view,
-                                         CandidateRows::prefill(device.ks.view, device.ke.view),
-                                         sparse_block, LogitsOptions{clean},
-                                         with_workspace(workspace)));
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          to_host(got, device_got);
-          EXPECT_TRUE(SparseLogitsMatch(got, dense, indices, end, sparse_block, clean,
-                                        packed_firsts(p.ks, sparse_block)));
+        expect_prefill_sparse_bits(p, M, N, distinct_candidates(rng, M, num_blocks, row_blocks),
+                                   block_size);
+      }
+    }
+  }
+}
+
+// Rows that see every key of a workspace whose key count is not a multiple of the sparse block,
+// every block a candidate: the last block reaches past the workspace's last key (its columns
+// past the row's end), which the FP8 kernel's lanes must not read (compute-sanitizer runs this).
+TEST(SparseLogitsCuda, PrefillLastBlockPastTheWorkspaceEnd) {
+  SKIP_WITHOUT_GPU();
+  FI_SEEDED_RNG(rng);
+  for (KFormat format : {KFormat::kFP8, KFormat::kMXFP4}) {
+    for (int heads : {32, 64}) {
+      for (int block_size : {8, 16}) {
+        const int64_t M = rng.uniform_int(1, 6);
+        const int64_t N = 16 * rng.uniform_int(4, 200) + rng.uniform_int(1, block_size - 1);
+        SCOPED_TRACE(::testing::Message() << kformat_name(format) << " H=" << heads << " M=" << M
+                                          << " N=" << N << " cb=" << block_size);
+        PrefillProblem p = make_prefill_problem(rng, format, M, N, heads, 128);
+        p.ks.fill<int32_t>(0);
+        p.ke.fill<int32_t>(static_cast<int32_t>(N));
+        const int64_t blocks = (N + block_size - 1) / block_size;
+        HostTensor cand(DType::kI32, {M, blocks});
+        for (int64_t r = 0; r < M; ++r) {
+          std::vector<int32_t> all(static_cast<size_t>(blocks));
+          for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+          rng.shuffle(all);
+          for (int64_t i = 0; i < blocks; ++i) cand.at<int32_t>({r, i}) = all[i];
         }
+        expect_prefill_sparse_bits(p, M, N, cand, block_size);
       }
     }
   }
