@@ -41,7 +41,7 @@ cudaError_t launch_score_mxfp4(const ScoreMaps& maps, const ScoreParams& params,
 // kBlock keys gathered from the packed workspace or the paged cache at `source`.
 template <int kHeads, int kBlock, bool kPagedSource>
 cudaError_t launch_score_sparse(const ScoreMaps& maps, const ScoreParams& params,
-                                const SparseSource& source, int grid, cudaStream_t stream);
+                                const SparseKeyAddresses& source, int grid, cudaStream_t stream);
 
 // The sparse MXFP4 instantiations (format_mxfp4_sparse.cuh), storing epilogue only: N = H,
 // blocks of kBlock keys from the packed workspace or the paged cache, in the arithmetic of the

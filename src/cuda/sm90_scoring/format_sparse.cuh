@@ -172,7 +172,7 @@ struct SparseKeysE4M3 : KeysE4M3 {
   static constexpr int kSparseBlock = kBlock;
   static constexpr int kCopies = kTileKeys / kBlock;  // sparse blocks per key tile
   static constexpr bool kThreadGather = true;
-  using Params = SparseSource;
+  using Params = SparseKeyAddresses;
   static constexpr int kFillArrivals = 32;
   template <int kStride>
   using Window = EntryWindow<kCopies, kStride>;
@@ -180,8 +180,8 @@ struct SparseKeysE4M3 : KeysE4M3 {
   // The tile whose entries are lanes slot kCopies .. slot kCopies + kCopies - 1 of `window`
   // (EntryWindow::current) into the stage `keys` / `scales`, completing `full`.
   __device__ __forceinline__ static void gather(uint8_t* keys, float* scales, uint64_t* full,
-                                                int32_t window, int slot, const SparseSource& src,
-                                                int lane) {
+                                                int32_t window, int slot,
+                                                const SparseKeyAddresses& src, int lane) {
     int32_t entry[kCopies];
 #pragma unroll
     for (int b = 0; b < kCopies; ++b) {
@@ -213,7 +213,7 @@ struct SparseKeysE4M3 : KeysE4M3 {
   // The lane's 16 chunks of the tile whose blocks start at `entry`.
   template <bool kClamped>
   __device__ __forceinline__ static void copy_keys(uint8_t* keys, const int32_t (&entry)[kCopies],
-                                                   const SparseSource& src, int lane) {
+                                                   const SparseKeyAddresses& src, int lane) {
     const int col = lane % 8;
 #pragma unroll
     for (int i = 0; i < kTileKeys / 4; ++i) {
@@ -225,8 +225,8 @@ struct SparseKeysE4M3 : KeysE4M3 {
     }
   }
   template <bool kClamped>
-  __device__ __forceinline__ static const uint8_t* key_row(const SparseSource& src, int32_t entry,
-                                                           int in_block) {
+  __device__ __forceinline__ static const uint8_t* key_row(const SparseKeyAddresses& src,
+                                                           int32_t entry, int in_block) {
     if constexpr (kPagedSource) {
       const int32_t page = entry >> kSparseRowBits;
       const int32_t row = (entry & ((1 << kSparseRowBits) - 1)) + in_block;
@@ -240,12 +240,12 @@ struct SparseKeysE4M3 : KeysE4M3 {
   // A packed block's row `in_block`. The last block of the workspace may reach past its keys,
   // into columns past its row's end: those copy the last key instead (TMA's boxes were filled with
   // zeros there; these columns are never stored).
-  __device__ __forceinline__ static int64_t packed_row(const SparseSource& src, int32_t entry,
+  __device__ __forceinline__ static int64_t packed_row(const SparseKeyAddresses& src, int32_t entry,
                                                        int in_block) {
     return min(static_cast<int64_t>(entry) + in_block, src.num_keys - 1);
   }
-  __device__ __forceinline__ static const float* scale_of(const SparseSource& src, int32_t entry,
-                                                          int in_block) {
+  __device__ __forceinline__ static const float* scale_of(const SparseKeyAddresses& src,
+                                                          int32_t entry, int in_block) {
     if constexpr (kPagedSource) {
       const int32_t page = entry >> kSparseRowBits;
       const int32_t row = (entry & ((1 << kSparseRowBits) - 1)) + in_block;

@@ -231,9 +231,10 @@ cudaError_t launch_score_sparse_mxfp4(const ScoreMaps& maps, const ScoreParams& 
 // The sparse FP8 instantiations (format_sparse.cuh): N = H, one query row per work item.
 template <int kHeads, int kBlock, bool kPagedSource>
 cudaError_t launch_score_sparse(const ScoreMaps& maps, const ScoreParams& params,
-                                const SparseSource& source, int grid, cudaStream_t stream) {
+                                const SparseKeyAddresses& source, int grid, cudaStream_t stream) {
   return launch_instance<kHeads, kHeads, true, StoreEpilogue, SparseKeysE4M3<kBlock, kPagedSource>>(
-      maps, KernelParams<StoreEpilogue::Params, SparseSource>{params, {}, source}, grid, stream);
+      maps, KernelParams<StoreEpilogue::Params, SparseKeyAddresses>{params, {}, source}, grid,
+      stream);
 }
 
 }  // namespace flashindexer::cuda::scoring

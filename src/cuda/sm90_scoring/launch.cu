@@ -371,7 +371,7 @@ namespace {
 // The sparse instantiation for (H, sparse block, source): N = H, one row per work item.
 template <int kHeads>
 cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& params,
-                                   const scoring::SparseSource& source, int block, bool paged,
+                                   const scoring::SparseKeyAddresses& source, int block, bool paged,
                                    int grid, cudaStream_t stream) {
   using scoring::launch_score_sparse;
   if (block == 8) {
@@ -383,8 +383,8 @@ cudaError_t launch_sparse_instance(const ScoreMaps& maps, const ScoreParams& par
 }
 
 // Where the FP8 sparse kernel's lanes gather the keys from (format_sparse.cuh).
-scoring::SparseSource sparse_source(const SparseScoring& call) {
-  scoring::SparseSource source;
+scoring::SparseKeyAddresses sparse_key_addresses(const SparseScoring& call) {
+  scoring::SparseKeyAddresses source;
   if (call.cache != nullptr) {
     source.keys = static_cast<const uint8_t*>(call.cache->data);
     source.page_stride = call.cache->page_stride_bytes;
@@ -529,11 +529,11 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       return status;
     }
   } else {
-    const cudaError_t launched = heads == 64
-                                     ? launch_sparse_instance<64>(maps, params, sparse_source(call),
-                                                                  block, paged, grid, stream)
-                                     : launch_sparse_instance<32>(maps, params, sparse_source(call),
-                                                                  block, paged, grid, stream);
+    const cudaError_t launched =
+        heads == 64 ? launch_sparse_instance<64>(maps, params, sparse_key_addresses(call), block,
+                                                 paged, grid, stream)
+                    : launch_sparse_instance<32>(maps, params, sparse_key_addresses(call), block,
+                                                 paged, grid, stream);
     if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
       return status;
     }

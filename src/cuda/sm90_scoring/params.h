@@ -78,7 +78,7 @@ static_assert(offsetof(ScoreParams, live_rows) == 40 && offsetof(ScoreParams, fi
 // asynchronous copies. Packed: key row i < num_keys at keys + i key_stride, its scale at
 // scales[i]. Paged: page p at keys + p page_stride, its page_size rows of 128 bytes, then their
 // fp32 scales.
-struct SparseSource {
+struct SparseKeyAddresses {
   const uint8_t* keys = nullptr;
   const float* scales = nullptr;  // packed only
   int64_t key_stride = 0;         // packed: bytes between key rows

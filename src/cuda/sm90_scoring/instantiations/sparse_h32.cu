@@ -6,12 +6,15 @@
 namespace flashindexer::cuda::scoring {
 
 template cudaError_t launch_score_sparse<32, 8, false>(const ScoreMaps&, const ScoreParams&,
-                                                       const SparseSource&, int, cudaStream_t);
+                                                       const SparseKeyAddresses&, int,
+                                                       cudaStream_t);
 template cudaError_t launch_score_sparse<32, 16, false>(const ScoreMaps&, const ScoreParams&,
-                                                        const SparseSource&, int, cudaStream_t);
+                                                        const SparseKeyAddresses&, int,
+                                                        cudaStream_t);
 template cudaError_t launch_score_sparse<32, 8, true>(const ScoreMaps&, const ScoreParams&,
-                                                      const SparseSource&, int, cudaStream_t);
+                                                      const SparseKeyAddresses&, int, cudaStream_t);
 template cudaError_t launch_score_sparse<32, 16, true>(const ScoreMaps&, const ScoreParams&,
-                                                       const SparseSource&, int, cudaStream_t);
+                                                       const SparseKeyAddresses&, int,
+                                                       cudaStream_t);
 
 }  // namespace flashindexer::cuda::scoring
