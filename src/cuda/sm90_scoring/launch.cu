@@ -529,11 +529,11 @@ Status launch_sparse_scoring(const char* op, const SparseScoring& call, bool cle
       return status;
     }
   } else {
+    const scoring::SparseKeyAddresses addresses = sparse_key_addresses(call);
     const cudaError_t launched =
-        heads == 64 ? launch_sparse_instance<64>(maps, params, sparse_key_addresses(call), block,
-                                                 paged, grid, stream)
-                    : launch_sparse_instance<32>(maps, params, sparse_key_addresses(call), block,
-                                                 paged, grid, stream);
+        heads == 64
+            ? launch_sparse_instance<64>(maps, params, addresses, block, paged, grid, stream)
+            : launch_sparse_instance<32>(maps, params, addresses, block, paged, grid, stream);
     if (Status status = to_status(launched, op, "sparse scoring kernel launch"); !status.ok()) {
       return status;
     }
